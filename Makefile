@@ -1,0 +1,97 @@
+# tensh: the tensor shell. `make` builds build/tensh and build/tensh.so (for
+# `require "tensh"`); `make test`, `make asan`, `make bench`, `make demo`.
+
+# ---- settings ---------------------------------------------------------------
+CC       ?= cc
+NVCC     ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CUDA     ?= $(if $(NVCC),1,0)
+CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
+OPT      ?= -O2
+BUILD    ?= build
+SAN      ?=
+LUA_PKG  ?= lua5.4
+
+LUA_CFLAGS := $(shell pkg-config --cflags $(LUA_PKG) 2>/dev/null)
+LUA_LIBS   := $(shell pkg-config --libs $(LUA_PKG) 2>/dev/null)
+CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fPIC -fopenmp -fno-math-errno \
+            $(OPT) -g $(SAN) $(LUA_CFLAGS) -Isrc -I/usr/include/x86_64-linux-gnu/openblas-pthread
+LDLIBS   += -lopenblas -lreadline -lz -lm -fopenmp $(SAN)
+
+# ---- sources ----------------------------------------------------------------
+CORE_SRC  := $(wildcard src/*.c src/cpu/*.c)
+LUA_SRC   := $(wildcard src/lua/*.c)
+SHELL_SRC := $(wildcard src/shell/*.c)
+CUDA_SRC  := $(wildcard cuda/*.cu)
+CTEST_SRC := $(wildcard tests/c/*.c)
+
+ifeq ($(CUDA),1)
+CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
+CFLAGS    += -DTS_HAVE_CUDA
+CUDA_OBJ  := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++
+else
+CUDA_OBJ  :=
+endif
+
+LUA_LIB   := $(sort $(wildcard lua/tensh/*.lua lua/tensh/*/*.lua))
+CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
+LUA_OBJ   := $(LUA_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/lua_lib.o
+SHELL_OBJ := $(SHELL_SRC:%.c=$(BUILD)/%.o)
+CTEST_OBJ := $(CTEST_SRC:%.c=$(BUILD)/%.o)
+HEADERS   := $(wildcard src/*.h src/*.def src/cpu/*.h src/lua/*.h src/shell/*.h cuda/*.h)
+
+.PHONY: all deps test asan bench demo clean probe
+all: probe $(BUILD)/tensh $(BUILD)/tensh.so
+
+probe:
+	@if [ -n "$(LUA_CFLAGS)$(LUA_LIBS)" ]; then echo "✓ lua5.4"; else echo "✗ lua5.4 not found: run scripts/install-deps.sh"; exit 1; fi
+	@if [ "$(CUDA)" = 1 ]; then echo "✓ nvcc $$($(NVCC) --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'): CUDA backend built"; \
+	 else echo "✗ nvcc: CPU-only build"; fi
+
+$(BUILD)/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+# the Lua library is embedded in the binary, so tensh runs from anywhere
+$(BUILD)/embed: tools/embed.c
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -o $@ $<
+
+$(BUILD)/gen/lua_lib.c: $(LUA_LIB) $(BUILD)/embed
+	@mkdir -p $(dir $@)
+	$(BUILD)/embed $@ $(LUA_LIB)
+
+$(BUILD)/gen/lua_lib.o: $(BUILD)/gen/lua_lib.c
+	$(CC) -O1 -fPIC -c $< -o $@
+
+$(BUILD)/%.o: %.cu $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -Isrc -Xcompiler -fPIC -c $< -o $@
+
+$(BUILD)/tensh: $(CORE_OBJ) $(LUA_OBJ) $(SHELL_OBJ) $(CUDA_OBJ)
+	$(CC) -o $@ $^ $(LUA_LIBS) $(LDLIBS) -Wl,-E
+
+# the Lua module: lua5.4 itself provides the Lua API symbols
+$(BUILD)/tensh.so: $(CORE_OBJ) $(LUA_OBJ) $(CUDA_OBJ)
+	$(CC) -shared -o $@ $^ $(LDLIBS)
+
+$(BUILD)/test_c: $(CTEST_OBJ) $(CORE_OBJ) $(CUDA_OBJ)
+	$(CC) -o $@ $^ $(LDLIBS)
+
+deps:
+	bash scripts/install-deps.sh
+
+test: all $(BUILD)/test_c
+	@bash tests/run.sh $(BUILD)
+
+asan:
+	$(MAKE) BUILD=build-asan CUDA=0 OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" test
+
+bench: all
+	@bash scripts/bench/run.sh $(BUILD)
+
+demo: all
+	$(BUILD)/tensh scripts/tour.lua
+
+clean:
+	rm -rf build build-asan

@@ -1,0 +1,328 @@
+/* CPU elementwise kernels: unary, binary, comparisons, where, lerp.
+ * Each loop is instantiated per dtype from one expression; float16 and
+ * bfloat16 compute in float. The op layer has already broadcast and cast the
+ * inputs, so every loop sees operands of one storage type. */
+#include "cpu.h"
+
+#include <tgmath.h>
+
+/* x: the input, in compute type `ct`; ctx: the ts_loop_ctx. */
+#define LOOP1(NAME, S, C, LD, ST, EXPR)                                                   \
+  static void NAME(char **d, const int64_t *s, int64_t n, void *vctx) {                  \
+    typedef C ct;                                                                        \
+    ts_loop_ctx *ctx = vctx;                                                             \
+    (void)ctx;                                                                           \
+    char *o = d[0];                                                                      \
+    const char *a = d[1];                                                                \
+    if (s[0] == sizeof(S) && s[1] == sizeof(S)) {                                        \
+      S *po = (S *)o;                                                                    \
+      const S *pa = (const S *)a;                                                        \
+      for (int64_t i = 0; i < n; i++) {                                                  \
+        ct x = (ct)LD(pa + i, S);                                                        \
+        ST(po + i, S, (EXPR));                                                           \
+      }                                                                                  \
+    } else {                                                                             \
+      for (int64_t i = 0; i < n; i++) {                                                  \
+        ct x = (ct)LD(a + i * s[1], S);                                                  \
+        ST(o + i * s[0], S, (EXPR));                                                     \
+      }                                                                                  \
+    }                                                                                    \
+  }
+
+/* a, b: the inputs in compute type `ct`; OS: the output storage type. */
+#define LOOP2(NAME, S, OS, C, LD, ST, EXPR)                                               \
+  static void NAME(char **d, const int64_t *s, int64_t n, void *vctx) {                  \
+    typedef C ct;                                                                        \
+    ts_loop_ctx *ctx = vctx;                                                             \
+    (void)ctx;                                                                           \
+    char *o = d[0];                                                                      \
+    const char *pa_ = d[1], *pb_ = d[2];                                                 \
+    if (s[0] == sizeof(OS) && s[1] == sizeof(S) && s[2] == sizeof(S)) {                  \
+      OS *po = (OS *)o;                                                                  \
+      const S *x = (const S *)pa_, *y = (const S *)pb_;                                  \
+      for (int64_t i = 0; i < n; i++) {                                                  \
+        ct a = (ct)LD(x + i, S), b = (ct)LD(y + i, S);                                   \
+        ST(po + i, OS, (EXPR));                                                          \
+      }                                                                                  \
+    } else if (s[0] == sizeof(OS) && s[1] == sizeof(S) && s[2] == 0) {                   \
+      OS *po = (OS *)o;                                                                  \
+      const S *x = (const S *)pa_;                                                       \
+      const ct b = (ct)LD(pb_, S);                                                       \
+      for (int64_t i = 0; i < n; i++) {                                                  \
+        ct a = (ct)LD(x + i, S);                                                         \
+        ST(po + i, OS, (EXPR));                                                          \
+      }                                                                                  \
+    } else {                                                                             \
+      for (int64_t i = 0; i < n; i++) {                                                  \
+        ct a = (ct)LD(pa_ + i * s[1], S), b = (ct)LD(pb_ + i * s[2], S);                 \
+        ST(o + i * s[0], OS, (EXPR));                                                    \
+      }                                                                                  \
+    }                                                                                    \
+  }
+
+/* Output stores for comparisons: a bool byte. */
+#define ST_BOOL(p, OS, v) (*(uint8_t *)(p) = (uint8_t)((v) != 0))
+
+/* Instantiation over dtype groups. F: float types; I: integer types; B: bool. */
+#define U_F(OP, EXPR)                                                \
+  LOOP1(OP##_f32, float, float, TS_LD_SAME, TS_ST_SAME, EXPR)        \
+  LOOP1(OP##_f64, double, double, TS_LD_SAME, TS_ST_SAME, EXPR)      \
+  LOOP1(OP##_f16, uint16_t, float, TS_LD_F16, TS_ST_F16, EXPR)       \
+  LOOP1(OP##_bf16, uint16_t, float, TS_LD_BF16, TS_ST_BF16, EXPR)
+#define U_I(OP, EXPR)                                                \
+  LOOP1(OP##_i64, int64_t, int64_t, TS_LD_SAME, TS_ST_SAME, EXPR)    \
+  LOOP1(OP##_i32, int32_t, int64_t, TS_LD_SAME, TS_ST_SAME, EXPR)    \
+  LOOP1(OP##_u8, uint8_t, int64_t, TS_LD_SAME, TS_ST_SAME, EXPR)
+#define U_B(OP, EXPR) LOOP1(OP##_b, uint8_t, int64_t, TS_LD_SAME, TS_ST_SAME, EXPR)
+
+#define B_F(OP, OS, ST, EXPR)                                          \
+  LOOP2(OP##_f32, float, OS, float, TS_LD_SAME, ST, EXPR)              \
+  LOOP2(OP##_f64, double, OS, double, TS_LD_SAME, ST, EXPR)            \
+  LOOP2(OP##_f16, uint16_t, OS, float, TS_LD_F16, ST, EXPR)            \
+  LOOP2(OP##_bf16, uint16_t, OS, float, TS_LD_BF16, ST, EXPR)
+#define B_I(OP, OS, ST, EXPR)                                          \
+  LOOP2(OP##_i64, int64_t, OS, int64_t, TS_LD_SAME, ST, EXPR)          \
+  LOOP2(OP##_i32, int32_t, OS, int64_t, TS_LD_SAME, ST, EXPR)          \
+  LOOP2(OP##_u8, uint8_t, OS, int64_t, TS_LD_SAME, ST, EXPR)
+#define B_B(OP, OS, ST, EXPR) LOOP2(OP##_b, uint8_t, OS, int64_t, TS_LD_SAME, ST, EXPR)
+
+/* Same-typed outputs: the float stores pick their own storage type. */
+#define B_F_SAME(OP, EXPR)                                                   \
+  LOOP2(OP##_f32, float, float, float, TS_LD_SAME, TS_ST_SAME, EXPR)         \
+  LOOP2(OP##_f64, double, double, double, TS_LD_SAME, TS_ST_SAME, EXPR)      \
+  LOOP2(OP##_f16, uint16_t, uint16_t, float, TS_LD_F16, TS_ST_F16, EXPR)     \
+  LOOP2(OP##_bf16, uint16_t, uint16_t, float, TS_LD_BF16, TS_ST_BF16, EXPR)
+#define B_I_SAME(OP, EXPR)                                                   \
+  LOOP2(OP##_i64, int64_t, int64_t, int64_t, TS_LD_SAME, TS_ST_SAME, EXPR)   \
+  LOOP2(OP##_i32, int32_t, int32_t, int64_t, TS_LD_SAME, TS_ST_SAME, EXPR)   \
+  LOOP2(OP##_u8, uint8_t, uint8_t, int64_t, TS_LD_SAME, TS_ST_SAME, EXPR)
+#define B_B_SAME(OP, EXPR) LOOP2(OP##_b, uint8_t, uint8_t, int64_t, TS_LD_SAME, TS_ST_SAME, EXPR)
+
+/* ---- helpers used inside expressions ---- */
+
+static inline int64_t ipow(int64_t b, int64_t e, ts_loop_ctx *ctx) {
+  if (e < 0) {
+    if (b == 1) return 1;
+    if (b == -1) return (e & 1) ? -1 : 1;
+    ctx->err = 1;
+    return 0;
+  }
+  uint64_t r = 1, x = (uint64_t)b; /* unsigned: wraps like torch instead of UB */
+  while (e) {
+    if (e & 1) r *= x;
+    x *= x;
+    e >>= 1;
+  }
+  return (int64_t)r;
+}
+
+static inline int64_t ifloordiv(int64_t a, int64_t b, ts_loop_ctx *ctx) {
+  if (b == 0) { ctx->err = 2; return 0; }
+  if (b == -1) return (int64_t)(0 - (uint64_t)a);
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
+  return q;
+}
+
+static inline int64_t iremainder(int64_t a, int64_t b, ts_loop_ctx *ctx) {
+  if (b == 0) { ctx->err = 2; return 0; }
+  if (b == -1) return 0;
+  int64_t r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+
+#define FREMAINDER(a, b) ({ ct r_ = fmod(a, b); (r_ != 0 && ((r_ < 0) != (b < 0))) ? r_ + b : r_; })
+#define FMAX_NAN(a, b) ((a) != (a) ? (a) : (b) != (b) ? (b) : (a) > (b) ? (a) : (b))
+#define FMIN_NAN(a, b) ((a) != (a) ? (a) : (b) != (b) ? (b) : (a) < (b) ? (a) : (b))
+#define GELU_EXPR                                                                           \
+  (ctx->i[0] ? (ct)0.5 * x * (1 + tanh((ct)0.7978845608028654 * (x + (ct)0.044715 * x * x * x))) \
+             : (ct)0.5 * x * (1 + erf(x * (ct)0.7071067811865476)))
+#define CLAMP_EXPR(LO, HI) \
+  (((ctx->i[0] & 1) && x < (LO)) ? (LO) : ((ctx->i[0] & 2) && x > (HI)) ? (HI) : x)
+
+/* ---- unary ---- */
+U_F(neg, -x)               U_I(neg, -x)
+U_F(abs, fabs(x))          U_I(abs, x < 0 ? -x : x)
+U_F(sign, x > 0 ? (ct)1 : x < 0 ? (ct)-1 : x) U_I(sign, (x > 0) - (x < 0)) U_B(sign, x)
+U_F(floor, floor(x))       U_I(floor, x)
+U_F(ceil, ceil(x))         U_I(ceil, x)
+U_F(round, nearbyint(x))   U_I(round, x)
+U_F(relu, x < 0 ? (ct)0 : x) U_I(relu, x < 0 ? 0 : x)
+U_F(exp, exp(x))
+U_F(log, log(x))
+U_F(log1p, log1p(x))
+U_F(sqrt, sqrt(x))
+U_F(rsqrt, (ct)1 / sqrt(x))
+U_F(sin, sin(x))
+U_F(cos, cos(x))
+U_F(tanh, tanh(x))
+U_F(sigmoid, (ct)1 / ((ct)1 + exp(-x)))
+U_F(gelu, GELU_EXPR)
+U_F(silu, x / ((ct)1 + exp(-x)))
+U_F(reciprocal, (ct)1 / x)
+U_F(clamp, CLAMP_EXPR((ct)ctx->f[0], (ct)ctx->f[1]))
+U_I(clamp, CLAMP_EXPR((ct)ctx->f[0], (ct)ctx->f[1]))
+U_F(pow_scalar, pow(x, (ct)ctx->f[0]))
+U_I(pow_scalar, ipow(x, (int64_t)ctx->f[0], ctx))
+
+/* logical_not reads any dtype and writes bool: its loops are two-typed */
+#define LNOT(NAME, S, LD)                                                              \
+  static void NAME(char **d, const int64_t *s, int64_t n, void *ctx) {                \
+    (void)ctx;                                                                        \
+    for (int64_t i = 0; i < n; i++) *(uint8_t *)(d[0] + i * s[0]) = !LD(d[1] + i * s[1], S); \
+  }
+LNOT(lnot_f32, float, TS_LD_SAME) LNOT(lnot_f64, double, TS_LD_SAME)
+LNOT(lnot_f16, uint16_t, TS_LD_F16) LNOT(lnot_bf16, uint16_t, TS_LD_BF16)
+LNOT(lnot_i64, int64_t, TS_LD_SAME) LNOT(lnot_i32, int32_t, TS_LD_SAME)
+LNOT(lnot_u8, uint8_t, TS_LD_SAME) LNOT(lnot_b, uint8_t, TS_LD_SAME)
+
+/* ---- binary ---- */
+B_F_SAME(add, a + (ct)ctx->f[0] * b)   B_I_SAME(add, (int64_t)((uint64_t)a + (uint64_t)((int64_t)ctx->f[0] * b)))
+B_B_SAME(add, a || b)
+B_F_SAME(add1, a + b)                  B_I_SAME(add1, (int64_t)((uint64_t)a + (uint64_t)b))
+B_F_SAME(sub, a - (ct)ctx->f[0] * b)   B_I_SAME(sub, (int64_t)((uint64_t)a - (uint64_t)((int64_t)ctx->f[0] * b)))
+B_F_SAME(mul, a * b)                   B_I_SAME(mul, (int64_t)((uint64_t)a * (uint64_t)b)) B_B_SAME(mul, a && b)
+B_F_SAME(div, a / b)
+B_F_SAME(floordiv, floor(a / b))       B_I_SAME(floordiv, ifloordiv(a, b, ctx))
+B_F_SAME(remainder, FREMAINDER(a, b))  B_I_SAME(remainder, iremainder(a, b, ctx))
+B_F_SAME(pow, pow(a, b))               B_I_SAME(pow, ipow(a, b, ctx))
+B_F_SAME(maximum, FMAX_NAN(a, b))      B_I_SAME(maximum, a > b ? a : b) B_B_SAME(maximum, a || b)
+B_F_SAME(minimum, FMIN_NAN(a, b))      B_I_SAME(minimum, a < b ? a : b) B_B_SAME(minimum, a && b)
+
+#define CMP(OP, EXPR) B_F(OP, uint8_t, ST_BOOL, EXPR) B_I(OP, uint8_t, ST_BOOL, EXPR) B_B(OP, uint8_t, ST_BOOL, EXPR)
+CMP(eq, a == b) CMP(ne, a != b) CMP(lt, a < b) CMP(le, a <= b) CMP(gt, a > b) CMP(ge, a >= b)
+CMP(land, a != 0 && b != 0) CMP(lor, a != 0 || b != 0)
+
+/* ---- the loop table ---- */
+
+static ts_loop loops[TS_OP_COUNT][TS_DTYPE_COUNT];
+static ts_loop add1_loops[TS_DTYPE_COUNT]; /* add with alpha 1: the common case, kept tight */
+
+#define SET_F(TAB, OP) \
+  TAB[TS_FLOAT32] = OP##_f32, TAB[TS_FLOAT64] = OP##_f64, TAB[TS_FLOAT16] = OP##_f16, TAB[TS_BFLOAT16] = OP##_bf16
+#define SET_I(TAB, OP) TAB[TS_INT64] = OP##_i64, TAB[TS_INT32] = OP##_i32, TAB[TS_UINT8] = OP##_u8
+#define SET_FI(TAB, OP) SET_F(TAB, OP), SET_I(TAB, OP)
+#define SET_FIB(TAB, OP) SET_FI(TAB, OP), TAB[TS_BOOL] = OP##_b
+
+static void init_loops(void) {
+  SET_FI(loops[TS_OP_NEG], neg);
+  SET_FI(loops[TS_OP_ABS], abs);
+  SET_FIB(loops[TS_OP_SIGN], sign);
+  SET_FI(loops[TS_OP_FLOOR], floor);
+  SET_FI(loops[TS_OP_CEIL], ceil);
+  SET_FI(loops[TS_OP_ROUND], round);
+  SET_FI(loops[TS_OP_RELU], relu);
+  SET_F(loops[TS_OP_EXP], exp);
+  SET_F(loops[TS_OP_LOG], log);
+  SET_F(loops[TS_OP_LOG1P], log1p);
+  SET_F(loops[TS_OP_SQRT], sqrt);
+  SET_F(loops[TS_OP_RSQRT], rsqrt);
+  SET_F(loops[TS_OP_SIN], sin);
+  SET_F(loops[TS_OP_COS], cos);
+  SET_F(loops[TS_OP_TANH], tanh);
+  SET_F(loops[TS_OP_SIGMOID], sigmoid);
+  SET_F(loops[TS_OP_GELU], gelu);
+  SET_F(loops[TS_OP_SILU], silu);
+  SET_F(loops[TS_OP_RECIPROCAL], reciprocal);
+  SET_FI(loops[TS_OP_CLAMP], clamp);
+  SET_FI(loops[TS_OP_POW_SCALAR], pow_scalar);
+  SET_FIB(loops[TS_OP_LOGICAL_NOT], lnot);
+  SET_FIB(loops[TS_OP_ADD], add);
+  SET_FI(add1_loops, add1);
+  add1_loops[TS_BOOL] = add_b;
+  SET_FI(loops[TS_OP_SUB], sub);
+  SET_FIB(loops[TS_OP_MUL], mul);
+  SET_F(loops[TS_OP_DIV], div);
+  SET_FI(loops[TS_OP_FLOOR_DIVIDE], floordiv);
+  SET_FI(loops[TS_OP_REMAINDER], remainder);
+  SET_FI(loops[TS_OP_POW], pow);
+  SET_FIB(loops[TS_OP_MAXIMUM], maximum);
+  SET_FIB(loops[TS_OP_MINIMUM], minimum);
+  SET_FIB(loops[TS_OP_EQ], eq);
+  SET_FIB(loops[TS_OP_NE], ne);
+  SET_FIB(loops[TS_OP_LT], lt);
+  SET_FIB(loops[TS_OP_LE], le);
+  SET_FIB(loops[TS_OP_GT], gt);
+  SET_FIB(loops[TS_OP_GE], ge);
+  SET_FIB(loops[TS_OP_LOGICAL_AND], land);
+  SET_FIB(loops[TS_OP_LOGICAL_OR], lor);
+}
+
+/* The dtype the loop is chosen by: the inputs' (comparisons write bool). */
+static ts_status run_loop(const ts_call *c, ts_loop fn) {
+  ts_dtype dt = c->in[0]->dtype;
+  if (!fn) return ts_fail(TS_ERR_DTYPE, "%s is not implemented for %s", ts_ops[c->op].name, ts_dtype_name(dt));
+  ts_tensor *ops[TS_ITER_MAX_OPS] = {c->out[0]};
+  for (int k = 0; k < c->nin; k++) ops[k + 1] = c->in[k];
+  ts_iter it;
+  ts_iter_init(&it, c->nin + 1, ops);
+  ts_loop_ctx ctx = {.err = 0};
+  for (int k = 0; k < 4; k++) ctx.f[k] = c->f[k], ctx.i[k] = c->i[k];
+  ts_status st = ts_iter_run(&it, fn, &ctx);
+  if (st) return st;
+  if (ctx.err == 1) return ts_fail(TS_ERR_ARG, "%s: integers to negative integer powers are not allowed", ts_ops[c->op].name);
+  if (ctx.err == 2) return ts_fail(TS_ERR_ARG, "%s: integer division by zero", ts_ops[c->op].name);
+  return TS_OK;
+}
+
+static ts_status k_elementwise(const ts_call *c) {
+  ts_dtype dt = c->in[0]->dtype;
+  ts_loop fn = loops[c->op][dt];
+  if (c->op == TS_OP_ADD && c->f[0] == 1) fn = add1_loops[dt];
+  return run_loop(c, fn);
+}
+
+/* where(cond, a, b): a and b share a dtype; the loop copies bytes. */
+#define WHERE_LOOP(NAME, S)                                                             \
+  static void NAME(char **d, const int64_t *s, int64_t n, void *ctx) {                 \
+    (void)ctx;                                                                         \
+    for (int64_t i = 0; i < n; i++)                                                    \
+      *(S *)(d[0] + i * s[0]) = *(const uint8_t *)(d[1] + i * s[1]) ? *(const S *)(d[2] + i * s[2]) \
+                                                                    : *(const S *)(d[3] + i * s[3]); \
+  }
+WHERE_LOOP(where8, uint64_t) WHERE_LOOP(where4, uint32_t) WHERE_LOOP(where2, uint16_t) WHERE_LOOP(where1, uint8_t)
+
+static ts_status k_where(const ts_call *c) {
+  static const ts_loop by_size[9] = {[1] = where1, [2] = where2, [4] = where4, [8] = where8};
+  ts_tensor *ops[4] = {c->out[0], c->in[0], c->in[1], c->in[2]};
+  ts_iter it;
+  ts_iter_init(&it, 4, ops);
+  return ts_iter_run(&it, by_size[ts_dtype_size(c->out[0]->dtype)], NULL);
+}
+
+/* lerp: start + w*(end-start), from the nearer end for precision (as torch). */
+#define LERP_LOOP(NAME, S, C, LD, ST)                                                    \
+  static void NAME(char **d, const int64_t *s, int64_t n, void *ctx) {                  \
+    (void)ctx;                                                                          \
+    for (int64_t i = 0; i < n; i++) {                                                   \
+      C a = LD(d[1] + i * s[1], S), b = LD(d[2] + i * s[2], S), w = LD(d[3] + i * s[3], S); \
+      C r = fabs(w) < (C)0.5 ? a + w * (b - a) : b - (b - a) * ((C)1 - w);                \
+      ST(d[0] + i * s[0], S, r);                                                        \
+    }                                                                                   \
+  }
+LERP_LOOP(lerp_f32, float, float, TS_LD_SAME, TS_ST_SAME)
+LERP_LOOP(lerp_f64, double, double, TS_LD_SAME, TS_ST_SAME)
+LERP_LOOP(lerp_f16, uint16_t, float, TS_LD_F16, TS_ST_F16)
+LERP_LOOP(lerp_bf16, uint16_t, float, TS_LD_BF16, TS_ST_BF16)
+
+static ts_status k_lerp(const ts_call *c) {
+  static ts_loop lerp_loops[TS_DTYPE_COUNT];
+  SET_F(lerp_loops, lerp);
+  ts_tensor *ops[4] = {c->out[0], c->in[0], c->in[1], c->in[2]};
+  ts_iter it;
+  ts_iter_init(&it, 4, ops);
+  return ts_iter_run(&it, lerp_loops[c->out[0]->dtype], NULL);
+}
+
+void ts_cpu_register_elementwise(ts_kernel *k) {
+  init_loops();
+  for (int op = 0; op < TS_OP_COUNT; op++) {
+    ts_op_kind kind = ts_ops[op].kind;
+    if (kind == TS_KIND_UNARY || kind == TS_KIND_UNARY_FLOAT || kind == TS_KIND_UNARY_BOOL ||
+        kind == TS_KIND_BINARY || kind == TS_KIND_BINARY_FLOAT || kind == TS_KIND_COMPARE)
+      k[op] = k_elementwise;
+  }
+  k[TS_OP_WHERE] = k_where;
+  k[TS_OP_LERP] = k_lerp;
+}

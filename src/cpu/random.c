@@ -1,0 +1,71 @@
+/* CPU random kernels over Philox: element j of the output (in row-major
+ * order) draws counter offset + j, exactly as the CUDA kernels will. */
+#include "cpu.h"
+#include "../philox.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* out must be contiguous (the op layer allocates it so). */
+static ts_status k_random(const ts_call *c) {
+  ts_tensor *out = c->out[0];
+  uint64_t seed = (uint64_t)c->i[0], off = (uint64_t)c->i[1];
+  int64_t n = ts_numel(out);
+  ts_dtype dt = out->dtype;
+  char *p = ts_data(out);
+  int64_t w = (int64_t)ts_dtype_size(dt);
+  double lo = c->f[0], hi = c->f[1];
+#pragma omp parallel for schedule(static) if (n > TS_PARALLEL_GRAIN)
+  for (int64_t j = 0; j < n; j++) {
+    ts_u32x4 r = ts_philox(seed, off + (uint64_t)j);
+    void *q = p + j * w;
+    if (c->op == TS_OP_RAND) {
+      double u = dt == TS_FLOAT64 ? ts_uniform_f64(r.v[0], r.v[1]) : ts_uniform_f32(r.v[0]);
+      ts_store_f64(q, dt, lo + (hi - lo) * u);
+    } else if (c->op == TS_OP_RANDN) { /* Box-Muller on two uniforms in (0, 1] */
+      double u1 = 1.0 - ts_uniform_f64(r.v[0], r.v[1]), u2 = ts_uniform_f64(r.v[2], r.v[3]);
+      double z = sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+      ts_store_f64(q, dt, lo + hi * z);
+    } else { /* RANDINT: [i[2], i[3]) */
+      uint64_t range = (uint64_t)(c->i[3] - c->i[2]);
+      uint64_t x = ((uint64_t)r.v[0] << 32) | r.v[1];
+      ts_store_i64(q, dt, c->i[2] + (int64_t)(x % range));
+    }
+  }
+  return TS_OK;
+}
+
+/* randperm: sort indices by 64-bit Philox keys (ties broken by index), so a
+ * GPU sort of the same keys gives the same permutation. */
+typedef struct { uint64_t key; int64_t idx; } keyed;
+
+static int cmp_keyed(const void *a, const void *b) {
+  const keyed *x = a, *y = b;
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+static ts_status k_randperm(const ts_call *c) {
+  ts_tensor *out = c->out[0];
+  int64_t n = ts_numel(out);
+  keyed *k = malloc(sizeof *k * (size_t)(n ? n : 1));
+  if (!k) return ts_fail(TS_ERR_OOM, "randperm: out of memory for %lld keys", (long long)n);
+  for (int64_t j = 0; j < n; j++) {
+    ts_u32x4 r = ts_philox((uint64_t)c->i[0], (uint64_t)c->i[1] + (uint64_t)j);
+    k[j].key = ((uint64_t)r.v[0] << 32) | r.v[1];
+    k[j].idx = j;
+  }
+  qsort(k, (size_t)n, sizeof *k, cmp_keyed);
+  char *p = ts_data(out);
+  int64_t w = (int64_t)ts_dtype_size(out->dtype);
+  for (int64_t j = 0; j < n; j++) ts_store_i64(p + j * w, out->dtype, k[j].idx);
+  free(k);
+  return TS_OK;
+}
+
+void ts_cpu_register_random(ts_kernel *k) {
+  k[TS_OP_RAND] = k_random;
+  k[TS_OP_RANDN] = k_random;
+  k[TS_OP_RANDINT] = k_random;
+  k[TS_OP_RANDPERM] = k_randperm;
+}

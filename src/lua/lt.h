@@ -1,0 +1,77 @@
+/* The Lua binding's shared helpers. Only src/lua/ and src/shell/ include lua.h.
+ *
+ * The pattern every binding follows (STYLE.md, rule 2): read and check the
+ * arguments, push the result's userdata slot first (lt_newslot), then call the
+ * core with the slot as output. If the core fails the slot stays empty and
+ * the error is raised with nothing in C to leak. */
+#ifndef TENSH_LT_H
+#define TENSH_LT_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "../ops.h"
+
+#define LT_TENSOR "tensh.Tensor"
+#define LT_SIZE "torch.Size"
+#define LT_DEVICE "torch.device"
+
+typedef struct lt_box {
+  ts_tensor *t; /* NULL until the op that fills it succeeds; NULL again after __gc */
+} lt_box;
+
+/* Raises the core's message as a Lua error (never returns). */
+int lt_error(lua_State *L, ts_status st);
+#define LT_TRY(L, expr)                  \
+  do {                                   \
+    ts_status st_ = (expr);              \
+    if (st_ != TS_OK) lt_error(L, st_);  \
+  } while (0)
+
+/* `bad argument #i to 'fn' (tensor expected, got string)` */
+ts_tensor *lt_check(lua_State *L, int idx);
+ts_tensor *lt_test(lua_State *L, int idx); /* NULL when not a tensor */
+/* A tensor, or a Lua number/boolean lifted into box as a wrapped 0-dim tensor. */
+ts_tensor *lt_operand(lua_State *L, int idx, ts_scalar_box *box);
+/* Pushes an empty tensor userdata and returns its slot for the core to fill. */
+ts_tensor **lt_newslot(lua_State *L);
+/* Pushes t (taking over the caller's reference). */
+void lt_push(lua_State *L, ts_tensor *t);
+/* Steps Lua's collector for the bytes tensors took since the last call. */
+void lt_gc_debt(lua_State *L);
+
+/* Sizes from varargs (2, 3), a table ({2, 3}) or a torch.Size, starting at
+ * idx and stopping at the first argument that is not an integer. Returns how
+ * many stack slots were consumed. */
+int lt_sizes(lua_State *L, int idx, int *ndim, int64_t *sizes);
+void lt_push_size(lua_State *L, int ndim, const int64_t *sizes);
+int64_t lt_checkint(lua_State *L, int idx);  /* an integer (floats with integral values accepted) */
+
+/* Keyword-option tables: the trailing table argument, if any. */
+int lt_opts_index(lua_State *L, int idx);     /* idx if it is a plain table (not a tensor/size), else 0 */
+ts_dtype lt_opt_dtype(lua_State *L, int opts, ts_dtype dflt);
+ts_device lt_opt_device(lua_State *L, int opts, ts_device dflt);
+bool lt_opt_bool(lua_State *L, int opts, const char *key, bool dflt);
+double lt_opt_number(lua_State *L, int opts, const char *key, double dflt);
+ts_dtype lt_check_dtype(lua_State *L, int idx);  /* "float16", torch.float16 */
+ts_device lt_check_device(lua_State *L, int idx); /* "cuda:0", torch.device */
+void lt_push_device(lua_State *L, ts_device d);
+void lt_push_dtype(lua_State *L, ts_dtype d);
+
+/* Registration: functions go into `torch`, methods into the tensor metatable's
+ * method table; each family file has one lt_open_* that adds its own. The
+ * stack holds torch at -2 and the methods table at -1 when it is called. */
+void lt_register(lua_State *L, const luaL_Reg *torch_fns, const luaL_Reg *methods);
+void lt_open_tensor(lua_State *L);
+void lt_open_create(lua_State *L);
+void lt_open_elementwise(lua_State *L);
+void lt_open_shape(lua_State *L);
+void lt_open_reduce(lua_State *L);
+void lt_open_linalg(lua_State *L);
+void lt_open_index(lua_State *L);
+void lt_open_print(lua_State *L);
+void lt_open_cuda(lua_State *L);
+
+int luaopen_tensh(lua_State *L);
+
+#endif

@@ -1,0 +1,73 @@
+/* luaopen_tensh: builds the torch table, the tensor metatable and the Lua
+ * library, for the shell and for `require "tensh"` from plain lua5.4. */
+#include "lt.h"
+
+#include <string.h>
+
+extern const struct { const char *name; const char *src; size_t len; } ts_lua_modules[];
+
+/* package.searchers entry: finds the embedded tensh.* Lua modules */
+static int embedded_searcher(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  for (int i = 0; ts_lua_modules[i].name; i++) {
+    if (strcmp(ts_lua_modules[i].name, name) != 0) continue;
+    if (luaL_loadbufferx(L, ts_lua_modules[i].src, ts_lua_modules[i].len, lua_pushfstring(L, "@lua/%s.lua", name), "t"))
+      return lua_error(L);
+    lua_pushstring(L, name);
+    return 2;
+  }
+  lua_pushfstring(L, "no embedded module '%s'", name);
+  return 1;
+}
+
+static void add_searcher(lua_State *L) {
+  lua_getglobal(L, "package");
+  if (lua_getfield(L, -1, "searchers") == LUA_TTABLE) {
+    lua_pushcfunction(L, embedded_searcher);
+    lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+  }
+  lua_pop(L, 2);
+}
+
+void lt_make_metatable(lua_State *L);
+
+int luaopen_tensh(lua_State *L) {
+  ts_cpu_backend_init();
+  lua_newtable(L); /* torch */
+  int torch = lua_gettop(L);
+  lua_newtable(L); /* tensor methods */
+  lt_make_metatable(L);
+  luaL_newmetatable(L, LT_SIZE);
+  lua_pop(L, 1);
+  luaL_newmetatable(L, LT_DEVICE);
+  lua_pop(L, 1);
+  lt_open_tensor(L);
+  lt_open_create(L);
+  lt_open_elementwise(L);
+  lt_open_shape(L);
+  lt_open_reduce(L);
+  lt_open_linalg(L);
+  lt_open_index(L);
+  lt_open_print(L);
+  lt_open_cuda(L);
+  lua_setfield(L, torch, "_methods"); /* for completion and for Lua-side additions */
+  lua_pushliteral(L, TS_VERSION);
+  lua_setfield(L, torch, "__version__");
+
+  add_searcher(L);
+  /* the Lua part of the namespace */
+  for (int i = 0;; i++) {
+    if (!ts_lua_modules[i].name) return luaL_error(L, "tensh: embedded prelude missing (broken build)");
+    if (strcmp(ts_lua_modules[i].name, "tensh.prelude") != 0) continue;
+    if (luaL_loadbufferx(L, ts_lua_modules[i].src, ts_lua_modules[i].len, "@lua/tensh/prelude.lua", "t"))
+      return lua_error(L);
+    break;
+  }
+  lua_pushvalue(L, torch);
+  luaL_getmetatable(L, LT_SIZE);
+  luaL_getmetatable(L, LT_DEVICE);
+  lua_call(L, 3, 0);
+  lua_pushvalue(L, torch);
+  lua_setglobal(L, "torch");
+  return 1;
+}

@@ -1,0 +1,625 @@
+/* The tensor userdata: one metatable, methods in __index, properties read
+ * with `.`, indexing with [] (counting from 0), and the shared argument
+ * helpers every binding file uses. */
+#include "lt.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- errors and tensors on the stack ------------------------------------ */
+
+int lt_error(lua_State *L, ts_status st) {
+  (void)st;
+  return luaL_error(L, "%s", ts_last_error());
+}
+
+ts_tensor *lt_test(lua_State *L, int idx) {
+  lt_box *b = luaL_testudata(L, idx, LT_TENSOR);
+  return b ? b->t : NULL;
+}
+
+ts_tensor *lt_check(lua_State *L, int idx) {
+  lt_box *b = luaL_testudata(L, idx, LT_TENSOR);
+  if (!b) luaL_typeerror(L, idx, "tensor");
+  if (!b->t) luaL_argerror(L, idx, "tensor was already freed");
+  return b->t;
+}
+
+ts_tensor *lt_operand(lua_State *L, int idx, ts_scalar_box *box) {
+  switch (lua_type(L, idx)) {
+  case LUA_TNUMBER:
+    if (lua_isinteger(L, idx)) return ts_scalar_wrap_int(box, lua_tointeger(L, idx));
+    return ts_scalar_wrap_double(box, lua_tonumber(L, idx));
+  case LUA_TBOOLEAN: return ts_scalar_wrap_bool(box, lua_toboolean(L, idx));
+  default: {
+    lt_box *b = luaL_testudata(L, idx, LT_TENSOR);
+    if (!b || !b->t) luaL_typeerror(L, idx, "tensor or number");
+    return b->t;
+  }
+  }
+}
+
+static int tensor_gc(lua_State *L) {
+  lt_box *b = lua_touserdata(L, 1);
+  if (b->t) {
+    ts_tensor_release(b->t);
+    b->t = NULL; /* a finalizer may run twice (__close then __gc) */
+  }
+  return 0;
+}
+
+void lt_gc_debt(lua_State *L) {
+  /* Lua sees a few bytes of userdata per tensor; tell it about the buffers,
+   * so a loop that drops big tensors is collected at the pace it allocates. */
+  size_t debt = ts_take_alloc_debt();
+  if (debt >= 64 * 1024) lua_gc(L, LUA_GCSTEP, (int)(debt / 1024 > 1 << 30 ? 1 << 30 : debt / 1024));
+}
+
+ts_tensor **lt_newslot(lua_State *L) {
+  lt_box *b = lua_newuserdatauv(L, sizeof *b, 0);
+  b->t = NULL;
+  lua_rawgetp(L, LUA_REGISTRYINDEX, (void *)&lt_newslot); /* the metatable, cached under a light key */
+  lua_setmetatable(L, -2);
+  return &b->t;
+}
+
+void lt_push(lua_State *L, ts_tensor *t) {
+  /* the slot must exist before we own t on the Lua side; an allocation error
+   * here would leak t, so protect it by releasing on failure is not possible:
+   * callers prefer lt_newslot. This form is for tensors already anchored. */
+  ts_tensor **slot = lt_newslot(L);
+  *slot = t;
+  lt_gc_debt(L);
+}
+
+/* ---- integers, sizes, options ----------------------------------------- */
+
+int64_t lt_checkint(lua_State *L, int idx) {
+  int isnum;
+  lua_Integer v = lua_tointegerx(L, idx, &isnum);
+  if (!isnum) {
+    if (lua_type(L, idx) == LUA_TNUMBER) luaL_argerror(L, idx, "number has no integer representation");
+    luaL_typeerror(L, idx, "integer");
+  }
+  return v;
+}
+
+static bool is_size(lua_State *L, int idx) {
+  if (!lua_getmetatable(L, idx)) return false;
+  luaL_getmetatable(L, LT_SIZE);
+  bool r = lua_rawequal(L, -1, -2);
+  lua_pop(L, 2);
+  return r;
+}
+
+int lt_sizes(lua_State *L, int idx, int *ndim, int64_t *sizes) {
+  idx = lua_absindex(L, idx);
+  int n = 0;
+  if (lua_type(L, idx) == LUA_TTABLE) {
+    int src = idx;
+    if (is_size(L, idx)) { /* torch.Size keeps its dims in field _dims */
+      lua_getfield(L, idx, "_dims");
+      src = lua_gettop(L);
+    } else if (lt_opts_index(L, idx)) {
+      lua_Integer len = (lua_Integer)lua_rawlen(L, idx);
+      if (len == 0) { /* an empty list is a 0-dim shape, but an options table is not a shape */
+        lua_pushnil(L);
+        bool has_keys = lua_next(L, idx) != 0;
+        if (has_keys) lua_pop(L, 2);
+        if (has_keys) return *ndim = 0, 0;
+      }
+    }
+    lua_Integer len = (lua_Integer)lua_rawlen(L, src);
+    if (len > TS_MAX_DIMS) luaL_error(L, "too many dims (%d); tensors have at most %d", (int)len, TS_MAX_DIMS);
+    for (lua_Integer i = 1; i <= len; i++) {
+      lua_rawgeti(L, src, i);
+      int isnum;
+      lua_Integer v = lua_tointegerx(L, -1, &isnum);
+      if (!isnum) luaL_error(L, "bad size at position %d: integer expected, got %s", (int)i, luaL_typename(L, -1));
+      sizes[n++] = v;
+      lua_pop(L, 1);
+    }
+    if (src != idx) lua_pop(L, 1);
+    *ndim = n;
+    return 1;
+  }
+  while (lua_type(L, idx + n) == LUA_TNUMBER) {
+    if (n >= TS_MAX_DIMS) luaL_error(L, "too many dims; tensors have at most %d", TS_MAX_DIMS);
+    sizes[n] = lt_checkint(L, idx + n);
+    n++;
+  }
+  *ndim = n;
+  return n;
+}
+
+void lt_push_size(lua_State *L, int ndim, const int64_t *sizes) {
+  lua_createtable(L, 0, 1);
+  lua_createtable(L, ndim, 0);
+  for (int i = 0; i < ndim; i++) {
+    lua_pushinteger(L, sizes[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "_dims");
+  luaL_setmetatable(L, LT_SIZE);
+}
+
+int lt_opts_index(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (lua_type(L, idx) != LUA_TTABLE || is_size(L, idx)) return 0;
+  if (lua_rawlen(L, idx) > 0) return 0; /* a list: sizes or values, not options */
+  return idx;
+}
+
+static int opt_field(lua_State *L, int opts, const char *key) {
+  if (!opts) return LUA_TNIL;
+  return lua_getfield(L, opts, key);
+}
+
+ts_dtype lt_check_dtype(lua_State *L, int idx) {
+  const char *s = luaL_checkstring(L, idx);
+  ts_dtype d;
+  if (ts_dtype_from_name(s, &d)) luaL_argerror(L, idx, ts_last_error());
+  return d;
+}
+
+ts_device lt_check_device(lua_State *L, int idx) {
+  ts_device d;
+  if (lua_type(L, idx) == LUA_TNUMBER) { /* a bare ordinal means a CUDA device, as in torch */
+    lua_Integer i = lt_checkint(L, idx);
+    return (ts_device){TS_CUDA, (int8_t)(i < 0 || i > 126 ? 127 : i)};
+  }
+  if (luaL_testudata(L, idx, LT_DEVICE) == NULL && lua_type(L, idx) == LUA_TTABLE) {
+    lua_getfield(L, idx, "_str");
+    const char *s = lua_tostring(L, -1);
+    if (!s) luaL_typeerror(L, idx, "device");
+    if (ts_device_parse(s, &d)) luaL_argerror(L, idx, ts_last_error());
+    lua_pop(L, 1);
+    return d;
+  }
+  const char *s = lua_tostring(L, idx);
+  if (!s) luaL_typeerror(L, idx, "device (a string such as \"cpu\" or \"cuda:0\")");
+  if (ts_device_parse(s, &d)) luaL_argerror(L, idx, ts_last_error());
+  return d;
+}
+
+ts_dtype lt_opt_dtype(lua_State *L, int opts, ts_dtype dflt) {
+  ts_dtype d = dflt;
+  if (opt_field(L, opts, "dtype") != LUA_TNIL) d = lt_check_dtype(L, -1);
+  if (opts) lua_pop(L, 1);
+  return d;
+}
+
+ts_device lt_opt_device(lua_State *L, int opts, ts_device dflt) {
+  ts_device d = dflt;
+  if (opt_field(L, opts, "device") != LUA_TNIL) d = lt_check_device(L, -1);
+  if (opts) lua_pop(L, 1);
+  return d;
+}
+
+bool lt_opt_bool(lua_State *L, int opts, const char *key, bool dflt) {
+  bool v = dflt;
+  int t = opt_field(L, opts, key);
+  if (t != LUA_TNIL) {
+    if (t != LUA_TBOOLEAN) luaL_error(L, "option '%s' must be a boolean, got %s", key, luaL_typename(L, -1));
+    v = lua_toboolean(L, -1);
+  }
+  if (opts) lua_pop(L, 1);
+  return v;
+}
+
+double lt_opt_number(lua_State *L, int opts, const char *key, double dflt) {
+  double v = dflt;
+  int t = opt_field(L, opts, key);
+  if (t != LUA_TNIL) {
+    if (t != LUA_TNUMBER) luaL_error(L, "option '%s' must be a number, got %s", key, luaL_typename(L, -1));
+    v = lua_tonumber(L, -1);
+  }
+  if (opts) lua_pop(L, 1);
+  return v;
+}
+
+void lt_push_dtype(lua_State *L, ts_dtype d) {
+  lua_pushfstring(L, "torch.%s", ts_dtype_name(d));
+}
+
+void lt_push_device(lua_State *L, ts_device d) {
+  char buf[32];
+  ts_device_str(d, buf, sizeof buf);
+  lua_createtable(L, 0, 3);
+  lua_pushstring(L, d.type == TS_CPU ? "cpu" : "cuda");
+  lua_setfield(L, -2, "type");
+  if (d.index >= 0) {
+    lua_pushinteger(L, d.index);
+    lua_setfield(L, -2, "index");
+  }
+  lua_pushstring(L, buf);
+  lua_setfield(L, -2, "_str");
+  luaL_setmetatable(L, LT_DEVICE);
+}
+
+/* ---- properties and indexing ---------------------------------------------- */
+
+static int push_property(lua_State *L, ts_tensor *t, const char *k) {
+  switch (k[0]) {
+  case 's':
+    if (strcmp(k, "shape") == 0) return lt_push_size(L, t->ndim, t->sizes), 1;
+    break;
+  case 'd':
+    if (strcmp(k, "dtype") == 0) return lt_push_dtype(L, t->dtype), 1;
+    if (strcmp(k, "device") == 0) return lt_push_device(L, t->device), 1;
+    break;
+  case 'n':
+    if (strcmp(k, "ndim") == 0) return lua_pushinteger(L, t->ndim), 1;
+    break;
+  case 'i':
+    if (strcmp(k, "is_cuda") == 0) return lua_pushboolean(L, t->device.type == TS_CUDA), 1;
+    if (strcmp(k, "is_leaf") == 0) return lua_pushboolean(L, t->grad_fn == NULL), 1;
+    break;
+  case 'r':
+    if (strcmp(k, "requires_grad") == 0) return lua_pushboolean(L, t->requires_grad), 1;
+    break;
+  case 'g':
+    if (strcmp(k, "grad") == 0) {
+      if (!t->grad) return lua_pushnil(L), 1;
+      ts_tensor_retain(t->grad);
+      lt_push(L, t->grad);
+      return 1;
+    }
+    if (strcmp(k, "grad_fn") == 0) return lua_pushnil(L), 1; /* autograd issue */
+    break;
+  case 'T':
+    if (k[1] == 0) {
+      int64_t dims[TS_MAX_DIMS];
+      for (int i = 0; i < t->ndim; i++) dims[i] = t->ndim - 1 - i;
+      ts_tensor **slot = lt_newslot(L);
+      LT_TRY(L, ts_permute(t, t->ndim, dims, slot));
+      return 1;
+    }
+    break;
+  }
+  return 0;
+}
+
+/* Applies one index entry `{start, stop[, step]}`, an integer, or `{}` to dim d.
+ * Returns the dims consumed in the result (0 for an integer, 1 otherwise). */
+static int apply_index(lua_State *L, int entry, ts_tensor **cur, int d, int argpos) {
+  ts_tensor *next = NULL;
+  if (lua_type(L, entry) == LUA_TNUMBER) {
+    int64_t i = lt_checkint(L, entry);
+    if (d >= (*cur)->ndim)
+      luaL_error(L, "too many indices for tensor of dimension %d", (*cur)->ndim);
+    LT_TRY(L, ts_select(*cur, d, i, &next));
+    ts_tensor_release(*cur);
+    *cur = next;
+    return 0;
+  }
+  if (lua_type(L, entry) == LUA_TTABLE) {
+    if (d >= (*cur)->ndim) luaL_error(L, "too many indices for tensor of dimension %d", (*cur)->ndim);
+    int64_t n = (*cur)->sizes[d], v[3] = {0, n, 1};
+    int len = (int)lua_rawlen(L, entry);
+    if (len > 3) luaL_error(L, "slice at position %d: expected {start, stop[, step]}, got %d values", argpos, len);
+    for (int k = 0; k < len; k++) {
+      lua_rawgeti(L, entry, k + 1);
+      if (!lua_isnil(L, -1)) {
+        int isnum;
+        v[k] = lua_tointegerx(L, -1, &isnum);
+        if (!isnum) luaL_error(L, "slice at position %d: integer expected, got %s", argpos, luaL_typename(L, -1));
+      }
+      lua_pop(L, 1);
+    }
+    LT_TRY(L, ts_slice(*cur, d, v[0], v[1], v[2], &next));
+    ts_tensor_release(*cur);
+    *cur = next;
+    return 1;
+  }
+  return luaL_error(L, "index at position %d: expected an integer or a {start, stop[, step]} slice, got %s", argpos,
+                    luaL_typename(L, entry));
+}
+
+/* Builds the view t[key] into *out (a new reference). The caller anchors
+ * *out in a slot before calling, so errors here cannot leak it. */
+static void index_view(lua_State *L, ts_tensor *t, int key, ts_tensor **out) {
+  ts_tensor_retain(t);
+  *out = t;
+  if (lua_type(L, key) == LUA_TNUMBER) {
+    apply_index(L, key, out, 0, 1);
+    return;
+  }
+  int n = (int)lua_rawlen(L, key), d = 0;
+  for (int k = 1; k <= n; k++) {
+    lua_rawgeti(L, key, k);
+    d += apply_index(L, lua_gettop(L), out, d, k);
+    lua_pop(L, 1);
+  }
+}
+
+static int tensor_index(lua_State *L) {
+  ts_tensor *t = lt_check(L, 1);
+  switch (lua_type(L, 2)) {
+  case LUA_TSTRING:
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1; /* a method */
+    lua_pop(L, 1);
+    if (push_property(L, t, lua_tostring(L, 2))) return 1;
+    return 0; /* unknown fields read as nil, as for any Lua value */
+  case LUA_TNUMBER:
+  case LUA_TTABLE: {
+    ts_tensor **slot = lt_newslot(L);
+    index_view(L, t, 2, slot);
+    return 1;
+  }
+  default:
+    return luaL_error(L, "tensor index: expected an integer, a slice table or a method name, got %s",
+                      luaL_typename(L, 2));
+  }
+}
+
+static int tensor_newindex(lua_State *L) {
+  ts_tensor *t = lt_check(L, 1);
+  if (lua_type(L, 2) != LUA_TNUMBER && lua_type(L, 2) != LUA_TTABLE)
+    return luaL_error(L, "cannot set field '%s' of a tensor; tensors take values at integer or slice indices",
+                      lua_tostring(L, 2) ? lua_tostring(L, 2) : luaL_typename(L, 2));
+  ts_tensor **slot = lt_newslot(L); /* anchors the view */
+  index_view(L, t, 2, slot);
+  if (lua_type(L, 3) == LUA_TNUMBER || lua_type(L, 3) == LUA_TBOOLEAN) {
+    double v = lua_type(L, 3) == LUA_TBOOLEAN ? lua_toboolean(L, 3) : lua_tonumber(L, 3);
+    LT_TRY(L, ts_fill_(*slot, v));
+  } else {
+    ts_tensor *src = lt_check(L, 3);
+    LT_TRY(L, ts_copy_(*slot, src));
+  }
+  t->version++;
+  return 0;
+}
+
+static int tensor_len(lua_State *L) {
+  ts_tensor *t = lt_check(L, 1);
+  if (t->ndim == 0) return luaL_error(L, "len() of a 0-d tensor");
+  lua_pushinteger(L, t->sizes[0]);
+  return 1;
+}
+
+void lt_register(lua_State *L, const luaL_Reg *torch_fns, const luaL_Reg *methods) {
+  if (methods) luaL_setfuncs(L, methods, 0);
+  if (torch_fns) {
+    lua_pushvalue(L, -2);
+    luaL_setfuncs(L, torch_fns, 0);
+    lua_pop(L, 1);
+  }
+}
+
+/* ---- basic methods -------------------------------------------------------- */
+
+static int m_size(lua_State *L) {
+  ts_tensor *t = lt_check(L, 1);
+  if (lua_isnoneornil(L, 2)) return lt_push_size(L, t->ndim, t->sizes), 1;
+  int d;
+  LT_TRY(L, ts_wrap_dim("size", lt_checkint(L, 2), t->ndim, &d));
+  lua_pushinteger(L, t->ndim ? t->sizes[d] : 1);
+  return 1;
+}
+
+static int m_stride(lua_State *L) {
+  ts_tensor *t = lt_check(L, 1);
+  if (lua_isnoneornil(L, 2)) {
+    lua_createtable(L, t->ndim, 0);
+    for (int i = 0; i < t->ndim; i++) {
+      lua_pushinteger(L, t->strides[i]);
+      lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+  }
+  int d;
+  LT_TRY(L, ts_wrap_dim("stride", lt_checkint(L, 2), t->ndim, &d));
+  lua_pushinteger(L, t->ndim ? t->strides[d] : 1);
+  return 1;
+}
+
+static int m_dim(lua_State *L) { return lua_pushinteger(L, lt_check(L, 1)->ndim), 1; }
+static int m_numel(lua_State *L) { return lua_pushinteger(L, ts_numel(lt_check(L, 1))), 1; }
+static int m_element_size(lua_State *L) { return lua_pushinteger(L, (lua_Integer)ts_dtype_size(lt_check(L, 1)->dtype)), 1; }
+static int m_is_contiguous(lua_State *L) { return lua_pushboolean(L, ts_is_contiguous(lt_check(L, 1))), 1; }
+static int m_get_device(lua_State *L) {
+  ts_tensor *t = lt_check(L, 1);
+  lua_pushinteger(L, t->device.type == TS_CPU ? -1 : t->device.index);
+  return 1;
+}
+
+/* Reads element at linear position i of t (row-major order) as a Lua value. */
+static void push_element(lua_State *L, ts_tensor *t, const int64_t *idx) {
+  char *p = ts_data(t);
+  for (int d = 0; d < t->ndim; d++) p += idx[d] * t->strides[d] * (int64_t)ts_dtype_size(t->dtype);
+  if (t->dtype == TS_BOOL) lua_pushboolean(L, *(uint8_t *)p != 0);
+  else if (ts_dtype_is_float(t->dtype)) lua_pushnumber(L, ts_load_f64(p, t->dtype));
+  else lua_pushinteger(L, ts_load_i64(p, t->dtype));
+}
+
+static void need_cpu(lua_State *L, ts_tensor *t, const char *fn) {
+  if (t->device.type != TS_CPU)
+    luaL_error(L, "%s: tensor is on %s; CUDA values are read through t:cpu() (the CUDA backend issue)", fn,
+               t->device.type == TS_CUDA ? "cuda" : "?");
+}
+
+static int m_item(lua_State *L) {
+  ts_tensor *t = lt_check(L, 1);
+  int64_t n = ts_numel(t);
+  if (n != 1) return luaL_error(L, "item: a tensor with %lld elements cannot be converted to a number; only one-element tensors can", (long long)n);
+  need_cpu(L, t, "item");
+  int64_t idx[TS_MAX_DIMS] = {0};
+  push_element(L, t, idx);
+  return 1;
+}
+
+static void tolist_rec(lua_State *L, ts_tensor *t, int d, int64_t *idx) {
+  if (d == t->ndim) {
+    push_element(L, t, idx);
+    return;
+  }
+  luaL_checkstack(L, 4, "tolist: nesting too deep");
+  lua_createtable(L, (int)t->sizes[d], 0);
+  for (int64_t i = 0; i < t->sizes[d]; i++) {
+    idx[d] = i;
+    tolist_rec(L, t, d + 1, idx);
+    lua_rawseti(L, -2, i + 1);
+  }
+}
+
+static int m_tolist(lua_State *L) {
+  ts_tensor *t = lt_check(L, 1);
+  need_cpu(L, t, "tolist");
+  int64_t idx[TS_MAX_DIMS] = {0};
+  tolist_rec(L, t, 0, idx);
+  return 1;
+}
+
+static int m_contiguous(lua_State *L) {
+  ts_tensor *t = lt_check(L, 1);
+  ts_tensor **slot = lt_newslot(L);
+  LT_TRY(L, ts_contiguous(t, slot));
+  lt_gc_debt(L);
+  return 1;
+}
+
+static int m_clone(lua_State *L) {
+  ts_tensor *t = lt_check(L, 1);
+  ts_tensor **slot = lt_newslot(L);
+  LT_TRY(L, ts_clone(t, slot));
+  lt_gc_debt(L);
+  return 1;
+}
+
+/* t:to(dtype | device [, dtype] [, opts]) */
+static int m_to(lua_State *L) {
+  ts_tensor *t = lt_check(L, 1);
+  ts_dtype dt = t->dtype;
+  ts_device dev = t->device;
+  for (int i = 2; i <= lua_gettop(L); i++) {
+    if (lt_test(L, i)) { /* t:to(other): other's dtype and device */
+      dt = lt_test(L, i)->dtype, dev = lt_test(L, i)->device;
+    } else if (lua_type(L, i) == LUA_TSTRING) {
+      ts_dtype d;
+      if (ts_dtype_from_name(lua_tostring(L, i), &d) == TS_OK) dt = d;
+      else dev = lt_check_device(L, i);
+    } else if (lt_opts_index(L, i)) {
+      dt = lt_opt_dtype(L, i, dt);
+      dev = lt_opt_device(L, i, dev);
+    } else if (lua_type(L, i) == LUA_TTABLE) {
+      dev = lt_check_device(L, i);
+    } else {
+      return luaL_typeerror(L, i, "dtype, device, tensor or options table");
+    }
+  }
+  if (!ts_device_eq(dev, t->device) && !(dev.type == TS_CUDA && t->device.type == TS_CUDA && dev.index < 0)) {
+    if (dev.type == TS_CUDA && !ts_backends[TS_CUDA])
+      return luaL_error(L, "to: CUDA is not available (no GPU, driver or CUDA build); cuda.is_available() is false");
+    return luaL_error(L, "to: moving tensors between devices needs the CUDA backend");
+  }
+  ts_tensor **slot = lt_newslot(L);
+  LT_TRY(L, ts_to_dtype(t, dt, slot));
+  lt_gc_debt(L);
+  return 1;
+}
+
+#define CAST_METHOD(NAME, DT)                      \
+  static int m_##NAME(lua_State *L) {              \
+    ts_tensor *t = lt_check(L, 1);                 \
+    ts_tensor **slot = lt_newslot(L);              \
+    LT_TRY(L, ts_to_dtype(t, DT, slot));           \
+    lt_gc_debt(L);                                 \
+    return 1;                                      \
+  }
+CAST_METHOD(float, TS_FLOAT32)
+CAST_METHOD(double, TS_FLOAT64)
+CAST_METHOD(half, TS_FLOAT16)
+CAST_METHOD(bfloat16, TS_BFLOAT16)
+CAST_METHOD(long, TS_INT64)
+CAST_METHOD(int, TS_INT32)
+CAST_METHOD(byte, TS_UINT8)
+CAST_METHOD(bool, TS_BOOL)
+
+static int m_cpu(lua_State *L) {
+  ts_tensor *t = lt_check(L, 1);
+  if (t->device.type != TS_CPU) return luaL_error(L, "cpu: copies from CUDA need the CUDA backend");
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int m_copy_(lua_State *L) {
+  ts_tensor *t = lt_check(L, 1), *src = lt_check(L, 2);
+  LT_TRY(L, ts_copy_(t, src));
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int m_fill_(lua_State *L) {
+  ts_tensor *t = lt_check(L, 1);
+  double v;
+  if (lua_type(L, 2) == LUA_TBOOLEAN) v = lua_toboolean(L, 2);
+  else if (lt_test(L, 2)) {
+    ts_tensor *s = lt_test(L, 2);
+    if (s->ndim != 0) return luaL_error(L, "fill_: only supports a 0-dimension value tensor, got %d dims", s->ndim);
+    need_cpu(L, s, "fill_");
+    v = ts_load_f64(ts_data(s), s->dtype);
+  } else v = luaL_checknumber(L, 2);
+  LT_TRY(L, ts_fill_(t, v));
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int m_zero_(lua_State *L) {
+  LT_TRY(L, ts_fill_(lt_check(L, 1), 0));
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int m_storage_offset(lua_State *L) { return lua_pushinteger(L, lt_check(L, 1)->offset), 1; }
+
+static int m_data_ptr(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)(intptr_t)ts_data(lt_check(L, 1)));
+  return 1;
+}
+
+static int m_type(lua_State *L) {
+  ts_tensor *t = lt_check(L, 1);
+  if (lua_isnoneornil(L, 2)) return lt_push_dtype(L, t->dtype), 1;
+  ts_tensor **slot = lt_newslot(L);
+  LT_TRY(L, ts_to_dtype(t, lt_check_dtype(L, 2), slot));
+  return 1;
+}
+
+static int l_is_tensor(lua_State *L) { return lua_pushboolean(L, lt_test(L, 1) != NULL), 1; }
+
+void lt_open_tensor(lua_State *L) {
+  static const luaL_Reg methods[] = {
+      {"size", m_size}, {"stride", m_stride}, {"dim", m_dim}, {"ndimension", m_dim}, {"numel", m_numel},
+      {"nelement", m_numel}, {"element_size", m_element_size}, {"is_contiguous", m_is_contiguous},
+      {"get_device", m_get_device}, {"item", m_item}, {"tolist", m_tolist}, {"contiguous", m_contiguous},
+      {"clone", m_clone}, {"to", m_to}, {"float", m_float}, {"double", m_double}, {"half", m_half},
+      {"bfloat16", m_bfloat16}, {"long", m_long}, {"int", m_int}, {"byte", m_byte}, {"bool", m_bool},
+      {"cpu", m_cpu}, {"copy_", m_copy_}, {"fill_", m_fill_}, {"zero_", m_zero_},
+      {"storage_offset", m_storage_offset}, {"data_ptr", m_data_ptr}, {"type", m_type}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"is_tensor", l_is_tensor}, {NULL, NULL}};
+  lt_register(L, fns, methods);
+}
+
+/* Creates the tensor metatable; the methods table is at the top of the stack. */
+void lt_make_metatable(lua_State *L) {
+  int methods = lua_gettop(L);
+  luaL_newmetatable(L, LT_TENSOR);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, (void *)&lt_newslot);
+  lua_pushvalue(L, methods);
+  lua_pushcclosure(L, tensor_index, 1);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, tensor_newindex);
+  lua_setfield(L, -2, "__newindex");
+  lua_pushcfunction(L, tensor_len);
+  lua_setfield(L, -2, "__len");
+  lua_pushcfunction(L, tensor_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, tensor_gc);
+  lua_setfield(L, -2, "__close");
+  lua_pushliteral(L, "Tensor");
+  lua_setfield(L, -2, "__name");
+  lua_pop(L, 1);
+}

@@ -1,0 +1,86 @@
+/* The op layer for creation and copies: full, fill_, copy_, dtype casts,
+ * contiguous, clone. */
+#include "ops.h"
+
+#include <math.h>
+#include <string.h>
+
+ts_status ts_fill_(ts_tensor *t, double v) {
+  ts_call c = {.op = TS_OP_FILL, .nin = 0, .out = {t}, .f = {v}};
+  if (ts_dtype_is_int(t->dtype) && v == floor(v) && fabs(v) < 9.3e18) c.i[0] = 1, c.i[1] = (int64_t)v;
+  t->version++;
+  return ts_dispatch(&c);
+}
+
+ts_status ts_full(int ndim, const int64_t *sizes, double v, ts_dtype dt, ts_device dev, ts_tensor **out) {
+  ts_tensor *t;
+  ts_status st = ts_tensor_empty(ndim, sizes, dt, dev, &t);
+  if (st) return st;
+  if ((st = ts_fill_(t, v))) {
+    ts_tensor_release(t);
+    return st;
+  }
+  *out = t;
+  return TS_OK;
+}
+
+ts_status ts_copy_(ts_tensor *dst, ts_tensor *src) {
+  int nd;
+  int64_t sizes[TS_MAX_DIMS];
+  ts_status st = ts_broadcast_shapes("copy_", dst->ndim, dst->sizes, src->ndim, src->sizes, &nd, sizes);
+  if (st) return st;
+  if (nd != dst->ndim || memcmp(sizes, dst->sizes, sizeof(int64_t) * (size_t)nd) != 0) {
+    char a[256], b[256];
+    ts_shape_str(src->ndim, src->sizes, a, sizeof a);
+    ts_shape_str(dst->ndim, dst->sizes, b, sizeof b);
+    return ts_fail(TS_ERR_SHAPE, "copy_: source of shape %s cannot be broadcast to destination shape %s", a, b);
+  }
+  /* stack view of src expanded to dst's shape */
+  ts_tensor v = *src;
+  int off = nd - src->ndim;
+  v.ndim = nd;
+  for (int d = 0; d < nd; d++) {
+    v.sizes[d] = sizes[d];
+    v.strides[d] = d < off || src->sizes[d - off] == 1 ? 0 : src->strides[d - off];
+  }
+  if (src->device.type != dst->device.type) {
+    /* cross-device copies belong to the device backend (the CUDA issue) */
+    ts_backend *be = ts_backends[dst->device.type == TS_CPU ? src->device.type : dst->device.type];
+    if (!be) return ts_fail(TS_ERR_DEVICE, "copy_: device not available in this build");
+  }
+  ts_tensor *in = &v;
+  ts_call c = {.op = TS_OP_COPY, .nin = 1, .in = &in, .out = {dst}};
+  dst->version++;
+  return ts_dispatch(&c);
+}
+
+static ts_status copy_new(ts_tensor *t, ts_dtype dt, ts_tensor **out) {
+  ts_tensor *r;
+  ts_status st = ts_tensor_empty(t->ndim, t->sizes, dt, t->device, &r);
+  if (st) return st;
+  if ((st = ts_copy_(r, t))) {
+    ts_tensor_release(r);
+    return st;
+  }
+  r->version = 0;
+  *out = r;
+  return TS_OK;
+}
+
+ts_status ts_to_dtype(ts_tensor *t, ts_dtype dt, ts_tensor **out) {
+  if (t->dtype == dt && !t->is_wrapped_number) {
+    ts_tensor_retain(t);
+    return *out = t, TS_OK;
+  }
+  return copy_new(t, dt, out);
+}
+
+ts_status ts_contiguous(ts_tensor *t, ts_tensor **out) {
+  if (ts_is_contiguous(t) && !t->is_wrapped_number) {
+    ts_tensor_retain(t);
+    return *out = t, TS_OK;
+  }
+  return copy_new(t, t->dtype, out);
+}
+
+ts_status ts_clone(ts_tensor *t, ts_tensor **out) { return copy_new(t, t->dtype, out); }

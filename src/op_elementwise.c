@@ -1,0 +1,253 @@
+/* The op layer for elementwise ops: type promotion, broadcasting, device
+ * checks, output allocation, then one kernel call. Broadcast inputs are
+ * stack views (no allocation, no refcount) that live only for the call. */
+#include "ops.h"
+
+#include <math.h>
+#include <string.h>
+
+/* A stack view of t expanded to (nd, sizes): stride 0 where t has size 1. */
+static void broadcast_view(const ts_tensor *t, int nd, const int64_t *sizes, ts_tensor *v) {
+  *v = *t;
+  v->ndim = nd;
+  int off = nd - t->ndim;
+  for (int d = 0; d < nd; d++) {
+    int64_t ts = d < off ? 1 : t->sizes[d - off];
+    v->sizes[d] = sizes[d];
+    v->strides[d] = (ts == 1 && sizes[d] != 1) || d < off ? 0 : t->strides[d - off];
+  }
+}
+
+/* torch.can_cast: no float into an integer, no non-bool into bool. */
+static bool can_cast(ts_dtype from, ts_dtype to) {
+  if (ts_dtype_is_float(from) && !ts_dtype_is_float(to)) return false;
+  if (from != TS_BOOL && to == TS_BOOL) return false;
+  return true;
+}
+
+/* Holds operands cast to the compute dtype; releases what it made. */
+typedef struct cast_set {
+  ts_tensor *made[4];
+  ts_scalar_box boxes[4];
+  int n;
+} cast_set;
+
+static void cast_set_free(cast_set *cs) {
+  for (int i = 0; i < cs->n; i++) ts_tensor_release(cs->made[i]);
+}
+
+/* Returns t in dtype dt: t itself, a converted wrapped number, or a new tensor. */
+static ts_status cast_operand(cast_set *cs, int k, ts_tensor *t, ts_dtype dt, ts_tensor **out) {
+  if (t->dtype == dt) return *out = t, TS_OK;
+  if (t->is_wrapped_number) { /* convert the value itself: no kernel, no allocation */
+    ts_scalar_box *b = &cs->boxes[k];
+    const void *p = ts_data(t);
+    if (ts_dtype_is_float(t->dtype)) ts_scalar_wrap_double(b, ts_load_f64(p, t->dtype));
+    else ts_scalar_wrap_int(b, ts_load_i64(p, t->dtype));
+    void *q = &b->v;
+    if (ts_dtype_is_float(t->dtype)) ts_store_f64(q, dt, b->v.f);
+    else ts_store_i64(q, dt, b->v.i);
+    b->t.dtype = dt;
+    return *out = &b->t, TS_OK;
+  }
+
+  ts_tensor *c;
+  ts_status st = ts_to_dtype(t, dt, &c);
+  if (st) return st;
+  cs->made[cs->n++] = c;
+  *out = c;
+  return TS_OK;
+}
+
+static const char *op_name(ts_op op) { return ts_ops[op].name; }
+
+/* Where the result lives: the first operand that is not a CPU scalar. */
+static ts_device result_device(int n, ts_tensor *const *ts) {
+  for (int i = 0; i < n; i++)
+    if (!ts[i]->is_wrapped_number && !(ts[i]->ndim == 0 && ts[i]->device.type == TS_CPU)) return ts[i]->device;
+  return ts[0]->device;
+}
+
+/* Writes the computed result r into out (same shape), casting when allowed. */
+static ts_status finish_out(const char *fn, ts_tensor *r, ts_tensor *out) {
+  if (!can_cast(r->dtype, out->dtype))
+    return ts_fail(TS_ERR_DTYPE, "%s: result type %s can't be cast to the desired output type %s", fn,
+                   ts_dtype_name(r->dtype), ts_dtype_name(out->dtype));
+  return ts_copy_(out, r);
+}
+
+static ts_status check_out_shape(const char *fn, int nd, const int64_t *sizes, const ts_tensor *out) {
+  if (nd == out->ndim && memcmp(sizes, out->sizes, sizeof(int64_t) * (size_t)nd) == 0) return TS_OK;
+  char a[256], b[256];
+  ts_shape_str(nd, sizes, a, sizeof a);
+  ts_shape_str(out->ndim, out->sizes, b, sizeof b);
+  return ts_fail(TS_ERR_SHAPE, "%s: output with shape %s doesn't match the broadcast shape %s", fn, b, a);
+}
+
+/* The compute dtype of a unary op, or an error for dtypes it refuses. */
+static ts_status unary_dtype(ts_op op, ts_dtype in, bool params_fractional, ts_dtype *compute, ts_dtype *result) {
+  ts_op_kind kind = ts_ops[op].kind;
+  if (kind == TS_KIND_UNARY_BOOL) return *compute = in, *result = TS_BOOL, TS_OK;
+  if (kind == TS_KIND_UNARY_FLOAT || (params_fractional && !ts_dtype_is_float(in)))
+    in = ts_dtype_is_float(in) ? in : TS_DEFAULT_DTYPE;
+  if (in == TS_BOOL && op != TS_OP_SIGN)
+    return ts_fail(TS_ERR_DTYPE, "%s is not supported for bool tensors; convert first, e.g. t:to(\"int64\")",
+                   op_name(op));
+  *compute = *result = in;
+  return TS_OK;
+}
+
+ts_status ts_unary_p_out(ts_op op, ts_tensor *x, const int64_t *ip, const double *fp, ts_tensor *out) {
+  ts_tensor *r = NULL;
+  ts_status st = ts_unary_p(op, x, ip, fp, &r);
+  if (st) return st;
+  if (!(st = check_out_shape(op_name(op), r->ndim, r->sizes, out))) st = finish_out(op_name(op), r, out);
+  ts_tensor_release(r);
+  return st;
+}
+
+ts_status ts_unary_p(ts_op op, ts_tensor *x, const int64_t *ip, const double *fp, ts_tensor **out) {
+  bool fractional = false;
+  if (op == TS_OP_CLAMP || op == TS_OP_POW_SCALAR)
+    for (int k = 0; k < 2; k++)
+      if ((op == TS_OP_POW_SCALAR ? k == 0 : (ip[0] >> k) & 1) && fp[k] != floor(fp[k])) fractional = true;
+  if (op == TS_OP_POW_SCALAR && !ts_dtype_is_float(x->dtype) && fp[0] < 0 && !fractional)
+    return ts_fail(TS_ERR_ARG, "pow: integers to negative integer powers are not allowed");
+  ts_dtype compute = x->dtype, result = x->dtype;
+  ts_status st = unary_dtype(op, x->dtype, fractional, &compute, &result);
+  if (st) return st;
+  cast_set cs = {.n = 0};
+  ts_tensor *xc, *r = NULL;
+  if ((st = cast_operand(&cs, 0, x, compute, &xc))) return st;
+  if (!(st = ts_tensor_empty(x->ndim, x->sizes, result, x->device, &r))) {
+    ts_call c = {.op = op, .nin = 1, .in = &xc, .out = {r}};
+    if (ip) memcpy(c.i, ip, sizeof c.i);
+    if (fp) memcpy(c.f, fp, sizeof c.f);
+    st = ts_dispatch(&c);
+  }
+  cast_set_free(&cs);
+  if (st) {
+    ts_tensor_release(r);
+    return st;
+  }
+  *out = r;
+  return TS_OK;
+}
+
+ts_status ts_unary(ts_op op, ts_tensor *x, ts_tensor **out) { return ts_unary_p(op, x, NULL, NULL, out); }
+ts_status ts_unary_out(ts_op op, ts_tensor *x, ts_tensor *out) { return ts_unary_p_out(op, x, NULL, NULL, out); }
+
+static ts_status binary_impl(ts_op op, ts_tensor *a, ts_tensor *b, double alpha, ts_tensor *given, ts_tensor **out) {
+  const char *fn = op_name(op);
+  ts_tensor *ab[2] = {a, b};
+  ts_status st = ts_check_same_device(fn, 2, ab);
+  if (st) return st;
+  ts_dtype compute = ts_result_type(2, ab);
+  ts_op_kind kind = ts_ops[op].kind;
+  if (kind == TS_KIND_BINARY_FLOAT && !ts_dtype_is_float(compute)) compute = TS_DEFAULT_DTYPE;
+  if (compute == TS_BOOL && (op == TS_OP_SUB || op == TS_OP_FLOOR_DIVIDE || op == TS_OP_REMAINDER || op == TS_OP_POW))
+    return ts_fail(TS_ERR_DTYPE, "%s is not supported for two bool tensors; convert one, e.g. t:to(\"int64\")", fn);
+  if (ts_dtype_is_int(compute) && alpha != floor(alpha))
+    return ts_fail(TS_ERR_DTYPE, "%s: for integer tensors alpha must be an integer, got %g", fn, alpha);
+  ts_dtype result = kind == TS_KIND_COMPARE ? TS_BOOL : compute;
+  int nd;
+  int64_t sizes[TS_MAX_DIMS];
+  if ((st = ts_broadcast_shapes(fn, a->ndim, a->sizes, b->ndim, b->sizes, &nd, sizes))) return st;
+  if (given && (st = check_out_shape(fn, nd, sizes, given))) return st;
+
+  cast_set cs = {.n = 0};
+  ts_tensor *ac, *bc, *r = NULL;
+  if ((st = cast_operand(&cs, 0, a, compute, &ac)) || (st = cast_operand(&cs, 1, b, compute, &bc))) {
+    cast_set_free(&cs);
+    return st;
+  }
+  bool direct = given && given->dtype == result;
+  if (direct) r = given;
+  else st = ts_tensor_empty(nd, sizes, result, result_device(2, ab), &r);
+  if (!st) {
+    ts_tensor va, vb;
+    broadcast_view(ac, nd, sizes, &va);
+    broadcast_view(bc, nd, sizes, &vb);
+    ts_tensor *in[2] = {&va, &vb};
+    ts_call c = {.op = op, .nin = 2, .in = in, .out = {r}, .f = {alpha}};
+    st = ts_dispatch(&c);
+  }
+  cast_set_free(&cs);
+  if (!st && given && !direct) st = finish_out(fn, r, given);
+  if (given) {
+    if (!direct) ts_tensor_release(r);
+    return st;
+  }
+  if (st) {
+    ts_tensor_release(r);
+    return st;
+  }
+  *out = r;
+  return TS_OK;
+}
+
+ts_status ts_binary(ts_op op, ts_tensor *a, ts_tensor *b, ts_tensor **out) {
+  return binary_impl(op, a, b, 1, NULL, out);
+}
+ts_status ts_binary_out(ts_op op, ts_tensor *a, ts_tensor *b, ts_tensor *out) {
+  return binary_impl(op, a, b, 1, out, NULL);
+}
+ts_status ts_add_scaled(ts_tensor *a, ts_tensor *b, double alpha, ts_tensor **out) {
+  return binary_impl(TS_OP_ADD, a, b, alpha, NULL, out);
+}
+
+/* Broadcasts n operands to one shape; names fn in errors. */
+static ts_status broadcast_n(const char *fn, int n, ts_tensor *const *ts, int *nd, int64_t *sizes) {
+  *nd = ts[0]->ndim;
+  memcpy(sizes, ts[0]->sizes, sizeof(int64_t) * (size_t)*nd);
+  for (int i = 1; i < n; i++) {
+    int64_t tmp[TS_MAX_DIMS];
+    ts_status st = ts_broadcast_shapes(fn, *nd, sizes, ts[i]->ndim, ts[i]->sizes, nd, tmp);
+    if (st) return st;
+    memcpy(sizes, tmp, sizeof(int64_t) * (size_t)*nd);
+  }
+  return TS_OK;
+}
+
+/* Shared by where and lerp: three operands, the last two (or all) cast to dt. */
+static ts_status ternary(ts_op op, ts_tensor *const in3[3], int first_cast, ts_dtype dt, ts_tensor **out) {
+  const char *fn = op_name(op);
+  int nd;
+  int64_t sizes[TS_MAX_DIMS];
+  ts_status st = ts_check_same_device(fn, 3, in3);
+  if (st || (st = broadcast_n(fn, 3, in3, &nd, sizes))) return st;
+  cast_set cs = {.n = 0};
+  ts_tensor *c[3] = {in3[0], in3[1], in3[2]}, *r = NULL;
+  for (int k = first_cast; k < 3 && !st; k++) st = cast_operand(&cs, k, in3[k], dt, &c[k]);
+  if (!st) st = ts_tensor_empty(nd, sizes, dt, result_device(3, in3), &r);
+  if (!st) {
+    ts_tensor v[3];
+    for (int k = 0; k < 3; k++) broadcast_view(c[k], nd, sizes, &v[k]);
+    ts_tensor *vin[3] = {&v[0], &v[1], &v[2]};
+    ts_call call = {.op = op, .nin = 3, .in = vin, .out = {r}};
+    st = ts_dispatch(&call);
+  }
+  cast_set_free(&cs);
+  if (st) {
+    ts_tensor_release(r);
+    return st;
+  }
+  *out = r;
+  return TS_OK;
+}
+
+ts_status ts_where(ts_tensor *cond, ts_tensor *a, ts_tensor *b, ts_tensor **out) {
+  if (cond->dtype != TS_BOOL)
+    return ts_fail(TS_ERR_DTYPE, "where: condition must be a bool tensor, got %s (use cond:bool() or a comparison)",
+                   ts_dtype_name(cond->dtype));
+  ts_tensor *ab[2] = {a, b}, *in3[3] = {cond, a, b};
+  return ternary(TS_OP_WHERE, in3, 1, ts_result_type(2, ab), out);
+}
+
+ts_status ts_lerp(ts_tensor *start, ts_tensor *end, ts_tensor *weight, ts_tensor **out) {
+  ts_tensor *in3[3] = {start, end, weight};
+  ts_dtype dt = ts_result_type(3, in3);
+  if (!ts_dtype_is_float(dt))
+    return ts_fail(TS_ERR_DTYPE, "lerp: expected floating-point tensors, got %s", ts_dtype_name(dt));
+  return ternary(TS_OP_LERP, in3, 0, dt, out);
+}

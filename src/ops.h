@@ -1,0 +1,120 @@
+/* The op registry and the op layer.
+ *
+ * An op is described once (ops.def): a name, a kind, and one kernel per
+ * backend. The op layer (src/op_*.c) does all the checking: shapes,
+ * broadcasting, dtypes, devices; it allocates the outputs and fills a
+ * ts_call. Kernels trust the call and only compute. */
+#ifndef TENSH_OPS_H
+#define TENSH_OPS_H
+
+#include "tensh.h"
+
+typedef enum ts_op_kind {
+  TS_KIND_SPECIAL,
+  TS_KIND_RANDOM,
+  TS_KIND_UNARY,        /* out dtype = in dtype */
+  TS_KIND_UNARY_FLOAT,  /* integer and bool inputs become float32 */
+  TS_KIND_UNARY_BOOL,   /* out is bool */
+  TS_KIND_BINARY,       /* out dtype = promoted dtype */
+  TS_KIND_BINARY_FLOAT, /* as BINARY, integers become float32 */
+  TS_KIND_COMPARE,      /* out is bool */
+  TS_KIND_REDUCE,
+  TS_KIND_SCAN,
+} ts_op_kind;
+
+typedef enum ts_op {
+#define X(e, n, k) TS_OP_##e,
+#include "ops.def"
+#undef X
+  TS_OP_COUNT
+} ts_op;
+
+typedef struct ts_op_desc {
+  const char *name;
+  ts_op_kind kind;
+} ts_op_desc;
+
+extern const ts_op_desc ts_ops[TS_OP_COUNT];
+
+#define TS_CALL_MAX_OUT 3
+
+/* One kernel invocation. Field meanings per op are documented in ops.def.
+ * Elementwise calls: every input already has out[0]'s shape (broadcast views
+ * with stride 0) and the compute dtype (comparisons: the inputs' common dtype). */
+typedef struct ts_call {
+  ts_op op;
+  int nin;
+  ts_tensor *const *in;            /* nin inputs */
+  ts_tensor *out[TS_CALL_MAX_OUT];
+  int64_t i[4];                    /* integer parameters */
+  double f[4];                     /* real parameters */
+} ts_call;
+
+typedef ts_status (*ts_kernel)(const ts_call *c);
+
+/* A backend: one kernel slot per op, its allocator, and its copies. */
+typedef struct ts_backend {
+  const char *name;
+  ts_kernel kernels[TS_OP_COUNT];
+  const ts_allocator *allocator;
+} ts_backend;
+
+/* Backends register themselves at start-up; NULL where not built. */
+extern ts_backend *ts_backends[TS_DEVICE_TYPE_COUNT];
+void ts_cpu_backend_init(void);
+
+/* Runs c on the backend of out[0]'s device (or in[0]'s when there is no out). */
+ts_status ts_dispatch(const ts_call *c);
+ts_status ts_run(ts_op op, int nin, ts_tensor *const *in, ts_tensor *out0);
+
+/* ---- the op layer ------------------------------------------------------- */
+
+/* The dtype torch.result_type would give for these operands (wrapped numbers
+ * and 0-dim tensors count less than dimensioned tensors of the same category). */
+ts_dtype ts_result_type(int n, ts_tensor *const *ts);
+/* Checks all tensors share one device; a 0-dim CPU tensor is accepted as a scalar. */
+ts_status ts_check_same_device(const char *fn, int n, ts_tensor *const *ts);
+
+/* creation */
+ts_status ts_full(int ndim, const int64_t *sizes, double v, ts_dtype dt, ts_device dev, ts_tensor **out);
+ts_status ts_fill_(ts_tensor *t, double v);
+ts_status ts_copy_(ts_tensor *dst, ts_tensor *src);   /* broadcasts src, casts dtype */
+ts_status ts_to_dtype(ts_tensor *t, ts_dtype dt, ts_tensor **out); /* retains t if already dt */
+ts_status ts_contiguous(ts_tensor *t, ts_tensor **out); /* retains t if already contiguous */
+ts_status ts_clone(ts_tensor *t, ts_tensor **out);
+
+/* elementwise: out NULL-initialised pointer gets a new tensor; *_out forms
+ * write into an existing tensor (in-place ops pass the first operand). */
+ts_status ts_unary(ts_op op, ts_tensor *x, ts_tensor **out);
+ts_status ts_unary_out(ts_op op, ts_tensor *x, ts_tensor *out);
+ts_status ts_unary_p(ts_op op, ts_tensor *x, const int64_t *ip, const double *fp, ts_tensor **out);
+ts_status ts_unary_p_out(ts_op op, ts_tensor *x, const int64_t *ip, const double *fp, ts_tensor *out);
+ts_status ts_binary(ts_op op, ts_tensor *a, ts_tensor *b, ts_tensor **out);
+ts_status ts_binary_out(ts_op op, ts_tensor *a, ts_tensor *b, ts_tensor *out);
+ts_status ts_add_scaled(ts_tensor *a, ts_tensor *b, double alpha, ts_tensor **out); /* a + alpha*b */
+ts_status ts_where(ts_tensor *cond, ts_tensor *a, ts_tensor *b, ts_tensor **out);
+ts_status ts_lerp(ts_tensor *start, ts_tensor *end, ts_tensor *weight, ts_tensor **out);
+
+/* views (no copy; errors when the geometry needs one) */
+ts_status ts_view(ts_tensor *t, int ndim, const int64_t *sizes, ts_tensor **out); /* one -1 allowed */
+ts_status ts_reshape(ts_tensor *t, int ndim, const int64_t *sizes, ts_tensor **out); /* copies if it must */
+ts_status ts_transpose(ts_tensor *t, int64_t d0, int64_t d1, ts_tensor **out);
+ts_status ts_permute(ts_tensor *t, int ndim, const int64_t *dims, ts_tensor **out);
+ts_status ts_squeeze(ts_tensor *t, const int64_t *dim, ts_tensor **out);   /* dim NULL: all size-1 dims */
+ts_status ts_unsqueeze(ts_tensor *t, int64_t dim, ts_tensor **out);
+ts_status ts_expand(ts_tensor *t, int ndim, const int64_t *sizes, ts_tensor **out); /* -1 keeps a size */
+ts_status ts_narrow(ts_tensor *t, int64_t dim, int64_t start, int64_t length, ts_tensor **out);
+ts_status ts_select(ts_tensor *t, int64_t dim, int64_t index, ts_tensor **out);
+ts_status ts_slice(ts_tensor *t, int64_t dim, int64_t start, int64_t stop, int64_t step, ts_tensor **out);
+ts_status ts_flatten(ts_tensor *t, int64_t start, int64_t end, ts_tensor **out);
+ts_status ts_unflatten(ts_tensor *t, int64_t dim, int n, const int64_t *sizes, ts_tensor **out);
+ts_status ts_broadcast_to(ts_tensor *t, int ndim, const int64_t *sizes, ts_tensor **out);
+
+/* random (a counter-based generator: the same seed gives the same values on
+ * every backend; see random.c) */
+void ts_manual_seed(uint64_t seed);
+uint64_t ts_initial_seed(void);
+/* Reserves n counter values and returns (seed, offset) for a kernel. */
+void ts_rng_reserve(uint64_t n, uint64_t *seed, uint64_t *offset);
+
+#endif

@@ -1,0 +1,62 @@
+/* Storage: reference-counted buffers from a backend's allocator, and the
+ * byte accounting the binding uses to pace Lua's collector. */
+#include "ops.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+static _Atomic size_t alloc_debt;  /* bytes allocated since the binding last asked */
+static _Atomic size_t cpu_live;    /* CPU bytes held by live storages */
+
+static void *cpu_alloc(void *ctx, size_t n, ts_device dev) {
+  (void)ctx, (void)dev;
+  size_t rounded = (n + 63) & ~(size_t)63;
+  return aligned_alloc(64, rounded ? rounded : 64);
+}
+
+static void cpu_free(void *ctx, void *p, size_t n, ts_device dev) {
+  (void)ctx, (void)n, (void)dev;
+  free(p);
+}
+
+const ts_allocator ts_cpu_allocator = {cpu_alloc, cpu_free, NULL};
+
+ts_status ts_storage_new(size_t nbytes, ts_device dev, ts_storage **out) {
+  ts_backend *be = (unsigned)dev.type < TS_DEVICE_TYPE_COUNT ? ts_backends[dev.type] : NULL;
+  if (!be) return ts_fail(TS_ERR_DEVICE, "device type %d is not available in this build", dev.type);
+  ts_storage *s = malloc(sizeof *s);
+  if (!s) return ts_fail(TS_ERR_OOM, "out of memory allocating a storage header");
+  s->data = be->allocator->alloc(be->allocator->ctx, nbytes, dev);
+  if (!s->data) {
+    free(s);
+    char buf[32];
+    ts_device_str(dev, buf, sizeof buf);
+    if (dev.type == TS_CPU)
+      return ts_fail(TS_ERR_OOM, "out of memory: tried to allocate %zu bytes on %s; drop references to "
+                     "large tensors (collectgarbage()) or use smaller sizes", nbytes, buf);
+    return ts_fail(TS_ERR_OOM, "%s", ts_last_error()); /* device allocators leave their own message */
+  }
+  s->nbytes = nbytes;
+  s->device = dev;
+  s->allocator = be->allocator;
+  s->refcount = 1;
+  s->pinned = false;
+  atomic_fetch_add(&alloc_debt, nbytes);
+  if (dev.type == TS_CPU) atomic_fetch_add(&cpu_live, nbytes);
+  *out = s;
+  return TS_OK;
+}
+
+void ts_storage_retain(ts_storage *s) { s->refcount++; }
+
+void ts_storage_release(ts_storage *s) {
+  if (!s || --s->refcount > 0) return;
+  if (s->allocator) {
+    s->allocator->free(s->allocator->ctx, s->data, s->nbytes, s->device);
+    if (s->device.type == TS_CPU) atomic_fetch_sub(&cpu_live, s->nbytes);
+    free(s);
+  }
+}
+
+size_t ts_take_alloc_debt(void) { return atomic_exchange(&alloc_debt, 0); }
+size_t ts_cpu_bytes_live(void) { return atomic_load(&cpu_live); }

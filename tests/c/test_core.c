@@ -1,0 +1,89 @@
+/* Core invariants: the registry has no gaps, promotion follows torch, half
+ * conversions round correctly, views, overflow checks, Philox. */
+#include "test.h"
+#include "half.h"
+#include "philox.h"
+
+#include <math.h>
+#include <string.h>
+
+void test_registry_complete(void) {
+  for (int op = 0; op < TS_OP_COUNT; op++) {
+    if (!ts_backends[TS_CPU]->kernels[op]) {
+      char m[128];
+      snprintf(m, sizeof m, "op '%s' has no CPU kernel", ts_ops[op].name);
+      t_fail(__FILE__, __LINE__, m);
+    }
+  }
+}
+
+void test_promotion(void) {
+  CHECK(ts_promote(TS_INT32, TS_FLOAT16) == TS_FLOAT16);
+  CHECK(ts_promote(TS_FLOAT16, TS_BFLOAT16) == TS_FLOAT32);
+  CHECK(ts_promote(TS_UINT8, TS_BOOL) == TS_UINT8);
+  CHECK(ts_promote(TS_INT64, TS_INT32) == TS_INT64);
+  ts_tensor *a;
+  int64_t sz[1] = {3};
+  CHECK_OK(ts_tensor_empty(1, sz, TS_INT32, TS_DEVICE_CPU, &a));
+  ts_scalar_box b;
+  ts_tensor *ops[2] = {a, ts_scalar_wrap_double(&b, 2.5)};
+  CHECK(ts_result_type(2, ops) == TS_FLOAT32); /* int tensor + Lua float -> default float */
+  ops[1] = ts_scalar_wrap_int(&b, 2);
+  CHECK(ts_result_type(2, ops) == TS_INT32);   /* int tensor + Lua integer keeps int32 */
+  ts_tensor_release(a);
+}
+
+void test_half_roundtrip(void) {
+  /* every float16 bit pattern survives float16 -> float -> float16 */
+  for (uint32_t h = 0; h < 65536; h++) {
+    float f = ts_half_to_float((uint16_t)h);
+    if (f != f) continue;
+    if (ts_float_to_half(f) != h) {
+      char m[64];
+      snprintf(m, sizeof m, "half 0x%04x round trip gave 0x%04x", h, ts_float_to_half(f));
+      t_fail(__FILE__, __LINE__, m);
+      return;
+    }
+  }
+  CHECK(ts_half_to_float(0x3c00) == 1.0f);
+  CHECK(ts_float_to_half(65520.0f) == 0x7c00);          /* rounds to inf */
+  CHECK(ts_float_to_half(1.0f + 1.0f / 2048) == 0x3c00); /* tie to even */
+  CHECK(ts_bf16_to_float(ts_float_to_bf16(3.140625f)) == 3.140625f);
+  CHECK(ts_float_to_bf16(1.0f + 1.0f / 256) == 0x3f80); /* tie to even */
+}
+
+void test_view_strides(void) {
+  ts_tensor *a, *t, *v;
+  int64_t sz[3] = {2, 3, 4};
+  CHECK_OK(ts_tensor_empty(3, sz, TS_FLOAT32, TS_DEVICE_CPU, &a));
+  CHECK_OK(ts_transpose(a, 0, 2, &t));
+  CHECK(t->sizes[0] == 4 && t->strides[0] == 1 && t->strides[2] == 12);
+  CHECK(!ts_is_contiguous(t));
+  int64_t flat[1] = {24};
+  CHECK(ts_view(t, 1, flat, &v) == TS_ERR_SHAPE); /* needs a copy */
+  CHECK(strstr(ts_last_error(), "reshape") != NULL);
+  CHECK_OK(ts_reshape(t, 1, flat, &v));
+  CHECK(ts_is_contiguous(v) && v->storage != a->storage);
+  ts_tensor_release(v);
+  int64_t two[2] = {6, -1};
+  CHECK_OK(ts_view(a, 2, two, &v));
+  CHECK(v->sizes[1] == 4 && v->storage == a->storage);
+  ts_tensor_release(v);
+  ts_tensor_release(t);
+  ts_tensor_release(a);
+}
+
+void test_overflow(void) {
+  ts_tensor *a = NULL;
+  int64_t sz[3] = {1ll << 40, 1ll << 40, 1ll << 40};
+  CHECK(ts_tensor_empty(3, sz, TS_FLOAT32, TS_DEVICE_CPU, &a) == TS_ERR_OVERFLOW);
+  CHECK(a == NULL);
+  int64_t sz2[1] = {-2};
+  CHECK(ts_tensor_empty(1, sz2, TS_FLOAT32, TS_DEVICE_CPU, &a) == TS_ERR_ARG);
+}
+
+void test_philox_known(void) {
+  /* Known-answer test from the Random123 distribution (philox4x32_10, zero key and counter). */
+  ts_u32x4 r = ts_philox(0, 0);
+  CHECK(r.v[0] == 0x6627e8d5u && r.v[1] == 0xe169c58du && r.v[2] == 0xbc57ac4cu && r.v[3] == 0x9b00dbd8u);
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs every test: the C unit tests, then each Lua test file under build/tensh.
+# Ends with one line "N passed, N failed, N skipped"; exits non-zero on any
+# failure or on a test program that died without its closing line.
+set -u
+build=${1:-build}
+root=$(cd "$(dirname "$0")/.." && pwd)
+passed=0 failed=0 skipped=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+count() { # adds the counts from the closing line of a test program's output
+  local line
+  line=$(grep -E '^(c|lua:[^ ]*): [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+  if [ -z "$line" ]; then
+    echo "FAIL $1: died without a summary (exit $2)"
+    failed=$((failed + 1))
+    return
+  fi
+  local p f s
+  p=$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line")
+  f=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")
+  s=$(grep -oE '[0-9]+ skipped' <<<"$line" | grep -oE '[0-9]+' || echo 0)
+  passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + ${s:-0}))
+  if [ "$2" -ne 0 ] && [ "$f" -eq 0 ]; then
+    echo "FAIL $1: exit $2 with no failed case"
+    failed=$((failed + 1))
+  fi
+}
+
+"$root/$build/test_c" >"$log" 2>&1; rc=$?
+grep -E '^(FAIL|SKIP)' "$log"
+count c $rc
+
+for f in "$root"/tests/lua/test_*.lua; do
+  (cd "$root/tests/lua" && LUA_PATH="$root/tests/lua/?.lua;;" timeout 600 "$root/$build/tensh" "$f") >"$log" 2>&1
+  rc=$?
+  grep -E '^(FAIL|SKIP)' "$log"
+  [ $rc -ne 0 ] && ! grep -qE '^lua:' "$log" && tail -n 20 "$log"
+  count "$(basename "$f")" $rc
+done
+
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
