@@ -117,4 +117,9 @@ uint64_t ts_initial_seed(void);
 /* Reserves n counter values and returns (seed, offset) for a kernel. */
 void ts_rng_reserve(uint64_t n, uint64_t *seed, uint64_t *offset);
 
+/* the op families, each in its own header */
+#include "op_reduce.h"
+#include "op_linalg.h"
+#include "op_index.h"
+
 #endif

@@ -11,7 +11,7 @@ trap 'rm -f "$log"' EXIT
 
 count() { # adds the counts from the closing line of a test program's output
   local line
-  line=$(grep -E '^(c|lua:[^ ]*): [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+  line=$(grep -E '^[a-z]+(:[^ ]*)?: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
   if [ -z "$line" ]; then
     echo "FAIL $1: died without a summary (exit $2)"
     failed=$((failed + 1))
@@ -36,7 +36,7 @@ for f in "$root"/tests/lua/test_*.lua; do
   (cd "$root/tests/lua" && LUA_PATH="$root/tests/lua/?.lua;;" timeout 600 "$root/$build/tensh" "$f") >"$log" 2>&1
   rc=$?
   grep -E '^(FAIL|SKIP)' "$log"
-  [ $rc -ne 0 ] && ! grep -qE '^lua:' "$log" && tail -n 20 "$log"
+  [ $rc -ne 0 ] && ! grep -qE '^[a-z]+:[^ ]*: [0-9]+ passed' "$log" && tail -n 20 "$log"
   count "$(basename "$f")" $rc
 done
 
