@@ -112,7 +112,7 @@ static ts_status k_linspace(const ts_call *c) {
   int64_t n = ts_numel(out);
   double start = c->f[0], end = c->f[1], step = n > 1 ? (end - start) / (double)(n - 1) : 0;
   for (int64_t i = 0; i < n; i++) {
-    double v = i < n / 2 ? start + step * (double)i : end - step * (double)(n - 1 - i);
+    double v = n == 1 ? start : i < n / 2 ? start + step * (double)i : end - step * (double)(n - 1 - i);
     ts_store_f64(p + i * (int64_t)w, out->dtype, v);
   }
   return TS_OK;

@@ -50,10 +50,13 @@ static void scan_values(lua_State *L, int idx, int d, int nd, const int64_t *siz
     default: luaL_error(L, "tensor: expected numbers or booleans, got %s", luaL_typename(L, idx));
     }
   }
-  if (lua_type(L, idx) != LUA_TTABLE || (int64_t)lua_rawlen(L, idx) != sizes[d])
-    luaL_error(L, "tensor: ragged nested table: expected a list of length %lld at depth %d, got %s%s",
-               (long long)sizes[d], d, lua_type(L, idx) == LUA_TTABLE ? "a list of length " : "a ",
-               lua_type(L, idx) == LUA_TTABLE ? lua_pushfstring(L, "%d", (int)lua_rawlen(L, idx)) : luaL_typename(L, idx));
+  if (lua_type(L, idx) != LUA_TTABLE || (int64_t)lua_rawlen(L, idx) != sizes[d]) {
+    if (lua_type(L, idx) == LUA_TTABLE)
+      lt_errorf(L, "tensor: ragged nested table: expected a list of length %lld at depth %d, got length %lld",
+                (long long)sizes[d], d, (long long)lua_rawlen(L, idx));
+    lt_errorf(L, "tensor: ragged nested table: expected a list of length %lld at depth %d, got a %s",
+              (long long)sizes[d], d, luaL_typename(L, idx));
+  }
   luaL_checkstack(L, 4, "tensor: nesting too deep");
   for (int64_t i = 1; i <= sizes[d]; i++) {
     lua_rawgeti(L, idx, i);
@@ -190,7 +193,7 @@ static int l_arange(lua_State *L) {
     return luaL_error(L, "arange: upper bound and larger bound inconsistent with step sign");
   if (!isfinite(start) || !isfinite(end)) return luaL_error(L, "arange: unsupported range: %f -> %f", start, end);
   double nf = ceil((end - start) / step);
-  if (nf > 9.0e18) return luaL_error(L, "arange: too many elements (%g)", nf);
+  if (nf > 9.0e18) return lt_errorf(L, "arange: too many elements (%g)", nf);
   int64_t n = (int64_t)nf;
   create_opts o = read_opts(L, lt_opts_index(L, nargs + 1), all_int ? TS_INT64 : TS_DEFAULT_DTYPE, TS_DEVICE_CPU);
   ts_tensor **slot = lt_newslot(L);
@@ -209,7 +212,7 @@ static int l_arange(lua_State *L) {
 static int l_linspace(lua_State *L) {
   double start = luaL_checknumber(L, 1), end = luaL_checknumber(L, 2);
   int64_t n = lt_checkint(L, 3);
-  if (n < 0) return luaL_error(L, "linspace: number of steps must be non-negative, got %lld", (long long)n);
+  if (n < 0) return lt_errorf(L, "linspace: number of steps must be non-negative, got %lld", (long long)n);
   create_opts o = read_opts(L, lt_opts_index(L, 4), TS_DEFAULT_DTYPE, TS_DEVICE_CPU);
   ts_tensor **slot = lt_newslot(L);
   LT_TRY(L, ts_tensor_empty(1, &n, o.dtype, o.device, slot));
@@ -222,7 +225,7 @@ static int l_linspace(lua_State *L) {
 /* eye(n [, m], opts): zeros, then a strided view of the diagonal filled with 1 */
 static int l_eye(lua_State *L) {
   int64_t n = lt_checkint(L, 1), m = lua_type(L, 2) == LUA_TNUMBER ? lt_checkint(L, 2) : n;
-  if (n < 0 || m < 0) return luaL_error(L, "eye: sizes must be non-negative, got %lld and %lld", (long long)n, (long long)m);
+  if (n < 0 || m < 0) return lt_errorf(L, "eye: sizes must be non-negative, got %lld and %lld", (long long)n, (long long)m);
   create_opts o = read_opts(L, lt_opts_index(L, lua_type(L, 2) == LUA_TNUMBER ? 3 : 2), TS_DEFAULT_DTYPE, TS_DEVICE_CPU);
   int64_t sizes[2] = {n, m};
   ts_tensor **slot = lt_newslot(L);
@@ -270,14 +273,14 @@ static int l_randint(lua_State *L) {
   } else {
     hi = lt_checkint(L, 1), first = 2;
   }
-  if (hi <= lo) return luaL_error(L, "randint: expected low < high, got low=%lld, high=%lld", (long long)lo, (long long)hi);
+  if (hi <= lo) return lt_errorf(L, "randint: expected low < high, got low=%lld, high=%lld", (long long)lo, (long long)hi);
   if (lua_type(L, first) != LUA_TTABLE) return luaL_typeerror(L, first, "size table, e.g. {64}");
   return make_random(L, TS_OP_RANDINT, first, 0, 0, lo, hi);
 }
 
 static int l_randperm(lua_State *L) {
   int64_t n = lt_checkint(L, 1);
-  if (n < 0) return luaL_error(L, "randperm: n must be non-negative, got %lld", (long long)n);
+  if (n < 0) return lt_errorf(L, "randperm: n must be non-negative, got %lld", (long long)n);
   create_opts o = read_opts(L, lt_opts_index(L, 2), TS_INT64, TS_DEVICE_CPU);
   ts_tensor **slot = lt_newslot(L);
   LT_TRY(L, ts_tensor_empty(1, &n, o.dtype, o.device, slot));

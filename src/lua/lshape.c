@@ -55,8 +55,9 @@ static int m_t(lua_State *L) {
 
 static int m_squeeze(lua_State *L) {
   ts_tensor *t = lt_check(L, 1);
-  int64_t d = lua_isnoneornil(L, 2) ? 0 : lt_checkint(L, 2);
-  VIEW_RESULT(L, ts_squeeze(t, lua_isnoneornil(L, 2) ? NULL : &d, slot));
+  bool all = lua_isnoneornil(L, 2); /* read before the result slot is pushed */
+  int64_t d = all ? 0 : lt_checkint(L, 2);
+  VIEW_RESULT(L, ts_squeeze(t, all ? NULL : &d, slot));
 }
 
 static int m_unsqueeze(lua_State *L) {

@@ -20,6 +20,12 @@ typedef struct lt_box {
   ts_tensor *t; /* NULL until the op that fills it succeeds; NULL again after __gc */
 } lt_box;
 
+/* luaL_error with C's printf formats (%lld, %g, %zu), which Lua's lacks. */
+int lt_errorf(lua_State *L, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 /* Raises the core's message as a Lua error (never returns). */
 int lt_error(lua_State *L, ts_status st);
 #define LT_TRY(L, expr)                  \
@@ -35,8 +41,8 @@ ts_tensor *lt_test(lua_State *L, int idx); /* NULL when not a tensor */
 ts_tensor *lt_operand(lua_State *L, int idx, ts_scalar_box *box);
 /* Pushes an empty tensor userdata and returns its slot for the core to fill. */
 ts_tensor **lt_newslot(lua_State *L);
-/* Pushes t (taking over the caller's reference). */
-void lt_push(lua_State *L, ts_tensor *t);
+/* Pushes a new Lua reference to t (an existing tensor that stays owned elsewhere too). */
+void lt_push_retained(lua_State *L, ts_tensor *t);
 /* Steps Lua's collector for the bytes tensors took since the last call. */
 void lt_gc_debt(lua_State *L);
 

@@ -4,9 +4,20 @@
 #include "lt.h"
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 /* ---- errors and tensors on the stack ------------------------------------ */
+
+int lt_errorf(lua_State *L, const char *fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return luaL_error(L, "%s", buf);
+}
 
 int lt_error(lua_State *L, ts_status st) {
   (void)st;
@@ -63,13 +74,10 @@ ts_tensor **lt_newslot(lua_State *L) {
   return &b->t;
 }
 
-void lt_push(lua_State *L, ts_tensor *t) {
-  /* the slot must exist before we own t on the Lua side; an allocation error
-   * here would leak t, so protect it by releasing on failure is not possible:
-   * callers prefer lt_newslot. This form is for tensors already anchored. */
-  ts_tensor **slot = lt_newslot(L);
+void lt_push_retained(lua_State *L, ts_tensor *t) {
+  ts_tensor **slot = lt_newslot(L); /* may raise: t is not retained yet, so nothing leaks */
+  ts_tensor_retain(t);
   *slot = t;
-  lt_gc_debt(L);
 }
 
 /* ---- integers, sizes, options ----------------------------------------- */
@@ -261,8 +269,7 @@ static int push_property(lua_State *L, ts_tensor *t, const char *k) {
   case 'g':
     if (strcmp(k, "grad") == 0) {
       if (!t->grad) return lua_pushnil(L), 1;
-      ts_tensor_retain(t->grad);
-      lt_push(L, t->grad);
+      lt_push_retained(L, t->grad);
       return 1;
     }
     if (strcmp(k, "grad_fn") == 0) return lua_pushnil(L), 1; /* autograd issue */
@@ -443,7 +450,7 @@ static void need_cpu(lua_State *L, ts_tensor *t, const char *fn) {
 static int m_item(lua_State *L) {
   ts_tensor *t = lt_check(L, 1);
   int64_t n = ts_numel(t);
-  if (n != 1) return luaL_error(L, "item: a tensor with %lld elements cannot be converted to a number; only one-element tensors can", (long long)n);
+  if (n != 1) return lt_errorf(L, "item: a tensor with %lld elements cannot be converted to a number; only one-element tensors can", (long long)n);
   need_cpu(L, t, "item");
   int64_t idx[TS_MAX_DIMS] = {0};
   push_element(L, t, idx);
