@@ -10,13 +10,18 @@ static _Atomic size_t cpu_live;    /* CPU bytes held by live storages */
 
 static void *cpu_alloc(void *ctx, size_t n, ts_device dev) {
   (void)ctx, (void)dev;
+  /* small buffers come from malloc's thread caches (aligned_alloc bypasses
+   * them and costs more than the op itself); large ones are 64-byte aligned
+   * for vector loads */
+  if (n <= 512) return ts_small_alloc(n ? n : 1);
   size_t rounded = (n + 63) & ~(size_t)63;
-  return aligned_alloc(64, rounded ? rounded : 64);
+  return aligned_alloc(64, rounded);
 }
 
 static void cpu_free(void *ctx, void *p, size_t n, ts_device dev) {
-  (void)ctx, (void)n, (void)dev;
-  free(p);
+  (void)ctx, (void)dev;
+  if (n <= 512) ts_small_free(p, n ? n : 1);
+  else free(p);
 }
 
 const ts_allocator ts_cpu_allocator = {cpu_alloc, cpu_free, NULL};
@@ -24,11 +29,11 @@ const ts_allocator ts_cpu_allocator = {cpu_alloc, cpu_free, NULL};
 ts_status ts_storage_new(size_t nbytes, ts_device dev, ts_storage **out) {
   ts_backend *be = (unsigned)dev.type < TS_DEVICE_TYPE_COUNT ? ts_backends[dev.type] : NULL;
   if (!be) return ts_fail(TS_ERR_DEVICE, "device type %d is not available in this build", dev.type);
-  ts_storage *s = malloc(sizeof *s);
+  ts_storage *s = ts_small_alloc(sizeof *s);
   if (!s) return ts_fail(TS_ERR_OOM, "out of memory allocating a storage header");
   s->data = be->allocator->alloc(be->allocator->ctx, nbytes, dev);
   if (!s->data) {
-    free(s);
+    ts_small_free(s, sizeof *s);
     char buf[32];
     ts_device_str(dev, buf, sizeof buf);
     if (dev.type == TS_CPU)
@@ -54,7 +59,7 @@ void ts_storage_release(ts_storage *s) {
   if (s->allocator) {
     s->allocator->free(s->allocator->ctx, s->data, s->nbytes, s->device);
     if (s->device.type == TS_CPU) atomic_fetch_sub(&cpu_live, s->nbytes);
-    free(s);
+    ts_small_free(s, sizeof *s);
   }
 }
 

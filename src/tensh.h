@@ -89,6 +89,13 @@ bool ts_device_eq(ts_device a, ts_device b);
 ts_status ts_device_parse(const char *s, ts_device *out);
 void ts_device_str(ts_device d, char *buf, size_t n);
 
+/* ---- small blocks ---------------------------------------------------------- */
+
+/* Allocation for blocks that come and go at op rate (headers, tiny buffers).
+ * ts_small_free must get the size given to ts_small_alloc. */
+void *ts_small_alloc(size_t n);
+void ts_small_free(void *p, size_t n);
+
 /* ---- storage ------------------------------------------------------------ */
 
 typedef struct ts_allocator {

@@ -90,8 +90,11 @@ ts_status ts_broadcast_shapes(const char *fn, int na, const int64_t *a, int nb, 
 }
 
 static ts_tensor *tensor_alloc(void) {
-  ts_tensor *t = calloc(1, sizeof *t);
-  if (t) t->refcount = 1;
+  ts_tensor *t = ts_small_alloc(sizeof *t);
+  if (t) {
+    memset(t, 0, sizeof *t);
+    t->refcount = 1;
+  }
   return t;
 }
 
@@ -105,7 +108,7 @@ ts_status ts_tensor_empty(int ndim, const int64_t *sizes, ts_dtype dt, ts_device
   ts_tensor *t = tensor_alloc();
   if (!t) return ts_fail(TS_ERR_OOM, "out of memory allocating a tensor");
   if ((st = ts_storage_new((size_t)nbytes, dev, &t->storage))) {
-    free(t);
+    ts_small_free(t, sizeof *t);
     return st;
   }
   t->ndim = ndim;
@@ -141,7 +144,7 @@ void ts_tensor_release(ts_tensor *t) {
   if (!t || --t->refcount > 0) return;
   ts_storage_release(t->storage);
   ts_tensor_release(t->grad);
-  free(t);
+  ts_small_free(t, sizeof *t);
 }
 
 static ts_tensor *wrap(ts_scalar_box *b, ts_dtype dt) {

@@ -24,13 +24,26 @@ int lt_error(lua_State *L, ts_status st) {
   return luaL_error(L, "%s", ts_last_error());
 }
 
+/* The tensor metatable's address is kept in the state's extra space, so a
+ * type check is one pointer compare instead of luaL_testudata's registry
+ * lookup by name (which costs a string hash and strcmp per call). States or
+ * coroutines made before tensh loaded take the slow path. */
+static lt_box *test_box(lua_State *L, int idx) {
+  lt_box *b = lua_touserdata(L, idx);
+  if (!b || lua_type(L, idx) != LUA_TUSERDATA || !lua_getmetatable(L, idx)) return NULL;
+  const void *mt = lua_topointer(L, -1);
+  lua_pop(L, 1);
+  if (mt && mt == *(const void **)lua_getextraspace(L)) return b;
+  return luaL_testudata(L, idx, LT_TENSOR);
+}
+
 ts_tensor *lt_test(lua_State *L, int idx) {
-  lt_box *b = luaL_testudata(L, idx, LT_TENSOR);
+  lt_box *b = test_box(L, idx);
   return b ? b->t : NULL;
 }
 
 ts_tensor *lt_check(lua_State *L, int idx) {
-  lt_box *b = luaL_testudata(L, idx, LT_TENSOR);
+  lt_box *b = test_box(L, idx);
   if (!b) luaL_typeerror(L, idx, "tensor");
   if (!b->t) luaL_argerror(L, idx, "tensor was already freed");
   return b->t;
@@ -43,7 +56,7 @@ ts_tensor *lt_operand(lua_State *L, int idx, ts_scalar_box *box) {
     return ts_scalar_wrap_double(box, lua_tonumber(L, idx));
   case LUA_TBOOLEAN: return ts_scalar_wrap_bool(box, lua_toboolean(L, idx));
   default: {
-    lt_box *b = luaL_testudata(L, idx, LT_TENSOR);
+    lt_box *b = test_box(L, idx);
     if (!b || !b->t) luaL_typeerror(L, idx, "tensor or number");
     return b->t;
   }
@@ -613,6 +626,7 @@ void lt_open_tensor(lua_State *L) {
 void lt_make_metatable(lua_State *L) {
   int methods = lua_gettop(L);
   luaL_newmetatable(L, LT_TENSOR);
+  *(const void **)lua_getextraspace(L) = lua_topointer(L, -1);
   lua_pushvalue(L, -1);
   lua_rawsetp(L, LUA_REGISTRYINDEX, (void *)&lt_newslot);
   lua_pushvalue(L, methods);
