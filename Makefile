@@ -75,6 +75,8 @@ $(BUILD)/tensh: $(CORE_OBJ) $(LUA_OBJ) $(SHELL_OBJ) $(CUDA_OBJ)
 $(BUILD)/tensh.so: $(CORE_OBJ) $(LUA_OBJ) $(CUDA_OBJ)
 	$(CC) -shared -o $@ $^ $(LDLIBS)
 
+$(CTEST_OBJ): $(wildcard tests/c/*.h tests/c/*.def)
+
 $(BUILD)/test_c: $(CTEST_OBJ) $(CORE_OBJ) $(CUDA_OBJ)
 	$(CC) -o $@ $^ $(LDLIBS)
 

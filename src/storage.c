@@ -28,7 +28,12 @@ const ts_allocator ts_cpu_allocator = {cpu_alloc, cpu_free, NULL};
 
 ts_status ts_storage_new(size_t nbytes, ts_device dev, ts_storage **out) {
   ts_backend *be = (unsigned)dev.type < TS_DEVICE_TYPE_COUNT ? ts_backends[dev.type] : NULL;
-  if (!be) return ts_fail(TS_ERR_DEVICE, "device type %d is not available in this build", dev.type);
+  if (!be) {
+    char buf[32];
+    ts_device_str(dev, buf, sizeof buf);
+    return ts_fail(TS_ERR_DEVICE, "device %s is not available (no GPU, driver or CUDA build: cuda.is_available() "
+                   "is false); use \"cpu\"", buf);
+  }
   ts_storage *s = ts_small_alloc(sizeof *s);
   if (!s) return ts_fail(TS_ERR_OOM, "out of memory allocating a storage header");
   s->data = be->allocator->alloc(be->allocator->ctx, nbytes, dev);
