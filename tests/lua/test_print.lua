@@ -125,6 +125,17 @@ test("suffixes move to their own line when the last line is full", function()
      "       dtype=torch.float64)")
   eq(str(torch.arange(10., {dtype = "float64"})),
      "tensor([0., 1., 2., 3., 4., 5., 6., 7., 8., 9.], dtype=torch.float64)")
+  -- the boundary: PyTorch counts the last line 2 longer than it is (len - rfind("\n") + 1)
+  eq(str(torch.ones(12, {dtype = "float64"})),
+     "tensor([1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 1.], dtype=torch.float64)")
+  eq(str(torch.ones(13, {dtype = "float64"})),
+     "tensor([1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 1.],\n       dtype=torch.float64)")
+  eq(str(torch.ones(2, 13, {dtype = "float64"})),
+     "tensor([[1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 1.],\n" ..
+     "        [1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 1.]],\n       dtype=torch.float64)")
+  eq(str(torch.ones(2, 12, {dtype = "float64"})),
+     "tensor([[1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 1.],\n" ..
+     "        [1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 1., 1.]], dtype=torch.float64)")
 end)
 
 test("requires_grad suffix", function()
