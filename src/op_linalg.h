@@ -1,5 +1,38 @@
-/* The op layer's linalg functions (included by ops.h). */
+/* The op layer's linalg functions (included by ops.h): matrix products in
+ * torch's shapes, all computed by the one batched kernel TS_OP_BMM. Each
+ * returns a new tensor in *out; operands must share dtype and device. */
 #ifndef TENSH_OP_LINALG_H
 #define TENSH_OP_LINALG_H
+
+#include <limits.h>
+
+/* torch.matmul: dot, mv, mm, and batched products with broadcast batch dims;
+ * a 1-D operand gets a 1 prepended (a) or appended (b) that the result drops. */
+ts_status ts_matmul(ts_tensor *a, ts_tensor *b, ts_tensor **out);
+ts_status ts_mm(ts_tensor *a, ts_tensor *b, ts_tensor **out);    /* (M,K) @ (K,N) -> (M,N) */
+ts_status ts_bmm(ts_tensor *a, ts_tensor *b, ts_tensor **out);   /* (B,M,K) @ (B,K,N) -> (B,M,N) */
+ts_status ts_mv(ts_tensor *a, ts_tensor *v, ts_tensor **out);    /* (M,K) @ (K) -> (M) */
+ts_status ts_dot(ts_tensor *a, ts_tensor *b, ts_tensor **out);   /* (K) . (K) -> 0-dim */
+/* beta*bias + alpha*(a @ b); bias broadcasts to (M,N); with beta 0 bias is not read. */
+ts_status ts_addmm(ts_tensor *bias, ts_tensor *a, ts_tensor *b, double beta, double alpha, ts_tensor **out);
+ts_status ts_outer(ts_tensor *a, ts_tensor *b, ts_tensor **out); /* (M) x (N) -> (M,N), promotes dtypes */
+
+/* Whether BLAS can read the matrix (rows, cols) with element strides (rs, cs)
+ * without a copy: row-major (*trans false) or as the transpose of a row-major
+ * matrix (*trans true), with leading dim *ld. Shared by the op layer (which
+ * copies when this fails) and the CPU kernel, so the two always agree. */
+static inline bool ts_blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool *trans, int *ld) {
+  if (rows > INT_MAX || cols > INT_MAX) return false;
+  int64_t r1 = rows > 1 ? rows : 1, c1 = cols > 1 ? cols : 1;
+  if ((cols == 1 || cs == 1) && (rows == 1 || (rs >= c1 && rs <= INT_MAX))) {
+    *trans = false, *ld = (int)(rows == 1 ? c1 : rs);
+    return true;
+  }
+  if ((rows == 1 || rs == 1) && (cols == 1 || (cs >= r1 && cs <= INT_MAX))) {
+    *trans = true, *ld = (int)(cols == 1 ? r1 : cs);
+    return true;
+  }
+  return false;
+}
 
 #endif
