@@ -69,7 +69,7 @@ static int split_dim(lua_State *L, ts_tensor *x, const char *fn, int idx) {
 static int split_even(lua_State *L, ts_tensor *x, int d, int64_t s) {
   int64_t size = x->sizes[d], n = s ? (size + s - 1) / s : 1;
   if (n < 1) n = 1;
-  if (n > INT32_MAX) luaL_error(L, "split: too many pieces (%lld)", (long long)n);
+  if (n > INT32_MAX) luaL_error(L, "split: too many pieces (%I)", (lua_Integer)n);
   lua_createtable(L, (int)n, 0);
   for (int64_t k = 0; k < n; k++) push_piece(L, x, d, k * s, s < size - k * s ? s : size - k * s, (int)k + 1);
   return 1;
@@ -82,10 +82,10 @@ static int m_split(lua_State *L) {
   int64_t size = x->sizes[d];
   if (lua_type(L, 2) == LUA_TNUMBER) {
     int64_t s = lt_checkint(L, 2);
-    if (s < 0) return luaL_error(L, "split: split_size must be non-negative, got %lld", (long long)s);
+    if (s < 0) return luaL_error(L, "split: split_size must be non-negative, got %I", (lua_Integer)s);
     if (s == 0 && size > 0)
-      return luaL_error(L, "split: split_size can only be 0 if dimension size is 0, but got dimension size of %lld",
-                        (long long)size);
+      return luaL_error(L, "split: split_size can only be 0 if dimension size is 0, but got dimension size of %I",
+                        (lua_Integer)size);
     return split_even(L, x, d, s);
   }
   if (lua_type(L, 2) != LUA_TTABLE) return luaL_typeerror(L, 2, "integer or list of sizes");
@@ -101,8 +101,8 @@ static int m_split(lua_State *L) {
     sum += s;
   }
   if (sum != size)
-    return luaL_error(L, "split: split_sizes must sum exactly to %lld (the input's size in dimension %d), but they sum to %lld",
-                      (long long)size, d, (long long)sum);
+    return luaL_error(L, "split: split_sizes must sum exactly to %I (the input's size in dimension %d), but they sum to %I",
+                      (lua_Integer)size, d, (lua_Integer)sum);
   lua_createtable(L, n, 0);
   int64_t start = 0;
   for (int k = 1; k <= n; k++) {
@@ -119,7 +119,7 @@ static int m_split(lua_State *L) {
 static int m_chunk(lua_State *L) {
   ts_tensor *x = lt_check(L, 1);
   int64_t n = lt_checkint(L, 2);
-  if (n <= 0) return luaL_error(L, "chunk: expects `chunks` to be greater than 0, got: %lld", (long long)n);
+  if (n <= 0) return luaL_error(L, "chunk: expects `chunks` to be greater than 0, got: %I", (lua_Integer)n);
   int d = split_dim(L, x, "chunk", 3);
   int64_t size = x->sizes[d], s = (size + n - 1) / n;
   if (s == 0) { /* an empty dim: `chunks` empty pieces, as torch */
