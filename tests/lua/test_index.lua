@@ -463,6 +463,19 @@ test("sort is stable over dims and dtypes, ascending and descending", function()
   close(torch.tensor({3, 1, 2}):argsort(), {1, 2, 0}, 0, 0, "still works")
 end)
 
+test("large inputs (the parallel paths) sort and gather consistently", function()
+  local f = rand_F({40, 1000}, -50, 50, true)
+  local x = tensor(f, "float64")
+  local v, i = x:sort({dim = 1, descending = true})
+  local rv, ri = ref_sort(f, 2, true)
+  close(v, rv, 0, 0, "large sort values")
+  close(i, ri, 0, 0, "large sort indices")
+  close(x:gather(1, i), rv, 0, 0, "gather by the sort indices")
+  local perm = {}
+  for k = 1, 40 do perm[k] = 40 - k end
+  close(x:index_select(0, torch.tensor(perm)):index_select(0, torch.tensor(perm)), f.data, 0, 0, "index_select twice")
+end)
+
 test("topk: largest and smallest k, stable ties, every dim", function()
   for _, dim in ipairs({0, 1, -1}) do
     local d = wrap(dim, 2) + 1
