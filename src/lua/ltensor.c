@@ -368,14 +368,28 @@ static int tensor_index(lua_State *L) {
     index_view(L, t, 2, slot);
     return 1;
   }
+  case LUA_TUSERDATA:
+    if (lt_test(L, 2)) { /* advanced indexing: x[mask], x[idx] (a copy, not a view) */
+      ts_tensor *index = lt_check(L, 2), **slot = lt_newslot(L);
+      LT_TRY(L, ts_index_get(t, index, slot));
+      lt_gc_debt(L);
+      return 1;
+    }
+    /* fall through */
   default:
-    return luaL_error(L, "tensor index: expected an integer, a slice table or a method name, got %s",
+    return luaL_error(L, "tensor index: expected an integer, a slice table, an index tensor or a method name, got %s",
                       luaL_typename(L, 2));
   }
 }
 
 static int tensor_newindex(lua_State *L) {
   ts_tensor *t = lt_check(L, 1);
+  if (lt_test(L, 2)) { /* x[mask] = v, x[idx] = v: v broadcast to the indexing result */
+    ts_scalar_box box;
+    ts_tensor *index = lt_check(L, 2), *value = lt_operand(L, 3, &box);
+    LT_TRY(L, ts_index_put_(t, index, value));
+    return 0;
+  }
   if (lua_type(L, 2) != LUA_TNUMBER && lua_type(L, 2) != LUA_TTABLE)
     return luaL_error(L, "cannot set field '%s' of a tensor; tensors take values at integer or slice indices",
                       lua_tostring(L, 2) ? lua_tostring(L, 2) : luaL_typename(L, 2));
