@@ -4,7 +4,8 @@
 # number of threads, then one comparison line per case (compare.py explains
 # tensh_vs_pytorch_speed: above 1 means tensh is faster).
 # Usage: scripts/bench/run.sh [build-dir]. Output: JSON lines on stdout;
-# what ran and what was skipped goes to stderr.
+# what ran and what was skipped goes to stderr. Environment: BENCH_THREADS
+# (default: every core), BENCH_ROUNDS (default 3), TENSH_PEERS, PYTHON.
 set -uo pipefail
 build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -36,16 +37,26 @@ echo "bench: $threads threads, commit $(git -C "$root" rev-parse --short HEAD 2>
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 status=0
-"$tensh" "$here/ops_micro.lua" >>"$results" || status=1
-bash "$here/startup.sh" "$tensh" >>"$results" || status=1
+run_peer=0
 if [ -z "$peers" ]; then
   echo "bench: no peers directory (set TENSH_PEERS): PyTorch side skipped" >&2
 elif [ -z "$py" ]; then
   echo "bench: no Python with torch (apt-get install python3-torch): PyTorch side skipped" >&2
 else
   echo "bench: PyTorch peer $peers/ops_micro.py with $py" >&2
-  "$py" "$peers/ops_micro.py" --device cpu --threads "$threads" >>"$results" || status=1
+  run_peer=1
 fi
+# Rounds alternate tensh and PyTorch so that a burst of load from elsewhere
+# hits both sides alike; compare.py keeps each side's best round.
+rounds=${BENCH_ROUNDS:-3}
+for r in $(seq "$rounds"); do
+  echo "bench: round $r of $rounds" >&2
+  "$tensh" "$here/ops_micro.lua" >>"$results" || status=1
+  bash "$here/startup.sh" "$tensh" >>"$results" || status=1
+  if [ $run_peer = 1 ]; then
+    "$py" "$peers/ops_micro.py" --device cpu --threads "$threads" >>"$results" || status=1
+  fi
+done
 if [ -n "$cmp_py" ]; then
   "$cmp_py" "$here/compare.py" <"$results" || status=1
 else
