@@ -86,13 +86,25 @@ deps:
 test: all $(BUILD)/test_c
 	@bash tests/run.sh $(BUILD)
 
+# UB halts (no silent "runtime error" lines that still exit 0); a too-large
+# malloc returns NULL as in a normal build (tensh reports it); leaks are
+# reported except the third-party ones listed in tests/lsan.supp.
+ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1:check_initialization_order=1:strict_init_order=1 \
+            LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
+            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 asan:
-	$(MAKE) BUILD=build-asan CUDA=0 OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" test
+	$(ASAN_ENV) $(MAKE) BUILD=build-asan CUDA=0 OPT=-O1 \
+	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test
 
 bench: all
 	@bash scripts/bench/run.sh $(BUILD)
 
-demo: all
+# on a fresh Debian machine: dependencies first (the probe needs lua5.4), then
+# a build in a sub-make that sees them. The tour stands in for the training
+# demo until nn/optim land.
+demo:
+	bash scripts/install-deps.sh
+	$(MAKE) all
 	$(BUILD)/tensh scripts/tour.lua
 
 clean:

@@ -30,6 +30,7 @@ static void add_searcher(lua_State *L) {
 }
 
 void lt_make_metatable(lua_State *L);
+void lt_open_bench(lua_State *L); /* lbench.c: torch._clock for scripts/bench */
 
 int luaopen_tensh(lua_State *L) {
   ts_cpu_backend_init();
@@ -50,6 +51,7 @@ int luaopen_tensh(lua_State *L) {
   lt_open_index(L);
   lt_open_print(L);
   lt_open_cuda(L);
+  lt_open_bench(L);
   lua_setfield(L, torch, "_methods"); /* for completion and for Lua-side additions */
   lua_pushliteral(L, TS_VERSION);
   lua_setfield(L, torch, "__version__");

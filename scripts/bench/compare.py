@@ -1,0 +1,93 @@
+"""Reads the JSON lines of the tensh and PyTorch benchmarks on stdin (several
+rounds of each, interleaved by run.sh), keeps the best round of each case and
+implementation (on a shared machine the best is the least disturbed; the
+line gets "rounds": N), prints those, then one comparison line per case that
+both ran:
+
+    {"bench": "add_bandwidth", "tensh_vs_pytorch_speed": 1.23, "target": 1.0, "meets_target": true}
+
+tensh_vs_pytorch_speed is pytorch_time / tensh_time (equivalently tensh's
+throughput over PyTorch's): above 1 tensh is faster, below 1 slower, whatever
+the unit of the case. Cases with an absolute target (start-up time) get a
+line of their own even without a peer.
+"""
+import json
+import sys
+
+# bench -> (metric key, True if larger is better, target speed ratio or None)
+METRICS = {
+    "op_overhead_add1": ("us_per_op", False, 4.0),  # tensh's overhead <= 0.25x PyTorch's
+    "add_bandwidth": ("gb_per_s", True, 1.0),
+    "matmul": ("tflops", True, 0.9),
+    "softmax_rows": ("gb_per_s", True, None),
+}
+ABSOLUTE = {"startup": ("ms", 20.0)}  # bench -> (key, upper bound)
+
+
+def key(case):
+    """Cases match on bench name plus the fields that tell variants apart."""
+    return (case["bench"], case.get("dtype"), case.get("n"))
+
+
+def better(a, b):
+    """True if case a is a better round than case b (faster)."""
+    bench = a["bench"]
+    if bench in METRICS:
+        field, larger_better, _ = METRICS[bench]
+    elif bench in ABSOLUTE:
+        field, larger_better = ABSOLUTE[bench][0], False
+    else:
+        return False
+    return a[field] > b[field] if larger_better else a[field] < b[field]
+
+
+def main():
+    cases, rounds = {}, {}
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            case = json.loads(line)
+        except ValueError:
+            print(line)  # not ours to judge: pass it on
+            continue
+        k, impl = key(case), case.get("impl")
+        rounds[k, impl] = rounds.get((k, impl), 0) + 1
+        best = cases.setdefault(k, {}).get(impl)
+        if best is None or better(case, best):
+            cases[k][impl] = case
+    for k, impls in cases.items():
+        for impl, case in impls.items():
+            case["rounds"] = rounds[k, impl]
+            print(json.dumps(case), flush=True)
+    for k, impls in cases.items():
+        bench = k[0]
+        t = impls.get("tensh")
+        if t is None:  # the op is not in tensh yet (or failed): say so, don't hide it
+            print(json.dumps({"bench": bench, "tensh_vs_pytorch_speed": None, "note": "no tensh result"}))
+            continue
+        if bench in ABSOLUTE:
+            field, bound = ABSOLUTE[bench]
+            print(json.dumps({"bench": bench, field: t[field], "target": f"< {bound:g} {field}",
+                              "meets_target": t[field] < bound}))
+        p = impls.get("pytorch")
+        if p is None or bench not in METRICS:
+            continue
+        field, larger_better, target = METRICS[bench]
+        tv, pv = float(t[field]), float(p[field])
+        if tv <= 0 or pv <= 0:
+            continue
+        speed = tv / pv if larger_better else pv / tv
+        out = {"bench": bench}
+        if k[1] is not None:
+            out["dtype"] = k[1]
+        out["tensh_vs_pytorch_speed"] = round(speed, 3)
+        if target is not None:
+            out["target"] = target
+            out["meets_target"] = speed >= target
+        print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()
