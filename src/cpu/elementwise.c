@@ -142,8 +142,9 @@ static inline int64_t iremainder(int64_t a, int64_t b, ts_loop_ctx *ctx) {
   (((ctx->i[0] & 1) && x < (LO)) ? (LO) : ((ctx->i[0] & 2) && x > (HI)) ? (HI) : x)
 
 /* ---- unary ---- */
-U_F(neg, -x)               U_I(neg, -x)
-U_F(abs, fabs(x))          U_I(abs, x < 0 ? -x : x)
+/* integer negation through uint64: wraps at the minimum, as torch, instead of UB */
+U_F(neg, -x)               U_I(neg, (int64_t)(0 - (uint64_t)x))
+U_F(abs, fabs(x))          U_I(abs, x < 0 ? (int64_t)(0 - (uint64_t)x) : x)
 U_F(sign, x > 0 ? (ct)1 : x < 0 ? (ct)-1 : x) U_I(sign, (x > 0) - (x < 0)) U_B(sign, x)
 U_F(floor, floor(x))       U_I(floor, x)
 U_F(ceil, ceil(x))         U_I(ceil, x)

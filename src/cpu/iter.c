@@ -11,6 +11,12 @@ void ts_iter_init(ts_iter *it, int nops, ts_tensor *const *ops) {
   it->nops = nops;
   it->numel = ts_numel(t0);
   for (int k = 0; k < nops; k++) it->data[k] = ts_data(ops[k]);
+  if (it->numel == 0) { /* nothing to visit; huge sizes of an empty tensor could overflow stride products */
+    it->ndim = 1;
+    it->sizes[0] = 0;
+    for (int k = 0; k < nops; k++) it->strides[k][0] = 0;
+    return;
+  }
   /* drop size-1 dims, then merge neighbours that are contiguous for every operand */
   int nd = 0;
   for (int d = 0; d < t0->ndim; d++) {

@@ -27,9 +27,9 @@ static ts_status k_random(const ts_call *c) {
       double z = sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
       ts_store_f64(q, dt, lo + hi * z);
     } else { /* RANDINT: [i[2], i[3]) */
-      uint64_t range = (uint64_t)(c->i[3] - c->i[2]);
+      uint64_t range = (uint64_t)c->i[3] - (uint64_t)c->i[2]; /* unsigned: no overflow */
       uint64_t x = ((uint64_t)r.v[0] << 32) | r.v[1];
-      ts_store_i64(q, dt, c->i[2] + (int64_t)(x % range));
+      ts_store_i64(q, dt, (int64_t)((uint64_t)c->i[2] + x % range));
     }
   }
   return TS_OK;

@@ -230,7 +230,7 @@ static int l_eye(lua_State *L) {
   int64_t sizes[2] = {n, m};
   ts_tensor **slot = lt_newslot(L);
   LT_TRY(L, ts_full(2, sizes, 0, o.dtype, o.device, slot));
-  int64_t k = n < m ? n : m, stride = m + 1;
+  int64_t k = n < m ? n : m, stride = k > 0 ? m + 1 : 1; /* k == 0: nothing to fill, and m + 1 may overflow */
   ts_tensor **diag = lt_newslot(L);
   LT_TRY(L, ts_tensor_view_of(*slot, 1, &k, &stride, 0, diag));
   LT_TRY(L, ts_fill_(*diag, 1));

@@ -220,4 +220,12 @@ test("bad input gives clear errors", function()
   close(x + 1, {{2, 2, 2}, {2, 2, 2}})
 end)
 
+test("integer edge values wrap instead of undefined behaviour", function()
+  eq(torch.tensor({math.mininteger}):neg():item(), math.mininteger, "neg of the minimum wraps")
+  eq(torch.tensor({math.mininteger}):abs():item(), math.mininteger, "abs of the minimum wraps, as torch")
+  local r = torch.randint(-1, math.maxinteger, {100}):tolist()
+  for _, v in ipairs(r) do T.ok(v >= -1, "randint over a range wider than int64 stays in range") end
+  eq(torch.eye(0, math.maxinteger):numel(), 0, "eye with no rows")
+end)
+
 T.run()
