@@ -112,7 +112,7 @@ ts_status ts_tensor_empty(int ndim, const int64_t *sizes, ts_dtype dt, ts_device
     return st;
   }
   t->ndim = ndim;
-  memcpy(t->sizes, sizes, sizeof(int64_t) * (size_t)ndim);
+  if (ndim > 0) memcpy(t->sizes, sizes, sizeof(int64_t) * (size_t)ndim); /* sizes may be NULL for 0-dim */
   ts_contiguous_strides(ndim, sizes, t->strides);
   t->dtype = dt;
   t->device = t->storage->device;
@@ -130,8 +130,8 @@ ts_status ts_tensor_view_of(ts_tensor *base, int ndim, const int64_t *sizes, con
   ts_storage_retain(t->storage);
   t->offset = offset;
   t->ndim = ndim;
-  memcpy(t->sizes, sizes, sizeof(int64_t) * (size_t)ndim);
-  memcpy(t->strides, strides, sizeof(int64_t) * (size_t)ndim);
+  if (ndim > 0) memcpy(t->sizes, sizes, sizeof(int64_t) * (size_t)ndim); /* sizes may be NULL for 0-dim */
+  if (ndim > 0) memcpy(t->strides, strides, sizeof(int64_t) * (size_t)ndim);
   t->dtype = base->dtype;
   t->device = base->device;
   *out = t;
