@@ -31,7 +31,7 @@
 
 static lua_State *volatile active_L;        /* the state running code, while interrupts are caught */
 static volatile sig_atomic_t lua_interrupt; /* Ctrl-C seen, not yet back at the prompt */
-static int wake_pipe[2] = {-1, -1};         /* SIGINT at the prompt writes here */
+static int wake_pipe[2] = {-1, -1};         /* at the prompt, signals write their number here */
 
 static void interrupt_hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
@@ -53,10 +53,30 @@ static void on_sigint(int sig) {
     lua_interrupt = 1;
     lua_sethook(L, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
   } else if (wake_pipe[1] >= 0) {
-    ssize_t r = write(wake_pipe[1], "", 1);
+    char c = SIGINT;
+    ssize_t r = write(wake_pipe[1], &c, 1);
     (void)r; /* a full pipe already holds a wake-up */
   }
   errno = saved;
+}
+
+/* SIGTSTP and SIGWINCH, while the prompt waits: handled in the read loop */
+static void on_prompt_signal(int sig) {
+  int saved = errno;
+  char c = (char)sig;
+  ssize_t r = write(wake_pipe[1], &c, 1);
+  (void)r;
+  errno = saved;
+}
+
+static void set_prompt_signals(int on) {
+  if (wake_pipe[0] < 0) return;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on ? on_prompt_signal : SIG_DFL;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTSTP, &sa, NULL);
+  sigaction(SIGWINCH, &sa, NULL);
 }
 
 void ts_shell_install_signals(void) {
@@ -93,9 +113,28 @@ static void on_line(char *line) {
   rl_callback_handler_remove(); /* before the next prompt, as Python does */
 }
 
-static void drain_wake_pipe(void) {
+/* Reads the pending signal numbers; returns SIGINT if one was a Ctrl-C. */
+static int drain_wake_pipe(int act) {
   char buf[64];
-  while (wake_pipe[0] >= 0 && read(wake_pipe[0], buf, sizeof buf) > 0) {}
+  ssize_t n;
+  int intr = 0;
+  while (wake_pipe[0] >= 0 && (n = read(wake_pipe[0], buf, sizeof buf)) > 0) {
+    for (ssize_t i = 0; i < n && act; i++) {
+      if (buf[i] == SIGINT) {
+        intr = 1;
+      } else if (buf[i] == SIGWINCH) {
+        rl_resize_terminal();
+      } else if (buf[i] == SIGTSTP) { /* Ctrl-Z: give the terminal back as found, stop, retake it */
+        rl_deprep_terminal();
+        signal(SIGTSTP, SIG_DFL);
+        raise(SIGTSTP);
+        set_prompt_signals(1);
+        rl_prep_terminal(0);
+        rl_forced_update_display();
+      }
+    }
+  }
+  return intr;
 }
 
 enum { LINE_OK, LINE_EOF, LINE_INTERRUPTED };
@@ -104,11 +143,13 @@ enum { LINE_OK, LINE_EOF, LINE_INTERRUPTED };
 static int read_line(const char *prompt, char **line) {
   fflush(stdout);
   fflush(stderr);
-  drain_wake_pipe();
+  drain_wake_pipe(0); /* a Ctrl-C typed before the prompt showed is not for it */
   cb_done = 0;
   cb_line = NULL;
+  set_prompt_signals(1);
   rl_callback_handler_install(prompt, on_line);
   int in = fileno(rl_instream ? rl_instream : stdin);
+  int r = LINE_OK;
   while (!cb_done) {
     fd_set fds;
     FD_ZERO(&fds);
@@ -118,14 +159,14 @@ static int read_line(const char *prompt, char **line) {
       FD_SET(wake_pipe[0], &fds);
       if (wake_pipe[0] > maxfd) maxfd = wake_pipe[0];
     }
-    int r = select(maxfd + 1, &fds, NULL, NULL, NULL);
-    if (r < 0) {
-      if (errno == EINTR) continue; /* SIGWINCH and the like; SIGINT also wrote to the pipe */
+    int n = select(maxfd + 1, &fds, NULL, NULL, NULL);
+    if (n < 0) {
+      if (errno == EINTR) continue; /* the signal also wrote to the pipe */
       rl_callback_handler_remove();
-      return LINE_EOF;
+      r = LINE_EOF;
+      break;
     }
-    if (wake_pipe[0] >= 0 && FD_ISSET(wake_pipe[0], &fds)) {
-      drain_wake_pipe();
+    if (wake_pipe[0] >= 0 && FD_ISSET(wake_pipe[0], &fds) && drain_wake_pipe(1)) {
       /* leave the half-typed line on screen, marked, and start afresh */
       FILE *out = rl_outstream ? rl_outstream : stdout;
       rl_point = rl_end;
@@ -135,13 +176,15 @@ static int read_line(const char *prompt, char **line) {
       rl_free_line_state();
       rl_callback_sigcleanup();
       rl_callback_handler_remove();
-      return LINE_INTERRUPTED;
+      r = LINE_INTERRUPTED;
+      break;
     }
     if (FD_ISSET(in, &fds)) rl_callback_read_char();
   }
-  if (!cb_line) return LINE_EOF;
-  *line = cb_line;
-  return LINE_OK;
+  set_prompt_signals(0);
+  if (r == LINE_OK && !cb_line) r = LINE_EOF;
+  if (r == LINE_OK) *line = cb_line;
+  return r;
 }
 
 /* ---- history --------------------------------------------------------------------- */
@@ -285,7 +328,8 @@ void ts_shell_repl(lua_State *L) {
     for (int i = 0; i < 2; i++) fcntl(wake_pipe[i], F_SETFD, FD_CLOEXEC);
   }
   rl_readline_name = "tensh"; /* for $if tensh in ~/.inputrc */
-  rl_catch_signals = 0;       /* our handler; readline's would re-raise into it */
+  rl_catch_signals = 0;       /* ours, through the wake pipe; readline's act only inside its calls */
+  rl_catch_sigwinch = 0;
   ts_shell_complete_init(L);
   history_open();
   atexit(history_save);

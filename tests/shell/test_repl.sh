@@ -220,6 +220,18 @@ else
   tm send-keys -t repl Tab
   type_line ' + 1' # keep + 1
   wait_for '^778$' || { ok=0; fail "repl: completion" "kee<TAB> did not give keep" "$(pane | tail -n 5)"; }
+  # through an __index table, but never into an __index function
+  type_line 'obj = setmetatable({}, {__index = {method_one = 1}})'
+  type_line 'spy = setmetatable({}, {__index = function(t, k) touched = k end})'
+  tm send-keys -t repl -l 'obj.meth'
+  tm send-keys -t repl Tab
+  wait_for '^> obj\.method_one$' || { ok=0; fail "repl: completion" "obj.meth<TAB> through __index" "$(pane | tail -n 5)"; }
+  tm send-keys -t repl C-u
+  tm send-keys -t repl -l 'spy.ab'
+  tm send-keys -t repl Tab
+  tm send-keys -t repl C-u
+  type_line 'tostring(touched) .. "-untouched"'
+  wait_for '^nil-untouched$' || { ok=0; fail "repl: completion" "completion ran an __index function" "$(pane | tail -n 5)"; }
   [ $ok = 1 ] && pass
 
   # a statement over several lines continues with '>> '
