@@ -154,6 +154,7 @@ static int find_completions(lua_State *L) {
     lua_pushvalue(L, out);
     return 1;
   }
+  if (sep == 1) return 0; /* `.x` after a bracket or a call: its value is unknown */
   int colon = word[sep - 1] == ':';
   /* walk the path a.b.c; every part an identifier, ':' only before the last */
   for (size_t b = 0; b < sep - 1;) {

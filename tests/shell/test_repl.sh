@@ -110,6 +110,11 @@ run "- runs stdin" 0 '=a1' '' -- "$tensh" - a1
 printf 'print(x * 2)\ny = 5;\ny + 1\n' >"$tmp/stdin"
 run "-i reads after -e" 0 '^tensh [0-9.]+ \(Lua 5\.4\) .*Ctrl-D to exit.*42.*6' '' -- "$tensh" -e 'x = 21' -i
 
+printf 'print(1 + 1)\n' >"$tmp/stdin"
+run "no HOME: no history, no failure" 0 '.*2.*' '' -- env -u TENSH_HISTORY -u HOME "$tensh" -i
+printf 'print(1 + 2)\n' >"$tmp/stdin"
+run "unwritable history file: no failure" 0 '.*3.*' '' -- env TENSH_HISTORY="$tmp/no/such/dir/history" "$tensh" -i
+
 # SIGINT while a script runs: the hook stops Lua code, the flag stops C kernels
 sigint_case() { # case, code (it runs once "ready" is out)
   "$tensh" -e "io.write('ready\\n') io.flush() $2" >"$tmp/out" 2>"$tmp/err" &
