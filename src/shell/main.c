@@ -27,7 +27,8 @@ static const char *usage =
     "  -W        turn warnings on\n"
     "  -h        show this help\n"
     "  --        stop handling options\n"
-    "  -         stop handling options and execute stdin\n";
+    "  -         stop handling options and execute stdin\n"
+    "The prompt keeps its history in $TENSH_HISTORY (default ~/.tensh_history; empty: none).\n";
 
 static void print_version(void) {
   printf("tensh %s (Lua %s.%s)\n", TS_VERSION, LUA_VERSION_MAJOR, LUA_VERSION_MINOR);

@@ -144,7 +144,7 @@ sigint_case "SIGINT stops long C ops" 'local x = torch.zeros(1e7) for i = 1, 1e6
 
 # ---- the prompt, through tmux ---------------------------------------------------
 repl_cases=(value semicolon completion multiline ctrl-c-running ctrl-c-op ctrl-c-prompt ctrl-c-continuation
-  error history ctrl-d second-session)
+  error history ctrl-d second-session ctrl-z)
 if ! command -v tmux >/dev/null 2>&1; then
   for c in "${repl_cases[@]}"; do skip "repl: $c" "tmux is not installed (scripts/install-deps.sh)"; done
   echo "$name: $passed passed, $failed failed, $skipped skipped"
@@ -339,6 +339,36 @@ else
   else
     fail "repl: second-session" "no prompt or banner" "$(pane)"
   fi
+fi
+
+# Ctrl-Z at the prompt hands the terminal back to the job shell, and fg gives
+# a working prompt with the half-typed line still there
+start env HISTFILE=/dev/null bash --norc --noprofile -i
+if wait_for '[$#] $' 50; then
+  type_line "$tensh"
+  if wait_for '^> $' 100; then
+    tm send-keys -t repl -l 'zz = 9'
+    sleep 0.2
+    tm send-keys -t repl C-z
+    if wait_for 'Stopped' 30; then
+      type_line 'fg'
+      wait_for '^> zz = 9$' 30
+      type_line '9'
+      type_line 'zz + 1000'
+      expect ctrl-z '^1099$'
+      n=$(pane | grep -cE '[$#] $')
+      tm send-keys -t repl C-d # back in bash, which then leaves
+      for ((i = 0; i < 30; i++)); do [ "$(pane | grep -cE '[$#] $')" -gt "$n" ] && break; sleep 0.1; done
+      type_line 'exit'
+      wait_for '^TENSH-EXITED' 30
+    else
+      fail "repl: ctrl-z" "Ctrl-Z did not stop tensh" "$(pane | tail -n 5)"
+    fi
+  else
+    fail "repl: ctrl-z" "no prompt in the job shell" "$(pane | tail -n 5)"
+  fi
+else
+  skip "repl: ctrl-z" "no interactive bash in tmux"
 fi
 
 echo "$name: $passed passed, $failed failed, $skipped skipped"
