@@ -173,7 +173,7 @@ static int find_completions(lua_State *L) {
 
 /* ---- the readline side ------------------------------------------------------ */
 
-static char **matches;   /* the candidates of the completion under way, NULL-ended */
+static char **matches;   /* the candidates of the completion under way */
 static size_t n_matches; /* how many */
 static int single_is_function;
 
