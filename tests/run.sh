@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: the C unit tests, then each Lua test file under build/tensh.
+# Runs every test: the C unit tests, each Lua test file under build/tensh,
+# then each shell test program (tests/shell/test_*.sh, given the build dir).
 # Ends with one line "N passed, N failed, N skipped"; exits non-zero on any
 # failure or on a test program that died without its closing line.
 set -u
@@ -33,7 +34,16 @@ grep -E '^(FAIL|SKIP)' "$log"
 count c $rc
 
 for f in "$root"/tests/lua/test_*.lua; do
-  (cd "$root/tests/lua" && LUA_PATH="$root/tests/lua/?.lua;;" timeout 600 "$root/$build/tensh" "$f") >"$log" 2>&1
+  (cd "$root/tests/lua" && TENSH_BUILD="$root/$build" LUA_PATH="$root/tests/lua/?.lua;;" timeout 600 "$root/$build/tensh" "$f") >"$log" 2>&1
+  rc=$?
+  grep -E '^(FAIL|SKIP)' "$log"
+  [ $rc -ne 0 ] && ! grep -qE '^[a-z]+:[^ ]*: [0-9]+ passed' "$log" && tail -n 20 "$log"
+  count "$(basename "$f")" $rc
+done
+
+for f in "$root"/tests/shell/test_*.sh; do
+  [ -e "$f" ] || continue
+  timeout 300 bash "$f" "$root/$build" >"$log" 2>&1
   rc=$?
   grep -E '^(FAIL|SKIP)' "$log"
   [ $rc -ne 0 ] && ! grep -qE '^[a-z]+:[^ ]*: [0-9]+ passed' "$log" && tail -n 20 "$log"

@@ -1,11 +1,15 @@
 /* tensh: the tensor shell. Options follow lua5.4's: `tensh script.lua args`,
- * -e stat, -i, -l mod, -v, -h, and a REPL when there is nothing to run. */
+ * -e stat, -i, -l mod, -v, -W, -h, and a REPL when there is nothing to run
+ * (or stdin run as a script when it is not a terminal). Everything runs in
+ * a protected call, as in lua.c, so even a memory error reaches the user as
+ * a message. */
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../tensh.h"
 #include "repl.h"
@@ -18,10 +22,24 @@ static const char *usage =
     "  -e stat   execute string 'stat'\n"
     "  -i        enter interactive mode after executing 'script'\n"
     "  -l mod    require library 'mod' into global 'mod'\n"
+    "  -l g=mod  require library 'mod' into global 'g'\n"
     "  -v        show version information\n"
+    "  -W        turn warnings on\n"
     "  -h        show this help\n"
     "  --        stop handling options\n"
-    "  -         stop handling options and execute stdin\n";
+    "  -         stop handling options and execute stdin\n"
+    "The prompt keeps its history in $TENSH_HISTORY (default ~/.tensh_history; empty: none).\n";
+
+static void print_version(void) {
+  printf("tensh %s (Lua %s.%s)\n", TS_VERSION, LUA_VERSION_MAJOR, LUA_VERSION_MINOR);
+  fflush(stdout);
+}
+
+static void print_banner(void) {
+  printf("tensh %s (Lua %s.%s) \xe2\x80\x94 torch, cuda loaded; Ctrl-D to exit\n", TS_VERSION, LUA_VERSION_MAJOR,
+         LUA_VERSION_MINOR);
+  fflush(stdout);
+}
 
 static int msghandler(lua_State *L) {
   const char *msg = lua_tostring(L, 1);
@@ -33,7 +51,6 @@ static int msghandler(lua_State *L) {
   return 1;
 }
 
-/* Runs the function at the top with nargs arguments; reports errors on stderr. */
 int ts_shell_docall(lua_State *L, int nargs, int nres) {
   int base = lua_gettop(L) - nargs;
   lua_pushcfunction(L, msghandler);
@@ -79,76 +96,113 @@ static void create_arg_table(lua_State *L, char **argv, int argc, int script) {
   lua_setglobal(L, "arg");
 }
 
-static int open_libs(lua_State *L) {
-  luaL_openlibs(L);
-  luaL_requiref(L, "tensh", luaopen_tensh, 0);
-  lua_pop(L, 1);
-  return 0;
+/* -l mod or -l g=mod: require mod into the global mod (or g) */
+static int require_global(lua_State *L, const char *spec) {
+  const char *eq = strchr(spec, '=');
+  const char *mod = eq ? eq + 1 : spec;
+  lua_getglobal(L, "require");
+  lua_pushstring(L, mod);
+  int st = ts_shell_docall(L, 1, 1);
+  if (st == LUA_OK) {
+    if (eq) lua_pushlstring(L, spec, (size_t)(eq - spec));
+    else lua_pushstring(L, mod);
+    lua_insert(L, -2);
+    lua_setglobal(L, lua_tostring(L, -2));
+    lua_pop(L, 1);
+  }
+  return report(L, st);
 }
 
-int main(int argc, char **argv) {
-  lua_State *L = luaL_newstate();
-  if (!L) {
-    fprintf(stderr, "tensh: cannot create Lua state: not enough memory\n");
-    return 1;
-  }
-  lua_pushcfunction(L, open_libs);
-  if (report(L, lua_pcall(L, 0, 0, 0)) != LUA_OK) return 1;
+enum { HAS_E = 1, HAS_I = 2, HAS_V = 4, HAS_W = 8, HAS_ERROR = 16 };
 
-  /* first pass: find the script and check options */
-  int script = 0, interactive = 0, version = 0, has_e = 0;
+/* Checks the options; returns the HAS_* set and the script's index (0: none). */
+static int scan_args(char **argv, int argc, int *script) {
+  int flags = 0;
+  *script = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (a[0] != '-' || strcmp(a, "-") == 0) { script = i; break; }
-    if (strcmp(a, "--") == 0) { if (i + 1 < argc) script = i + 1; break; }
-    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      printf("%s", usage);
-      lua_close(L);
-      return 0;
+    if (a[0] != '-' || strcmp(a, "-") == 0) { *script = i; break; }
+    if (strcmp(a, "--") == 0) {
+      if (i + 1 < argc) *script = i + 1;
+      break;
     }
-    if (strcmp(a, "-v") == 0 || strcmp(a, "--version") == 0) version = 1;
-    else if (strcmp(a, "-i") == 0) interactive = version = 1;
+    if (strcmp(a, "-v") == 0 || strcmp(a, "--version") == 0) flags |= HAS_V;
+    else if (strcmp(a, "-i") == 0) flags |= HAS_I;
+    else if (strcmp(a, "-W") == 0) flags |= HAS_W;
     else if (strcmp(a, "-e") == 0 || strcmp(a, "-l") == 0) {
-      if (i + 1 >= argc) {
+      if (i + 1 >= argc || argv[i + 1][0] == '-') {
         fprintf(stderr, "tensh: '%s' needs argument\n%s", a, usage);
-        lua_close(L);
-        return 1;
+        return HAS_ERROR;
       }
-      has_e |= a[1] == 'e';
+      if (a[1] == 'e') flags |= HAS_E;
       i++;
     } else {
       fprintf(stderr, "tensh: unrecognized option '%s'\n%s", a, usage);
-      lua_close(L);
-      return 1;
+      return HAS_ERROR;
     }
   }
-  if (version) printf("tensh %s (Lua %s.%s)\n", TS_VERSION, LUA_VERSION_MAJOR, LUA_VERSION_MINOR);
+  return flags;
+}
+
+/* lua_pcall'd with (argc, argv); returns true when all went well */
+static int pmain(lua_State *L) {
+  int argc = (int)lua_tointeger(L, 1);
+  char **argv = lua_touserdata(L, 2);
+  int script;
+  int flags = scan_args(argv, argc, &script);
+  if (flags & HAS_ERROR) return 0;
+  luaL_checkversion(L);
+  luaL_openlibs(L);
+  luaL_requiref(L, "tensh", luaopen_tensh, 0);
+  lua_pop(L, 1);
+  if (flags & HAS_W) lua_warning(L, "@on", 0);
+  int stdin_tty = isatty(STDIN_FILENO);
+  int repl = (flags & HAS_I) || (!script && !(flags & (HAS_E | HAS_V)) && stdin_tty);
+  if ((flags & HAS_V) && !repl) print_version();
   create_arg_table(L, argv, argc, script ? script : argc);
   ts_shell_install_signals();
-  /* second pass: -e and -l in order */
   int end = script ? script : argc;
-  for (int i = 1; i < end; i++) {
+  for (int i = 1; i < end; i++) { /* -e and -l, in order */
     if (strcmp(argv[i], "-e") == 0) {
-      if (dochunk(L, luaL_loadbuffer(L, argv[i + 1], strlen(argv[i + 1]), "=(command line)")) != LUA_OK) {
-        lua_close(L);
-        return 1;
-      }
-      i++;
+      const char *s = argv[++i];
+      if (dochunk(L, luaL_loadbuffer(L, s, strlen(s), "=(command line)")) != LUA_OK) return 0;
     } else if (strcmp(argv[i], "-l") == 0) {
-      lua_getglobal(L, "require");
-      lua_pushstring(L, argv[i + 1]);
-      int st = ts_shell_docall(L, 1, 1);
-      if (report(L, st) != LUA_OK) {
-        lua_close(L);
-        return 1;
-      }
-      lua_setglobal(L, argv[i + 1]);
-      i++;
+      if (require_global(L, argv[++i]) != LUA_OK) return 0;
+    } else if (strcmp(argv[i], "--") == 0) {
+      break;
     }
   }
-  int rc = 0;
-  if (script && run_script(L, argv, script, argc) != LUA_OK) rc = 1;
-  if (interactive || (!script && !has_e && !version)) ts_shell_repl(L);
+  if (script && run_script(L, argv, script, argc) != LUA_OK) return 0;
+  if (repl) {
+    print_banner();
+    ts_shell_repl(L);
+  } else if (!script && !(flags & (HAS_E | HAS_V))) {
+    if (dochunk(L, luaL_loadfile(L, NULL)) != LUA_OK) return 0; /* stdin is not a terminal: run it */
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc && argv[i][0] == '-'; i++) { /* -h answers before anything loads */
+    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+      printf("%s", usage);
+      return EXIT_SUCCESS;
+    }
+    if (strcmp(argv[i], "--") == 0 || strcmp(argv[i], "-") == 0) break;
+    if (strcmp(argv[i], "-e") == 0 || strcmp(argv[i], "-l") == 0) i++;
+  }
+  lua_State *L = luaL_newstate();
+  if (!L) {
+    fprintf(stderr, "tensh: cannot create Lua state: not enough memory\n");
+    return EXIT_FAILURE;
+  }
+  lua_pushcfunction(L, pmain);
+  lua_pushinteger(L, argc);
+  lua_pushlightuserdata(L, argv);
+  int st = lua_pcall(L, 2, 1, 0);
+  int ok = st == LUA_OK && lua_toboolean(L, -1);
+  report(L, st);
   lua_close(L);
-  return rc;
+  return ok ? EXIT_SUCCESS : EXIT_FAILURE;
 }

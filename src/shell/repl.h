@@ -5,10 +5,15 @@
 
 #include <lua.h>
 
+/* Reads, runs and prints until Ctrl-D or os.exit(). */
 void ts_shell_repl(lua_State *L);
 void ts_shell_install_signals(void);
 /* While on, Ctrl-C stops running Lua code (a hook) and C kernels (the flag). */
 void ts_shell_catch_interrupts(lua_State *L, int on);
+/* Calls the function below nargs arguments with a traceback handler and
+ * interrupts caught; leaves nres results or the error message. */
 int ts_shell_docall(lua_State *L, int nargs, int nres);
+/* Tab completion (complete.c) of the names in L's globals. */
+void ts_shell_complete_init(lua_State *L);
 
 #endif
