@@ -49,6 +49,7 @@ typedef struct rstate {
 typedef struct kx {
   ts_op op;
   bool ints;    /* stage as int64 */
+  bool expf32;  /* exponentials in float: the result is float32 or narrower, and expf is much faster */
   double p;     /* f[0] */
   int64_t flag; /* i[1] */
   int nops;
@@ -72,6 +73,7 @@ static void kx_init(kx *k, const ts_call *c) {
   k->ints = !ts_dtype_is_float(in->dtype) &&
             (c->op == TS_OP_SUM || c->op == TS_OP_PROD || c->op == TS_OP_MAX || c->op == TS_OP_MIN ||
              c->op == TS_OP_CUMSUM);
+  k->expf32 = in->dtype != TS_FLOAT64;
   k->p = c->f[0];
   k->flag = c->i[1];
   k->nops = c->out[1] ? 3 : 2;
@@ -223,6 +225,26 @@ static double sum8(const double *x, int64_t n) {
   return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
+/* sum of exp(x - shift); also writes the exponentials to e when not NULL */
+static double sum_exp(const kx *k, const double *x, int64_t n, double shift, double *e) {
+  double s = 0;
+  if (k->expf32) {
+    float sh = (float)shift;
+    for (int64_t i = 0; i < n; i++) {
+      double v = expf((float)x[i] - sh);
+      s += v;
+      if (e) e[i] = v;
+    }
+  } else {
+    for (int64_t i = 0; i < n; i++) {
+      double v = exp(x[i] - shift);
+      s += v;
+      if (e) e[i] = v;
+    }
+  }
+  return s;
+}
+
 /* NaN-propagating comparisons: a NaN beats every number, the first NaN stays. */
 static bool beats_max(double v, double best) { return v > best || (v != v && best == best); }
 static bool beats_min(double v, double best) { return v < best || (v != v && best == best); }
@@ -286,9 +308,7 @@ static void block_d(const kx *k, rstate *t, const double *x, int64_t n, int64_t 
   default: { /* logsumexp, softmax, log_softmax */
     double m = x[0];
     for (int64_t i = 1; i < n; i++) if (beats_max(x[i], m)) m = x[i];
-    double sh = lse_shift(m), s = 0;
-    for (int64_t i = 0; i < n; i++) s += exp(x[i] - sh);
-    t->a = m, t->b = s;
+    t->a = m, t->b = sum_exp(k, x, n, lse_shift(m), NULL);
     break;
   }
   }
@@ -528,27 +548,35 @@ static int scan_tile(const kx *k, char **ptr, int w, stage *sg) {
     }
     return 0;
   }
-  /* softmax, log_softmax: the logsumexp state first, then one writing pass */
+  /* One exp per element. softmax: the max, then exp(x - max) written and
+   * summed, then scaled by 1/sum in place; log_softmax: logsumexp, then x - it. */
+  kx k1 = *k;
+  if (k->op == TS_OP_SOFTMAX) k1.op = TS_OP_MAX;
   rstate s[TILE_W];
-  for (int j = 0; j < w; j++) s[j] = state_init(k);
-  if (reduce_rows(k, ptr[0], ks, w, 0, k->R, s, sg)) return 1;
-  double shift[TILE_W], scale[TILE_W];
-  for (int j = 0; j < w; j++) {
-    shift[j] = lse_shift(s[j].a);
-    scale[j] = k->op == TS_OP_SOFTMAX ? 1 / s[j].b : shift[j] + log(s[j].b);
-  }
+  for (int j = 0; j < w; j++) s[j] = state_init(&k1);
+  if (reduce_rows(&k1, ptr[0], ks, w, 0, k->R, s, sg)) return 1;
+  double shift[TILE_W], sum[TILE_W] = {0};
+  for (int j = 0; j < w; j++) shift[j] = k->op == TS_OP_SOFTMAX ? lse_shift(s[j].a) : lse_value(&s[j]);
   for (int64_t b0 = 0; b0 < k->R; b0 += BLOCK) {
     if (ts_interrupt_flag) return 1;
     int64_t len = min64(BLOCK, k->R - b0);
     gather_d(k->dt[0], ptr[0] + b0 * k->rs * ei, ks, k->rs, w, len, sg->d);
     for (int j = 0; j < w; j++) {
-      double *x = sg->d + j * BLOCK, sh = shift[j], sc = scale[j];
-      if (k->op == TS_OP_SOFTMAX)
-        for (int64_t r = 0; r < len; r++) x[r] = exp(x[r] - sh) * sc;
-      else
-        for (int64_t r = 0; r < len; r++) x[r] = x[r] - sc;
+      double *x = sg->d + j * BLOCK;
+      if (k->op == TS_OP_SOFTMAX) sum[j] += sum_exp(k, x, len, shift[j], x);
+      else for (int64_t r = 0; r < len; r++) x[r] -= shift[j];
     }
     scatter_d(k->dt[1], ptr[1] + b0 * k->ors * eo, oks, k->ors, w, len, sg->d);
+  }
+  if (k->op == TS_OP_LOG_SOFTMAX) return 0;
+  for (int j = 0; j < w; j++) sum[j] = 1 / sum[j];
+  for (int64_t b0 = 0; b0 < k->R; b0 += BLOCK) {
+    int64_t len = min64(BLOCK, k->R - b0);
+    char *o = ptr[1] + b0 * k->ors * eo;
+    gather_d(k->dt[1], o, oks, k->ors, w, len, sg->d);
+    for (int j = 0; j < w; j++)
+      for (int64_t r = 0; r < len; r++) sg->d[j * BLOCK + r] *= sum[j];
+    scatter_d(k->dt[1], o, oks, k->ors, w, len, sg->d);
   }
   return 0;
 }
