@@ -142,7 +142,9 @@ static ts_status binary_impl(ts_op op, ts_tensor *a, ts_tensor *b, double alpha,
   ts_tensor *ab[2] = {a, b};
   ts_status st = ts_check_same_device(fn, 2, ab);
   if (st) return st;
-  ts_dtype compute = ts_result_type(2, ab);
+  /* the common case, two ordinary tensors of one dtype, skips the tiers */
+  bool plain = !a->is_wrapped_number && !b->is_wrapped_number && a->dtype == b->dtype;
+  ts_dtype compute = plain ? a->dtype : ts_result_type(2, ab);
   ts_op_kind kind = ts_ops[op].kind;
   if (kind == TS_KIND_BINARY_FLOAT && !ts_dtype_is_float(compute)) compute = TS_DEFAULT_DTYPE;
   if (compute == TS_BOOL && (op == TS_OP_SUB || op == TS_OP_FLOOR_DIVIDE || op == TS_OP_REMAINDER || op == TS_OP_POW))
@@ -152,7 +154,13 @@ static ts_status binary_impl(ts_op op, ts_tensor *a, ts_tensor *b, double alpha,
   ts_dtype result = kind == TS_KIND_COMPARE ? TS_BOOL : compute;
   int nd;
   int64_t sizes[TS_MAX_DIMS];
-  if ((st = ts_broadcast_shapes(fn, a->ndim, a->sizes, b->ndim, b->sizes, &nd, sizes))) return st;
+  bool same_shape = a->ndim == b->ndim && memcmp(a->sizes, b->sizes, sizeof(int64_t) * (size_t)a->ndim) == 0;
+  if (same_shape) {
+    nd = a->ndim;
+    memcpy(sizes, a->sizes, sizeof(int64_t) * (size_t)nd);
+  } else if ((st = ts_broadcast_shapes(fn, a->ndim, a->sizes, b->ndim, b->sizes, &nd, sizes))) {
+    return st;
+  }
   if (given && (st = check_out_shape(fn, nd, sizes, given))) return st;
 
   cast_set cs = {.n = 0};
@@ -165,10 +173,12 @@ static ts_status binary_impl(ts_op op, ts_tensor *a, ts_tensor *b, double alpha,
   if (direct) r = given;
   else st = ts_tensor_empty(nd, sizes, result, result_device(2, ab), &r);
   if (!st) {
-    ts_tensor va, vb;
-    broadcast_view(ac, nd, sizes, &va);
-    broadcast_view(bc, nd, sizes, &vb);
-    ts_tensor *in[2] = {&va, &vb};
+    ts_tensor va, vb, *in[2] = {ac, bc};
+    if (!same_shape) {
+      broadcast_view(ac, nd, sizes, &va);
+      broadcast_view(bc, nd, sizes, &vb);
+      in[0] = &va, in[1] = &vb;
+    }
     ts_call c = {.op = op, .nin = 2, .in = in, .out = {r}, .f = {alpha}};
     st = ts_dispatch(&c);
   }

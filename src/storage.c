@@ -51,7 +51,9 @@ ts_status ts_storage_new(size_t nbytes, ts_device dev, ts_storage **out) {
   s->allocator = be->allocator;
   s->refcount = 1;
   s->pinned = false;
-  atomic_fetch_add(&alloc_debt, nbytes);
+  /* the debt counts what the block really costs: a 4-byte tensor still
+   * holds its header, its storage header and a 64-byte cache block */
+  atomic_fetch_add(&alloc_debt, (nbytes < 64 ? 64 : nbytes) + sizeof(ts_tensor) + sizeof(ts_storage));
   if (dev.type == TS_CPU) atomic_fetch_add(&cpu_live, nbytes);
   *out = s;
   return TS_OK;

@@ -256,12 +256,22 @@ static ts_status run_loop(const ts_call *c, ts_loop fn) {
   if (!fn) return ts_fail(TS_ERR_DTYPE, "%s is not implemented for %s", ts_ops[c->op].name, ts_dtype_name(dt));
   ts_tensor *ops[TS_ITER_MAX_OPS] = {c->out[0]};
   for (int k = 0; k < c->nin; k++) ops[k + 1] = c->in[k];
-  ts_iter it;
-  ts_iter_init(&it, c->nin + 1, ops);
   ts_loop_ctx ctx = {.err = 0};
   for (int k = 0; k < 4; k++) ctx.f[k] = c->f[k], ctx.i[k] = c->i[k];
-  ts_status st = ts_iter_run(&it, fn, &ctx);
-  if (st) return st;
+  int64_t n = ts_numel(c->out[0]);
+  bool dense = n < TS_PARALLEL_GRAIN;
+  for (int k = 0; k <= c->nin && dense; k++) dense = ts_is_contiguous(ops[k]);
+  if (dense) { /* small and contiguous: one inner loop, no iterator set-up */
+    char *data[TS_ITER_MAX_OPS];
+    int64_t strides[TS_ITER_MAX_OPS];
+    for (int k = 0; k <= c->nin; k++) data[k] = ts_data(ops[k]), strides[k] = (int64_t)ts_dtype_size(ops[k]->dtype);
+    if (n > 0) fn(data, strides, n, &ctx);
+  } else {
+    ts_iter it;
+    ts_iter_init(&it, c->nin + 1, ops);
+    ts_status st = ts_iter_run(&it, fn, &ctx);
+    if (st) return st;
+  }
   if (ctx.err == 1) return ts_fail(TS_ERR_ARG, "%s: integers to negative integer powers are not allowed", ts_ops[c->op].name);
   if (ctx.err == 2) return ts_fail(TS_ERR_ARG, "%s: integer division by zero", ts_ops[c->op].name);
   return TS_OK;

@@ -72,11 +72,33 @@ static int tensor_gc(lua_State *L) {
   return 0;
 }
 
+/* Lua sees a few bytes of userdata per tensor, not the buffers behind it.
+ * Two corrections keep a loop that drops tensors at flat memory:
+ * - every 64 KiB of tensor memory is passed to the collector as debt, which
+ *   paces incremental mode;
+ * - once tensors have allocated more than max(64 MiB, twice what was live
+ *   after the last full collection) since that one, a full one runs. Generational mode
+ *   (collectgarbage("generational")) needs this: its young collections leave dead
+ *   userdata with finalizers to the next major one, which Lua would only
+ *   start when its own small heap doubles. */
+static size_t gc_pending, gc_since_full, gc_live_after_full;
+
 void lt_gc_debt(lua_State *L) {
-  /* Lua sees a few bytes of userdata per tensor; tell it about the buffers,
-   * so a loop that drops big tensors is collected at the pace it allocates. */
-  size_t debt = ts_take_alloc_debt();
-  if (debt >= 64 * 1024) lua_gc(L, LUA_GCSTEP, (int)(debt / 1024 > 1 << 30 ? 1 << 30 : debt / 1024));
+  gc_pending += ts_take_alloc_debt();
+  if (gc_pending < 64 * 1024) return;
+  size_t kb = gc_pending / 1024;
+  gc_since_full += gc_pending;
+  gc_pending = 0;
+  /* live memory as measured after the last full collection: the current
+   * figure counts the very garbage we are trying to bound */
+  size_t limit = 2 * gc_live_after_full > ((size_t)64 << 20) ? 2 * gc_live_after_full : (size_t)64 << 20;
+  if (gc_since_full > limit) {
+    gc_since_full = 0;
+    lua_gc(L, LUA_GCCOLLECT);
+    gc_live_after_full = ts_cpu_bytes_live();
+  } else {
+    lua_gc(L, LUA_GCSTEP, (int)(kb > 1 << 30 ? 1 << 30 : kb));
+  }
 }
 
 ts_tensor **lt_newslot(lua_State *L) {
