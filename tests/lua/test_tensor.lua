@@ -250,11 +250,23 @@ test("a loop that drops 4 MB tensors runs at flat memory", function()
     return tonumber(s:match("VmRSS:%s*(%d+)"))
   end
   if not rss_kb() then T.skip("no /proc/self/status") end
-  for i = 1, 200 do local y = x * 2 end
-  local before = rss_kb()
-  for i = 1, 3000 do local y = x * 2 end -- 12 GB allocated in total
-  local after = rss_kb()
-  ok(after - before < 200 * 1024, ("RSS grew by %d KB over 3000 iterations"):format(after - before))
+  for _, mode in ipairs({"incremental", "generational"}) do
+    collectgarbage(mode)
+    for i = 1, 200 do local y = x * 2 end
+    local before = rss_kb()
+    for i = 1, 3000 do local y = x * 2 end -- 12 GB allocated in total
+    local after = rss_kb()
+    ok(after - before < 200 * 1024, ("%s: RSS grew by %d KB over 3000 iterations"):format(mode, after - before))
+  end
+  collectgarbage("incremental")
+end)
+
+test("a loop of 1-element ops keeps the number of live tensors bounded", function()
+  local a = torch.ones(1)
+  collectgarbage()
+  local before = collectgarbage("count")
+  for i = 1, 200000 do local c = a + a end
+  ok(collectgarbage("count") - before < 20 * 1024, "Lua heap grew by more than 20 MB of dead tensors")
 end)
 
 test("bad arguments name the function and the argument", function()
