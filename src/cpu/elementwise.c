@@ -6,6 +6,13 @@
 
 #include <tgmath.h>
 
+#include "vmath.h"
+
+/* exp and tanh in the compute type: the vectorisable ones for float (and
+ * the half types, which compute in float), libm's for double */
+#define EXP(x) _Generic((x), float: ts_expf, default: exp)(x)
+#define TANH(x) _Generic((x), float: ts_tanhf, default: tanh)(x)
+
 /* x: the input, in compute type `ct`; ctx: the ts_loop_ctx. */
 #define LOOP1(NAME, S, C, LD, ST, EXPR)                                                   \
   static void NAME(char **d, const int64_t *s, int64_t n, void *vctx) {                  \
@@ -17,6 +24,7 @@
     if (s[0] == sizeof(S) && s[1] == sizeof(S)) {                                        \
       S *po = (S *)o;                                                                    \
       const S *pa = (const S *)a;                                                        \
+      _Pragma("omp simd")                                                                \
       for (int64_t i = 0; i < n; i++) {                                                  \
         ct x = (ct)LD(pa + i, S);                                                        \
         ST(po + i, S, (EXPR));                                                           \
@@ -150,17 +158,17 @@ U_F(floor, floor(x))       U_I(floor, x)
 U_F(ceil, ceil(x))         U_I(ceil, x)
 U_F(round, nearbyint(x))   U_I(round, x)
 U_F(relu, x < 0 ? (ct)0 : x) U_I(relu, x < 0 ? 0 : x)
-U_F(exp, exp(x))
+U_F(exp, EXP(x))
 U_F(log, log(x))
 U_F(log1p, log1p(x))
 U_F(sqrt, sqrt(x))
 U_F(rsqrt, (ct)1 / sqrt(x))
 U_F(sin, sin(x))
 U_F(cos, cos(x))
-U_F(tanh, tanh(x))
-U_F(sigmoid, (ct)1 / ((ct)1 + exp(-x)))
+U_F(tanh, TANH(x))
+U_F(sigmoid, (ct)1 / ((ct)1 + EXP(-x)))
 U_F(gelu, GELU_EXPR)
-U_F(silu, x / ((ct)1 + exp(-x)))
+U_F(silu, x / ((ct)1 + EXP(-x)))
 U_F(reciprocal, (ct)1 / x)
 U_F(clamp, CLAMP_EXPR((ct)ctx->f[0], (ct)ctx->f[1]))
 U_I(clamp, CLAMP_EXPR((ct)ctx->f[0], (ct)ctx->f[1]))

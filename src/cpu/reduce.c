@@ -18,6 +18,7 @@
  * Accuracy: float16, bfloat16, float32 and float64 all accumulate in double;
  * sums use 8 partial sums per block, then one running sum per chunk and line. */
 #include "cpu.h"
+#include "vmath.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -556,7 +557,11 @@ static int scan_tile(const kx *k, char **ptr, int w, stage *sg) {
   for (int j = 0; j < w; j++) s[j] = state_init(&k1);
   if (reduce_rows(&k1, ptr[0], ks, w, 0, k->R, s, sg)) return 1;
   double shift[TILE_W], sum[TILE_W] = {0};
-  for (int j = 0; j < w; j++) shift[j] = k->op == TS_OP_SOFTMAX ? lse_shift(s[j].a) : lse_value(&s[j]);
+  /* unlike logsumexp, torch's softmaxes do not special-case an infinite max:
+   * a +inf in a row makes the whole row NaN (inf - inf); an all -inf row too */
+  for (int j = 0; j < w; j++)
+    shift[j] = k->op == TS_OP_SOFTMAX ? (s[j].a == -INFINITY ? 0 : s[j].a)
+                                      : (s[j].a == INFINITY ? NAN : lse_value(&s[j]));
   for (int64_t b0 = 0; b0 < k->R; b0 += BLOCK) {
     if (ts_interrupt_flag) return 1;
     int64_t len = min64(BLOCK, k->R - b0);
@@ -581,9 +586,63 @@ static int scan_tile(const kx *k, char **ptr, int w, stage *sg) {
   return 0;
 }
 
+/* softmax / log_softmax of float32 rows that are contiguous in the softmax
+ * dim: the common case (the last dim of a dense tensor), done in float with
+ * the vectorisable exp, three streaming passes per row. The general engine
+ * above stages through double and is several times slower here. */
+static bool softmax_rows_f32(const ts_call *c, const kx *k) {
+  if ((c->op != TS_OP_SOFTMAX && c->op != TS_OP_LOG_SOFTMAX) || k->dt[0] != TS_FLOAT32 || k->dt[1] != TS_FLOAT32 ||
+      k->rs != 1 || k->ors != 1 || k->R == 0)
+    return false;
+  int64_t R = k->R, rows = k->nlines;
+  bool logsm = c->op == TS_OP_LOG_SOFTMAX;
+  volatile int stop = 0;
+#pragma omp parallel for schedule(static) if (rows * R >= TS_PARALLEL_GRAIN && rows > 1)
+  for (int64_t row = 0; row < rows; row++) {
+    if (stop || (ts_interrupt_flag && (stop = 1))) continue;
+    int64_t off[2] = {0, 0}, rem = row;
+    for (int q = k->nd - 1; q >= 0; q--) {
+      int64_t iq = rem % k->sizes[q];
+      rem /= k->sizes[q];
+      off[0] += iq * k->st[0][q], off[1] += iq * k->st[1][q];
+    }
+    const float *x = (const float *)k->base[0] + off[0];
+    float *y = (float *)k->base[1] + off[1];
+    float m = -__builtin_inff();
+    bool nan = false;
+    for (int64_t i = 0; i < R; i++) {
+      nan |= x[i] != x[i];
+      m = x[i] > m ? x[i] : m;
+    }
+    if (nan) m = __builtin_nanf("");
+    float shift = m == -__builtin_inff() ? 0.0f : m; /* a +inf max makes the row NaN, as torch */
+    float sum = 0;
+    if (logsm) {
+#pragma omp simd reduction(+ : sum)
+      for (int64_t i = 0; i < R; i++) sum += ts_expf(x[i] - shift);
+      float lse = shift + logf(sum);
+#pragma omp simd
+      for (int64_t i = 0; i < R; i++) y[i] = x[i] - lse;
+    } else {
+#pragma omp simd reduction(+ : sum)
+      for (int64_t i = 0; i < R; i++) {
+        float e = ts_expf(x[i] - shift);
+        y[i] = e;
+        sum += e;
+      }
+      float inv = 1.0f / sum;
+#pragma omp simd
+      for (int64_t i = 0; i < R; i++) y[i] *= inv;
+    }
+  }
+  return !stop;
+}
+
 static ts_status k_scan(const ts_call *c) {
   kx k;
   kx_init(&k, c);
+  if (softmax_rows_f32(c, &k)) return TS_OK;
+  if (ts_interrupt_flag) return ts_check_interrupt();
   int64_t ntiles = tile_count(&k, TILE_W);
   if (ntiles == 0 || k.R == 0) return TS_OK;
   bool par = ntiles > 1 && k.nlines * k.R >= TS_PARALLEL_GRAIN;
