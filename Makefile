@@ -41,7 +41,14 @@ CTEST_OBJ := $(CTEST_SRC:%.c=$(BUILD)/%.o)
 HEADERS   := Makefile $(wildcard src/*.h src/*.def src/cpu/*.h src/lua/*.h src/shell/*.h cuda/*.h)
 
 .PHONY: all deps test asan bench demo clean probe
+ifeq ($(strip $(LUA_CFLAGS)$(LUA_LIBS))$(TENSH_DEPS_TRIED),)
+# a fresh machine: install what is missing, then build in a sub-make that sees it
+all:
+	bash scripts/install-deps.sh
+	$(MAKE) TENSH_DEPS_TRIED=1 all
+else
 all: probe $(BUILD)/tensh $(BUILD)/tensh.so
+endif
 
 probe:
 	@if [ -n "$(LUA_CFLAGS)$(LUA_LIBS)" ]; then echo "✓ lua5.4"; else echo "✗ lua5.4 not found: run scripts/install-deps.sh"; exit 1; fi
