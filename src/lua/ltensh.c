@@ -2,6 +2,8 @@
  * library, for the shell and for `require "tensh"` from plain lua5.4. */
 #include "lt.h"
 
+#include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 extern const struct { const char *name; const char *src; size_t len; } ts_lua_modules[];
@@ -71,5 +73,19 @@ int luaopen_tensh(lua_State *L) {
   lua_call(L, 3, 0);
   lua_pushvalue(L, torch);
   lua_setglobal(L, "torch");
+  /* the Lua library's namespaces, as globals the way the API names them
+   * (nn, optim, data, ...): each lua/tensh/<name>.lua that the build embedded */
+  static const char *const globals[] = {"nn", "optim", "data", "tb", "amp", "dist", "models", NULL};
+  for (int g = 0; globals[g]; g++) {
+    char mod[64];
+    snprintf(mod, sizeof mod, "tensh.%s", globals[g]);
+    bool present = false;
+    for (int i = 0; ts_lua_modules[i].name && !present; i++) present = strcmp(ts_lua_modules[i].name, mod) == 0;
+    if (!present) continue;
+    lua_getglobal(L, "require");
+    lua_pushstring(L, mod);
+    lua_call(L, 1, 1);
+    lua_setglobal(L, globals[g]);
+  }
   return 1;
 }
