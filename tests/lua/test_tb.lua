@@ -473,7 +473,8 @@ end)
 
 test("torch._isatty", function()
   eq(type(torch._isatty(1)), "boolean", "isatty(1)")
-  eq(torch._isatty(1), false, "stdout is a pipe under the test runner")
+  eq(torch._isatty(1), os.execute("test -t 1") == true, "isatty(1) agrees with the shell's test -t 1")
+  eq(torch._isatty(2), os.execute("test -t 2") == true, "isatty(2) agrees with the shell's test -t 2")
   raises(function() torch._isatty(7) end, "0 (stdin), 1 (stdout) or 2 (stderr) expected")
 end)
 
@@ -573,6 +574,9 @@ while pos < len(data):
   T.ok(out:find("text 14 note/text_summary text 7 [1] hi there", 1, true), "text: " .. out)
 end)
 
-test("cleanup", function() os.execute("rm -rf '" .. root .. "_tb'") end)
+test("cleanup removes the test runs", function()
+  os.execute("rm -rf '" .. root .. "_tb'")
+  eq(io.open(root .. "_tb/run1"), nil, "the runs are gone")
+end)
 
 T.run()
