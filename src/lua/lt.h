@@ -82,6 +82,7 @@ void lt_open_autograd(lua_State *L);
  * t.requires_grad = b (returns false for any other key) */
 void lt_push_grad_fn(lua_State *L, ts_tensor *t);
 bool lt_set_autograd_field(lua_State *L, ts_tensor *t, const char *key);
+void lt_open_tb(lua_State *L); /* ltb.c: the global tb (SummaryWriter), torch._isatty */
 
 int luaopen_tensh(lua_State *L);
 
