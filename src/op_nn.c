@@ -183,7 +183,7 @@ static ts_status conv_check(const char *fn, ts_tensor *x, ts_tensor *w, ts_tenso
                    (long long)g->G, (long long)g->O);
   if (b) {
     if (b->ndim != 1 || b->sizes[0] != g->O)
-      return ts_fail(TS_ERR_SHAPE, "%s: expected a bias of shape (%lld), got %s", fn, (long long)g->O, shape_of(b).s);
+      return ts_fail(TS_ERR_SHAPE, "%s: expected a bias of shape (%lld,), got %s", fn, (long long)g->O, shape_of(b).s);
     if (b->dtype != x->dtype)
       return ts_fail(TS_ERR_DTYPE, "%s: input (%s) and bias (%s) must have the same dtype", fn,
                      ts_dtype_name(x->dtype), ts_dtype_name(b->dtype));
@@ -821,11 +821,13 @@ done:
 /* Checks x's trailing dims against shape; M rows of D normalised elements. */
 static ts_status ln_check(const char *fn, ts_tensor *x, int nd, const int64_t *shape, ts_tensor *w, ts_tensor *b,
                           int64_t *M, int64_t *D) {
-  char ss[160];
+  char ss[160], inner[160] = "";
   ts_shape_str(nd, shape, ss, sizeof ss);
+  for (int d = 0, n = 0; d < nd && n < (int)sizeof inner; d++)
+    n += snprintf(inner + n, sizeof inner - (size_t)n, ", %lld", (long long)shape[d]);
   if (nd < 1 || nd > x->ndim || memcmp(x->sizes + x->ndim - nd, shape, sizeof(int64_t) * (size_t)nd))
-    return ts_fail(TS_ERR_SHAPE, "%s: expected an input with shape (*, %s), but got input of size %s", fn,
-                   nd >= 1 ? ss + 1 : ")", shape_of(x).s); /* ss + 1 drops the '(' */
+    return ts_fail(TS_ERR_SHAPE, "%s: expected an input with shape (*%s), but got input of size %s", fn, inner,
+                   shape_of(x).s);
   ts_status st = check_float(fn, "input", x);
   if (st) return st;
   ts_tensor *wb[2] = {w, b};
