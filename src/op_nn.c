@@ -7,7 +7,8 @@
  * the output (bias pre-filled, beta 1). Chunks bound cols to ~64 MB. The
  * backward reuses the buffer: grad_weight accumulates grad_out @ cols^T per
  * sample, grad_input is COL2IM of W^T @ grad_out. Depthwise convolution
- * (one input channel per group) has a direct kernel: its GEMMs are too thin.
+ * (one input channel per group) has direct kernels, forward and backward:
+ * its GEMMs are too thin to pay.
  *
  * Pooling has kernels of its own; max-pool backward is a scatter-add of the
  * gradient at the saved indices. Normalisation and embedding are composed
@@ -309,7 +310,13 @@ static ts_status conv_backward(const char *fn, ts_tensor *go, ts_tensor *x, ts_t
   if (need[2]) TRY(ts_sum(*gcc, 3, (int64_t[]){0, 2, 3}, false, rgb));
   if (need[1]) TRY(ts_full(4, w->sizes, 0, cd, x->device, rgw));
   if (need[0]) TRY(ts_tensor_empty(4, (int64_t[]){g.N, g.C, g.H, g.W}, cd, x->device, rgi));
-  if ((need[0] || need[1]) && g.N > 0) {
+  if ((need[0] || need[1]) && g.N > 0 && g.Cg == 1 && g.G > 1) { /* depthwise: the direct kernel */
+    ts_tensor *in[3] = {*gcc, *x4, *wcc};
+    ts_call c = {.op = TS_OP_CONV2D_DEPTHWISE_BACKWARD, .nin = 3, .in = in,
+                 .out = {need[0] ? *rgi : NULL, need[1] ? *rgw : NULL}};
+    conv_params(p, c.i);
+    TRY(ts_dispatch(&c));
+  } else if ((need[0] || need[1]) && g.N > 0) {
     const int64_t nb = conv_chunk(&g), CK = g.C * g.kh * g.kw;
     TRY(ts_tensor_empty(6, (int64_t[]){nb, g.C, g.kh, g.kw, g.Ho, g.Wo}, cd, x->device, cols));
     int64_t ip[4];

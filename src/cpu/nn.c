@@ -180,6 +180,81 @@ static ts_status k_conv2d_depthwise(const ts_call *c) {
   return ts_check_interrupt();
 }
 
+/* grad_input: one input plane per iteration, gathering from its m output
+ * channels (so no two threads write one plane); grad_weight: one output
+ * channel per iteration, summing over the batch. go, w, gi, gw contiguous. */
+#define DEPTHWISE_BW(NAME, T)                                                                      \
+  static void NAME(const geo *g, int64_t O, const T *go, const T *x, const T *w, T *gi, T *gw) {   \
+    const int64_t m = O / g->C, L = g->Ho * g->Wo, HW = g->H * g->W, kk = g->kh * g->kw;           \
+    if (gi) {                                                                                      \
+      PARALLEL_IF(g->N * O * L * kk)                                                               \
+      for (int64_t pl = 0; pl < g->N * g->C; pl++) {                                               \
+        const int64_t n = pl / g->C, c = pl % g->C;                                                \
+        T *dst = gi + pl * HW;                                                                     \
+        memset(dst, 0, sizeof(T) * (size_t)HW);                                                    \
+        for (int64_t o = c * m; o < (c + 1) * m; o++) {                                            \
+          const T *src = go + (n * O + o) * L;                                                     \
+          for (int64_t i = 0; i < g->kh; i++)                                                      \
+            for (int64_t j = 0; j < g->kw; j++) {                                                  \
+              const T wv = w[o * kk + i * g->kw + j];                                              \
+              int64_t lo, hi;                                                                      \
+              valid_range(j * g->dw, g->sw, g->pw, g->W, g->Wo, &lo, &hi);                         \
+              for (int64_t y = 0; y < g->Ho; y++) {                                                \
+                int64_t iy = y * g->sh - g->ph + i * g->dh;                                        \
+                if (iy < 0 || iy >= g->H) continue;                                                \
+                const int64_t base = iy * g->W + (j * g->dw - g->pw);                              \
+                const T *s = src + y * g->Wo;                                                      \
+                for (int64_t x0 = lo; x0 < hi; x0++) dst[base + x0 * g->sw] += wv * s[x0];         \
+              }                                                                                    \
+            }                                                                                      \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+    if (gw) {                                                                                      \
+      PARALLEL_IF(g->N * O * L * kk)                                                               \
+      for (int64_t o = 0; o < O; o++) {                                                            \
+        for (int64_t t = 0; t < kk; t++) {                                                         \
+          const int64_t i = t / g->kw, j = t % g->kw;                                              \
+          int64_t lo, hi;                                                                          \
+          valid_range(j * g->dw, g->sw, g->pw, g->W, g->Wo, &lo, &hi);                             \
+          double acc = 0;                                                                          \
+          for (int64_t n = 0; n < g->N; n++) {                                                     \
+            const T *src = go + (n * O + o) * L, *img = x + n * g->xs[0] + (o / m) * g->xs[1];     \
+            for (int64_t y = 0; y < g->Ho; y++) {                                                  \
+              int64_t iy = y * g->sh - g->ph + i * g->dh;                                          \
+              if (iy < 0 || iy >= g->H) continue;                                                  \
+              const int64_t base = iy * g->xs[2] + (j * g->dw - g->pw) * g->xs[3];                 \
+              const int64_t step = g->sw * g->xs[3];                                               \
+              const T *s = src + y * g->Wo;                                                        \
+              T part = 0;                                                                          \
+              for (int64_t x0 = lo; x0 < hi; x0++) part += s[x0] * img[base + x0 * step];          \
+              acc += part;                                                                         \
+            }                                                                                      \
+          }                                                                                        \
+          gw[o * kk + t] = (T)acc;                                                                 \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+  }
+
+DEPTHWISE_BW(depthwise_bw_f32, float)
+DEPTHWISE_BW(depthwise_bw_f64, double)
+
+static ts_status k_conv2d_depthwise_backward(const ts_call *c) {
+  geo g;
+  const ts_tensor *go = c->in[0], *x = c->in[1], *w = c->in[2];
+  geo_image(&g, x, go);
+  geo_pairs(&g, ts_pack2(w->sizes[2], w->sizes[3]), c->i[0], c->i[1], c->i[2]);
+  ts_tensor *gi = c->out[0], *gw = c->out[1];
+  if (x->dtype == TS_FLOAT32)
+    depthwise_bw_f32(&g, go->sizes[1], ts_data(go), ts_data(x), ts_data(w), gi ? ts_data(gi) : NULL,
+                     gw ? ts_data(gw) : NULL);
+  else
+    depthwise_bw_f64(&g, go->sizes[1], ts_data(go), ts_data(x), ts_data(w), gi ? ts_data(gi) : NULL,
+                     gw ? ts_data(gw) : NULL);
+  return ts_check_interrupt();
+}
+
 /* ---- pooling ----------------------------------------------------------------- */
 
 #define MAXPOOL(NAME, T)                                                                           \
@@ -364,6 +439,7 @@ void ts_cpu_register_nn(ts_kernel *k) {
   k[TS_OP_IM2COL] = k_im2col;
   k[TS_OP_COL2IM] = k_col2im;
   k[TS_OP_CONV2D_DEPTHWISE] = k_conv2d_depthwise;
+  k[TS_OP_CONV2D_DEPTHWISE_BACKWARD] = k_conv2d_depthwise_backward;
   k[TS_OP_MAX_POOL2D] = k_max_pool2d;
   k[TS_OP_AVG_POOL2D] = k_avg_pool2d;
   k[TS_OP_AVG_POOL2D_BACKWARD] = k_avg_pool2d_backward;
