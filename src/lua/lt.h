@@ -75,6 +75,7 @@ void lt_open_shape(lua_State *L);
 void lt_open_reduce(lua_State *L);
 void lt_open_linalg(lua_State *L);
 void lt_open_index(lua_State *L);
+void lt_open_nn_ops(lua_State *L);
 void lt_open_print(lua_State *L);
 void lt_open_cuda(lua_State *L);
 void lt_open_autograd(lua_State *L);
