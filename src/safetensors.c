@@ -41,7 +41,8 @@ bool ts_safetensors_dtype_parse(const char *code, ts_dtype *out) {
   return false;
 }
 
-static bool utf8_valid(const unsigned char *s, size_t n) {
+bool ts_utf8_valid(const char *str, size_t n) {
+  const unsigned char *s = (const unsigned char *)str;
   for (size_t i = 0; i < n;) {
     unsigned c = s[i];
     size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
@@ -141,7 +142,7 @@ static ts_status build_header(int n, const char *const *names, ts_tensor *const 
                               const char *const *meta_keys, const char *const *meta_values, int *order,
                               char **out, size_t *len) {
   for (int i = 0; i < n; i++) {
-    if (!utf8_valid((const unsigned char *)names[i], strlen(names[i])))
+    if (!ts_utf8_valid(names[i], strlen(names[i])))
       return ts_fail(TS_ERR_ARG, "torch.save: tensor name '%s' is not valid UTF-8 (safetensors headers are JSON)",
                      names[i]);
     if (strcmp(names[i], "__metadata__") == 0)
@@ -151,8 +152,8 @@ static ts_status build_header(int n, const char *const *names, ts_tensor *const 
       return ts_fail(TS_ERR_DEVICE, "torch.save: tensor '%s' is not on the CPU; copy it with :cpu() first", names[i]);
   }
   for (int i = 0; i < nmeta; i++)
-    if (!utf8_valid((const unsigned char *)meta_keys[i], strlen(meta_keys[i])) ||
-        !utf8_valid((const unsigned char *)meta_values[i], strlen(meta_values[i])))
+    if (!ts_utf8_valid(meta_keys[i], strlen(meta_keys[i])) ||
+        !ts_utf8_valid(meta_values[i], strlen(meta_values[i])))
       return ts_fail(TS_ERR_ARG, "torch.save: metadata '%s' is not valid UTF-8", meta_keys[i]);
   sort_ctx = (order_ctx){names, tensors};
   for (int i = 0; i < n; i++) order[i] = i;

@@ -58,6 +58,9 @@ void ts_safetensors_close(ts_safetensors *sf);
 const char *ts_safetensors_dtype_code(ts_dtype dt);
 bool ts_safetensors_dtype_parse(const char *code, ts_dtype *out);
 
+/* Whether s[0, n) is UTF-8 (no overlong forms, surrogates or values past U+10FFFF). */
+bool ts_utf8_valid(const char *s, size_t n);
+
 /* Writes n named CPU tensors (any strides: their logical values are written)
  * and nmeta metadata strings to path, atomically: a temp file
  * `path.tmp.<pid>` beside it is written, flushed, fsynced and renamed over

@@ -117,29 +117,11 @@ static void attach_tagged(lua_State *L, cJSON *parent, const char *key, const ch
   check_mem(L, cJSON_AddStringToObject(o, tag, text));
 }
 
-static bool utf8_clean(const char *s, size_t n) {
-  const unsigned char *p = (const unsigned char *)s;
-  for (size_t i = 0; i < n;) {
-    unsigned c = p[i];
-    size_t len = c == 0 ? 0 : c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-    if (!len || i + len > n) return false;
-    uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
-    for (size_t k = 1; k < len; k++) {
-      if ((p[i + k] & 0xC0) != 0x80) return false;
-      cp = cp << 6 | (p[i + k] & 0x3F);
-    }
-    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[len] || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) return false;
-    i += len;
-  }
-  return true;
-}
-
 /* A string as itself when JSON can carry it as text, else as {"bytes": hex}. */
 static void attach_string(lua_State *L, cJSON *parent, const char *key, int idx) {
   size_t n;
   const char *s = lua_tolstring(L, idx, &n);
-  if (utf8_clean(s, n)) {
+  if (strlen(s) == n && ts_utf8_valid(s, n)) { /* cJSON strings end at a NUL */
     attach(L, parent, key, cJSON_CreateString(s));
     return;
   }

@@ -80,6 +80,13 @@ void test_safetensors_header_rejects(void) {
   CHECK(strstr(ts_last_error(), "not valid UTF-8"));
   CHECK(ts_safetensors_header(1, reserved, two, 0, NULL, NULL, &h, &n) == TS_ERR_ARG);
   CHECK(strstr(ts_last_error(), "reserved"));
+  /* UTF-8 as JSON needs it */
+  CHECK(ts_utf8_valid("a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 10));
+  CHECK(!ts_utf8_valid("\xc0\xaf", 2));         /* overlong '/' */
+  CHECK(!ts_utf8_valid("\xed\xa0\x80", 3));     /* a surrogate */
+  CHECK(!ts_utf8_valid("\xf4\x90\x80\x80", 4)); /* past U+10FFFF */
+  CHECK(!ts_utf8_valid("\xe2\x82", 2));         /* cut short */
+  CHECK(!ts_utf8_valid("\x80", 1));              /* a lone continuation byte */
   ts_tensor_release(t);
 }
 
