@@ -1,14 +1,20 @@
 /* The op layer for creation and copies: full, fill_, copy_, dtype casts,
  * contiguous, clone. */
 #include "ops.h"
+#include "grad.h"
 
 #include <math.h>
 #include <string.h>
 
 ts_status ts_fill_(ts_tensor *t, double v) {
+  ts_status st = ts_ag_check_inplace("fill_", t);
+  if (st) return st;
+  if (ts_grad_enabled() && t->requires_grad)
+    return ts_fail(TS_ERR_ARG, "fill_: filling a tensor of the autograd graph is not supported; build the "
+                   "value out of place (torch.full_like, torch.where)");
   ts_call c = {.op = TS_OP_FILL, .nin = 0, .out = {t}, .f = {v}};
   if (ts_dtype_is_int(t->dtype) && v == floor(v) && fabs(v) < 9.3e18) c.i[0] = 1, c.i[1] = (int64_t)v;
-  t->version++;
+  t->storage->version++;
   return ts_dispatch(&c);
 }
 
@@ -25,6 +31,13 @@ ts_status ts_full(int ndim, const int64_t *sizes, double v, ts_dtype dt, ts_devi
 }
 
 ts_status ts_copy_(ts_tensor *dst, ts_tensor *src) {
+  if (ts_grad_enabled() && (src->requires_grad || dst->requires_grad)) {
+    ts_status st = ts_ag_check_inplace("copy_", dst);
+    if (st) return st;
+    return ts_fail(TS_ERR_ARG, "copy_: copying %s into an existing tensor is not differentiable here; build the "
+                   "result out of place (torch.cat, torch.stack, torch.where) or use torch.no_grad()",
+                   src->requires_grad ? "a tensor that requires grad" : "into a tensor of the autograd graph");
+  }
   int nd;
   int64_t sizes[TS_MAX_DIMS];
   ts_status st = ts_broadcast_shapes("copy_", dst->ndim, dst->sizes, src->ndim, src->sizes, &nd, sizes);
@@ -50,19 +63,23 @@ ts_status ts_copy_(ts_tensor *dst, ts_tensor *src) {
   }
   ts_tensor *in = &v;
   ts_call c = {.op = TS_OP_COPY, .nin = 1, .in = &in, .out = {dst}};
-  dst->version++;
+  dst->storage->version++;
   return ts_dispatch(&c);
 }
 
-static ts_status copy_new(ts_tensor *t, ts_dtype dt, ts_tensor **out) {
+static ts_status copy_new(ts_tensor *t, ts_dtype dt, const char *grad_name, ts_tensor **out) {
   ts_tensor *r;
   ts_status st = ts_tensor_empty(t->ndim, t->sizes, dt, t->device, &r);
   if (st) return st;
-  if ((st = ts_copy_(r, t))) {
+  bool track = ts_ag_needed(1, &t);
+  TS_AG_OFF(prev);
+  st = ts_copy_(r, t);
+  TS_AG_RESTORE(prev);
+  if (!st && track) st = ts_ag_identity(grad_name, t, r);
+  if (st) {
     ts_tensor_release(r);
     return st;
   }
-  r->version = 0;
   *out = r;
   return TS_OK;
 }
@@ -72,7 +89,7 @@ ts_status ts_to_dtype(ts_tensor *t, ts_dtype dt, ts_tensor **out) {
     ts_tensor_retain(t);
     return *out = t, TS_OK;
   }
-  return copy_new(t, dt, out);
+  return copy_new(t, dt, "ToCopyBackward0", out);
 }
 
 ts_status ts_contiguous(ts_tensor *t, ts_tensor **out) {
@@ -80,7 +97,7 @@ ts_status ts_contiguous(ts_tensor *t, ts_tensor **out) {
     ts_tensor_retain(t);
     return *out = t, TS_OK;
   }
-  return copy_new(t, t->dtype, out);
+  return copy_new(t, t->dtype, "CloneBackward0", out);
 }
 
-ts_status ts_clone(ts_tensor *t, ts_tensor **out) { return copy_new(t, t->dtype, out); }
+ts_status ts_clone(ts_tensor *t, ts_tensor **out) { return copy_new(t, t->dtype, "CloneBackward0", out); }

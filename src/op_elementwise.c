@@ -2,6 +2,7 @@
  * checks, output allocation, then one kernel call. Broadcast inputs are
  * stack views (no allocation, no refcount) that live only for the call. */
 #include "ops.h"
+#include "grad.h"
 
 #include <math.h>
 #include <string.h>
@@ -97,11 +98,37 @@ static ts_status unary_dtype(ts_op op, ts_dtype in, bool params_fractional, ts_d
   return TS_OK;
 }
 
-ts_status ts_unary_p_out(ts_op op, ts_tensor *x, const int64_t *ip, const double *fp, ts_tensor *out) {
-  ts_tensor *r = NULL;
-  ts_status st = ts_unary_p(op, x, ip, fp, &r);
+/* Writes an out-of-place result r into out and, when r has history, gives
+ * out that history (in-place ops on tensors in the autograd graph). */
+static ts_status write_out(const char *fn, ts_tensor *r, ts_tensor *out) {
+  ts_status st = check_out_shape(fn, r->ndim, r->sizes, out);
   if (st) return st;
-  if (!(st = check_out_shape(op_name(op), r->ndim, r->sizes, out))) st = finish_out(op_name(op), r, out);
+  TS_AG_OFF(prev);
+  st = finish_out(fn, r, out);
+  TS_AG_RESTORE(prev);
+  if (!st && r->grad_fn) st = ts_ag_rebase(out, r);
+  return st;
+}
+
+/* For an in-place op on x that autograd follows: a recorded clone of x, so
+ * the formula's saved input is not the storage the op overwrites. */
+static ts_status inplace_input(const char *fn, ts_tensor *x, ts_tensor *out, bool track, ts_tensor **xin) {
+  ts_status st = ts_ag_check_inplace(fn, out);
+  if (st) return st;
+  if (track && x == out) return ts_clone(x, xin);
+  ts_tensor_retain(x);
+  *xin = x;
+  return TS_OK;
+}
+
+ts_status ts_unary_p_out(ts_op op, ts_tensor *x, const int64_t *ip, const double *fp, ts_tensor *out) {
+  ts_tensor *xin = NULL, *r = NULL;
+  ts_status st = inplace_input(op_name(op), x, out, ts_ag_needed(1, &x), &xin);
+  if (st) return st;
+  st = ts_unary_p(op, xin, ip, fp, &r);
+  ts_tensor_release(xin);
+  if (st) return st;
+  st = write_out(op_name(op), r, out);
   ts_tensor_release(r);
   return st;
 }
@@ -124,6 +151,7 @@ ts_status ts_unary_p(ts_op op, ts_tensor *x, const int64_t *ip, const double *fp
     if (ip) memcpy(c.i, ip, sizeof c.i);
     if (fp) memcpy(c.f, fp, sizeof c.f);
     st = ts_dispatch(&c);
+    if (!st && ts_ag_needed(1, &x)) st = ts_ag_unary(op, x, xc, r, ip, fp);
   }
   cast_set_free(&cs);
   if (st) {
@@ -142,6 +170,17 @@ static ts_status binary_impl(ts_op op, ts_tensor *a, ts_tensor *b, double alpha,
   ts_tensor *ab[2] = {a, b};
   ts_status st = ts_check_same_device(fn, 2, ab);
   if (st) return st;
+  if (given && (given->requires_grad || ts_ag_needed(2, ab)) && ts_grad_enabled()) {
+    /* autograd follows this in-place op: compute out of place, then rebase */
+    ts_tensor *ain = NULL, *r = NULL;
+    if ((st = inplace_input(fn, a, given, true, &ain))) return st;
+    st = binary_impl(op, ain, b, alpha, NULL, &r);
+    ts_tensor_release(ain);
+    if (st) return st;
+    st = write_out(fn, r, given);
+    ts_tensor_release(r);
+    return st;
+  }
   /* the common case, two ordinary tensors of one dtype, skips the tiers */
   bool plain = !a->is_wrapped_number && !b->is_wrapped_number && a->dtype == b->dtype;
   ts_dtype compute = plain ? a->dtype : ts_result_type(2, ab);
@@ -181,6 +220,7 @@ static ts_status binary_impl(ts_op op, ts_tensor *a, ts_tensor *b, double alpha,
     }
     ts_call c = {.op = op, .nin = 2, .in = in, .out = {r}, .f = {alpha}};
     st = ts_dispatch(&c);
+    if (!st && !given && ts_ag_needed(2, ab)) st = ts_ag_binary(op, a, b, ac, bc, r, alpha);
   }
   cast_set_free(&cs);
   if (!st && given && !direct) st = finish_out(fn, r, given);
@@ -236,6 +276,8 @@ static ts_status ternary(ts_op op, ts_tensor *const in3[3], int first_cast, ts_d
     ts_tensor *vin[3] = {&v[0], &v[1], &v[2]};
     ts_call call = {.op = op, .nin = 3, .in = vin, .out = {r}};
     st = ts_dispatch(&call);
+    if (!st && ts_ag_needed(3, in3))
+      st = op == TS_OP_WHERE ? ts_ag_where(in3[0], in3[1], in3[2], r) : ts_ag_lerp(c[0], c[1], c[2], r);
   }
   cast_set_free(&cs);
   if (st) {

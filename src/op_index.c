@@ -5,6 +5,7 @@
  * is scatter, one_hot is topk + scatter. Views built here for one kernel call
  * are stack structs (no refcount, no allocation) that die with the call. */
 #include "ops.h"
+#include "grad.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,7 +97,7 @@ static ts_status expand_view(const char *fn, const ts_tensor *t, int nd, const i
 
 /* ---- cat and stack ------------------------------------------------------ */
 
-ts_status ts_cat(int n, ts_tensor *const *ts, int64_t dim, ts_tensor **out) {
+static ts_status cat_impl(int n, ts_tensor *const *ts, int64_t dim, ts_tensor **out) {
   if (n <= 0) return ts_fail(TS_ERR_ARG, "cat: expected a non-empty list of tensors");
   ts_status st = ts_check_same_device("cat", n, ts);
   if (st) return st;
@@ -167,7 +168,7 @@ done:
   return st;
 }
 
-ts_status ts_stack(int n, ts_tensor *const *ts, int64_t dim, ts_tensor **out) {
+static ts_status stack_impl(int n, ts_tensor *const *ts, int64_t dim, ts_tensor **out) {
   if (n <= 0) return ts_fail(TS_ERR_ARG, "stack: expected a non-empty list of tensors");
   const ts_tensor *t0 = ts[0];
   for (int k = 1; k < n; k++)
@@ -247,7 +248,7 @@ static ts_status check_index_shape(const char *fn, const ts_tensor *t, const ts_
   return TS_OK;
 }
 
-ts_status ts_gather(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor **out) {
+static ts_status gather_impl(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor **out) {
   int d;
   ts_status st = check_index_dtype("gather", index);
   if (st || (st = check_devices("gather", x, index)) || (st = ts_wrap_dim("gather", dim, x->ndim, &d))) return st;
@@ -283,12 +284,12 @@ ts_status ts_scatter_(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor *sr
   ts_tensor xv = lift(x), iv = lift(index), *in[2] = {&iv, &sv};
   ts_call c = {.op = TS_OP_SCATTER, .nin = 2, .in = in, .out = {&xv}, .i = {d, add, 0}};
   st = named(fn, ts_dispatch(&c));
-  x->version++;
+  x->storage->version++;
   ts_tensor_release(val);
   return st;
 }
 
-ts_status ts_scatter(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor *src, bool add, ts_tensor **out) {
+static ts_status scatter_impl(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor *src, bool add, ts_tensor **out) {
   ts_tensor *r;
   ts_status st = ts_clone(x, &r);
   if (st) return st;
@@ -296,12 +297,11 @@ ts_status ts_scatter(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor *src
     ts_tensor_release(r);
     return st;
   }
-  r->version = 0;
   *out = r;
   return TS_OK;
 }
 
-ts_status ts_index_select(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor **out) {
+static ts_status index_select_impl(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor **out) {
   int d;
   ts_status st = check_index_dtype("index_select", index);
   if (st || (st = check_devices("index_select", x, index)) || (st = ts_wrap_dim("index_select", dim, x->ndim, &d)))
@@ -319,7 +319,7 @@ ts_status ts_index_select(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor
 
 /* ---- masks, nonzero ------------------------------------------------------ */
 
-ts_status ts_masked_select(ts_tensor *x, ts_tensor *mask, ts_tensor **out) {
+static ts_status masked_select_impl(ts_tensor *x, ts_tensor *mask, ts_tensor **out) {
   if (mask->dtype != TS_BOOL)
     return ts_fail(TS_ERR_DTYPE, "masked_select: expected a bool mask, got %s (use a comparison or mask:bool())",
                    ts_dtype_name(mask->dtype));
@@ -383,14 +383,14 @@ static ts_status run_sort(ts_op op, ts_tensor *x, int d, int64_t k, bool desc, t
   return TS_OK;
 }
 
-ts_status ts_sort(ts_tensor *x, int64_t dim, bool descending, ts_tensor **values, ts_tensor **indices) {
+static ts_status sort_impl(ts_tensor *x, int64_t dim, bool descending, ts_tensor **values, ts_tensor **indices) {
   int d;
   ts_status st = ts_wrap_dim("sort", dim, x->ndim, &d);
   if (st) return st;
   return run_sort(TS_OP_SORT, x, d, x->ndim ? x->sizes[d] : 1, descending, values, indices);
 }
 
-ts_status ts_topk(ts_tensor *x, int64_t k, int64_t dim, bool largest, ts_tensor **values, ts_tensor **indices) {
+static ts_status topk_impl(ts_tensor *x, int64_t k, int64_t dim, bool largest, ts_tensor **values, ts_tensor **indices) {
   int d;
   ts_status st = ts_wrap_dim("topk", dim, x->ndim, &d);
   if (st) return st;
@@ -489,7 +489,6 @@ ts_status ts_one_hot(ts_tensor *x, int64_t num_classes, ts_tensor **out) {
     ts_tensor_release(r);
     return st;
   }
-  r->version = 0;
   *out = r;
   return TS_OK;
 }
@@ -569,7 +568,7 @@ static ts_status index_as_i64(ts_tensor *index, ts_tensor **out) {
                  ts_dtype_name(index->dtype));
 }
 
-ts_status ts_index_get(ts_tensor *x, ts_tensor *index, ts_tensor **out) {
+static ts_status index_get_impl(ts_tensor *x, ts_tensor *index, ts_tensor **out) {
   ts_tensor *ix;
   ts_status st = check_devices("index", x, index);
   if (st || (st = index_as_i64(index, &ix))) return st;
@@ -637,10 +636,105 @@ ts_status ts_index_put_(ts_tensor *x, ts_tensor *index, ts_tensor *value) {
     ts_call c = {.op = TS_OP_SCATTER, .nin = 2, .in = in, .out = {&g.xv}, .i = {g.dim, 0, 1}};
     st = ts_dispatch(&c);
   }
-  x->version++;
+  x->storage->version++;
 done:
   ts_tensor_release(ix);
   ts_tensor_release(val);
   ts_tensor_release(src);
+  return st;
+}
+
+/* ---- autograd: each op records one node (grad_index.c) ---- */
+
+ts_status ts_cat(int n, ts_tensor *const *ts, int64_t dim, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = cat_impl(n, ts, dim, out);
+  TS_AG_RESTORE(prev);
+  int d;
+  if (!st && ts_ag_needed(n, ts) && ts_wrap_dim("cat", dim, (*out)->ndim, &d) == TS_OK)
+    st = ts_ag_index("cat", n, ts, *out, d, NULL, 0);
+  return st;
+}
+
+ts_status ts_stack(int n, ts_tensor *const *ts, int64_t dim, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = stack_impl(n, ts, dim, out);
+  TS_AG_RESTORE(prev);
+  int d;
+  if (!st && ts_ag_needed(n, ts) && ts_wrap_dim("stack", dim, (*out)->ndim, &d) == TS_OK)
+    st = ts_ag_index("stack", n, ts, *out, d, NULL, 0);
+  return st;
+}
+
+ts_status ts_gather(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = gather_impl(x, dim, index, out);
+  TS_AG_RESTORE(prev);
+  int d;
+  if (!st && ts_ag_needed(1, &x) && ts_wrap_dim("gather", dim, x->ndim, &d) == TS_OK)
+    st = ts_ag_index("gather", 1, &x, *out, d, index, 0);
+  return st;
+}
+
+ts_status ts_scatter(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor *src, bool add, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = scatter_impl(x, dim, index, src, add, out);
+  TS_AG_RESTORE(prev);
+  ts_tensor *in[2] = {x, src};
+  int d;
+  if (!st && ts_ag_needed(2, in) && ts_wrap_dim("scatter", dim, x->ndim, &d) == TS_OK)
+    st = ts_ag_index("scatter", 2, in, *out, d, index, add);
+  return st;
+}
+
+ts_status ts_index_select(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = index_select_impl(x, dim, index, out);
+  ts_tensor *ix = NULL;
+  int d;
+  if (!st && prev && x->requires_grad && ts_wrap_dim("index_select", dim, x->ndim, &d) == TS_OK &&
+      !(st = ts_to_dtype(index, TS_INT64, &ix))) {
+    TS_AG_RESTORE(prev);
+    st = ts_ag_index("index_select", 1, &x, *out, d, ix, 0);
+  }
+  TS_AG_RESTORE(prev);
+  ts_tensor_release(ix);
+  return st;
+}
+
+ts_status ts_masked_select(ts_tensor *x, ts_tensor *mask, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = masked_select_impl(x, mask, out);
+  TS_AG_RESTORE(prev);
+  if (!st && ts_ag_needed(1, &x)) st = ts_ag_index("masked", 1, &x, *out, 0, mask, 0);
+  return st;
+}
+
+ts_status ts_sort(ts_tensor *x, int64_t dim, bool descending, ts_tensor **values, ts_tensor **indices) {
+  TS_AG_OFF(prev);
+  ts_status st = sort_impl(x, dim, descending, values, indices);
+  TS_AG_RESTORE(prev);
+  int d;
+  if (!st && ts_ag_needed(1, &x) && ts_wrap_dim("sort", dim, x->ndim, &d) == TS_OK)
+    st = ts_ag_index("sort", 1, &x, *values, d, *indices, 0);
+  return st;
+}
+
+ts_status ts_topk(ts_tensor *x, int64_t k, int64_t dim, bool largest, ts_tensor **values, ts_tensor **indices) {
+  TS_AG_OFF(prev);
+  ts_status st = topk_impl(x, k, dim, largest, values, indices);
+  TS_AG_RESTORE(prev);
+  int d;
+  if (!st && ts_ag_needed(1, &x) && ts_wrap_dim("topk", dim, x->ndim, &d) == TS_OK)
+    st = ts_ag_index("sort", 1, &x, *values, d, *indices, 0);
+  return st;
+}
+
+ts_status ts_index_get(ts_tensor *x, ts_tensor *index, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = index_get_impl(x, index, out);
+  TS_AG_RESTORE(prev);
+  if (!st && ts_ag_needed(1, &x))
+    st = ts_ag_index(index->dtype == TS_BOOL ? "masked" : "index_get", 1, &x, *out, 0, index, 0);
   return st;
 }

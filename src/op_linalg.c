@@ -6,6 +6,7 @@
  * operands go to GEMM as they are, and broadcast batch dims become batch
  * stride 0, so (2,1,3,4) @ (5,4,6) runs without materialising either side. */
 #include "ops.h"
+#include "grad.h"
 
 #include <math.h>
 #include <string.h>
@@ -137,7 +138,7 @@ static ts_status run(ts_tensor *a, ts_tensor *b, int rnd, const int64_t *rsizes,
 
 /* ---- torch's entry points ----------------------------------------------- */
 
-ts_status ts_mm(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
+static ts_status mm_impl(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
   ts_tensor *ab[2] = {a, b};
   if (a->ndim != 2 || b->ndim != 2)
     return ts_fail(TS_ERR_SHAPE, "mm: expected 2-D matrices, but got %d-D and %d-D (use matmul for other ranks)",
@@ -149,7 +150,7 @@ ts_status ts_mm(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
   return run(a, b, 2, s, 2, s, out);
 }
 
-ts_status ts_bmm(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
+static ts_status bmm_impl(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
   ts_tensor *ab[2] = {a, b};
   if (a->ndim != 3 || b->ndim != 3)
     return ts_fail(TS_ERR_SHAPE, "bmm: expected 3-D tensors, but got %d-D and %d-D (use matmul for other ranks)",
@@ -170,7 +171,7 @@ static ts_status as_matrix(ts_tensor *t, bool left, ts_tensor **out) {
   return ts_tensor_view_of(t, 2, sizes, strides, t->offset, out);
 }
 
-ts_status ts_matmul(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
+static ts_status matmul_impl(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
   const char *fn = "matmul";
   if (a->ndim == 0 || b->ndim == 0)
     return ts_fail(TS_ERR_SHAPE,
@@ -233,7 +234,7 @@ done:
   return st;
 }
 
-ts_status ts_mv(ts_tensor *a, ts_tensor *v, ts_tensor **out) {
+static ts_status mv_impl(ts_tensor *a, ts_tensor *v, ts_tensor **out) {
   if (a->ndim != 2 || v->ndim != 1)
     return ts_fail(TS_ERR_SHAPE, "mv: expected a 2-D matrix and a 1-D vector, but got %d-D and %d-D", a->ndim,
                    v->ndim);
@@ -249,7 +250,7 @@ ts_status ts_mv(ts_tensor *a, ts_tensor *v, ts_tensor **out) {
   return st;
 }
 
-ts_status ts_dot(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
+static ts_status dot_impl(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
   if (a->ndim != 1 || b->ndim != 1)
     return ts_fail(TS_ERR_SHAPE, "dot: expected 1-D tensors, but got %d-D and %d-D", a->ndim, b->ndim);
   ts_tensor *ab[2] = {a, b};
@@ -266,7 +267,7 @@ ts_status ts_dot(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
   return st;
 }
 
-ts_status ts_addmm(ts_tensor *bias, ts_tensor *a, ts_tensor *b, double beta, double alpha, ts_tensor **out) {
+static ts_status addmm_impl(ts_tensor *bias, ts_tensor *a, ts_tensor *b, double beta, double alpha, ts_tensor **out) {
   if (a->ndim != 2 || b->ndim != 2)
     return ts_fail(TS_ERR_SHAPE, "addmm: expected 2-D matrices, but got %d-D and %d-D", a->ndim, b->ndim);
   ts_tensor *ops[3] = {a, b, bias};
@@ -293,7 +294,6 @@ ts_status ts_addmm(ts_tensor *bias, ts_tensor *a, ts_tensor *b, double beta, dou
     ts_tensor_release(r);
     return st;
   }
-  r->version = 0;
   *out = r;
   return TS_OK;
 }
@@ -307,5 +307,54 @@ ts_status ts_outer(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
   if (!(st = ts_unsqueeze(a, 1, &col)) && !(st = ts_unsqueeze(b, 0, &row))) st = ts_binary(TS_OP_MUL, col, row, out);
   if (col) ts_tensor_release(col);
   if (row) ts_tensor_release(row);
+  return st;
+}
+
+ts_status ts_mm(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = mm_impl(a, b, out);
+  TS_AG_RESTORE(prev);
+  if (!st && (a->requires_grad || b->requires_grad) && prev) st = ts_ag_matmul("MmBackward0", a, b, *out);
+  return st;
+}
+
+ts_status ts_bmm(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = bmm_impl(a, b, out);
+  TS_AG_RESTORE(prev);
+  if (!st && (a->requires_grad || b->requires_grad) && prev) st = ts_ag_matmul("BmmBackward0", a, b, *out);
+  return st;
+}
+
+ts_status ts_matmul(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = matmul_impl(a, b, out);
+  TS_AG_RESTORE(prev);
+  if (!st && (a->requires_grad || b->requires_grad) && prev) st = ts_ag_matmul("MatmulBackward0", a, b, *out);
+  return st;
+}
+
+ts_status ts_mv(ts_tensor *a, ts_tensor *v, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = mv_impl(a, v, out);
+  TS_AG_RESTORE(prev);
+  if (!st && (a->requires_grad || v->requires_grad) && prev) st = ts_ag_matmul("MvBackward0", a, v, *out);
+  return st;
+}
+
+ts_status ts_dot(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = dot_impl(a, b, out);
+  TS_AG_RESTORE(prev);
+  if (!st && (a->requires_grad || b->requires_grad) && prev) st = ts_ag_matmul("DotBackward0", a, b, *out);
+  return st;
+}
+
+ts_status ts_addmm(ts_tensor *bias, ts_tensor *a, ts_tensor *b, double beta, double alpha, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = addmm_impl(bias, a, b, beta, alpha, out);
+  TS_AG_RESTORE(prev);
+  ts_tensor *in[3] = {bias, a, b};
+  if (!st && prev && ts_ag_needed(3, in)) st = ts_ag_addmm(bias, a, b, beta, alpha, *out);
   return st;
 }

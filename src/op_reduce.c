@@ -3,6 +3,7 @@
  * one dim (ops_reduce.def): several dims are permuted to the end and merged,
  * everything is flattened. Also equal/isclose/allclose, built from ops. */
 #include "ops.h"
+#include "grad.h"
 
 #include <math.h>
 #include <string.h>
@@ -141,15 +142,15 @@ static ts_status need_float(const char *fn, const ts_tensor *x, const char *hint
 /* integers and bool sum to int64, as torch */
 static ts_dtype sum_dtype(ts_dtype d) { return ts_dtype_is_float(d) ? d : TS_INT64; }
 
-ts_status ts_sum(ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
+static ts_status sum_impl(ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
   return reduce(TS_OP_SUM, "sum", x, ndims, dims, keepdim, sum_dtype(x->dtype), 0, 0, out);
 }
 
-ts_status ts_prod(ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
+static ts_status prod_impl(ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
   return reduce(TS_OP_PROD, "prod", x, ndims, dims, keepdim, sum_dtype(x->dtype), 0, 0, out);
 }
 
-ts_status ts_mean(ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
+static ts_status mean_impl(ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
   if (!ts_dtype_is_float(x->dtype))
     return ts_fail(TS_ERR_DTYPE,
                    "mean: could not infer output dtype. Input dtype must be a floating point dtype, got %s; "
@@ -166,15 +167,15 @@ static ts_status var_std(const char *fn, ts_tensor *x, int ndims, const int64_t 
   return reduce(TS_OP_VAR, fn, x, ndims, dims, keepdim, x->dtype, take_sqrt, correction, out);
 }
 
-ts_status ts_var(ts_tensor *x, int ndims, const int64_t *dims, double correction, bool keepdim, ts_tensor **out) {
+static ts_status var_impl(ts_tensor *x, int ndims, const int64_t *dims, double correction, bool keepdim, ts_tensor **out) {
   return var_std("var", x, ndims, dims, correction, keepdim, 0, out);
 }
 
-ts_status ts_std(ts_tensor *x, int ndims, const int64_t *dims, double correction, bool keepdim, ts_tensor **out) {
+static ts_status std_impl(ts_tensor *x, int ndims, const int64_t *dims, double correction, bool keepdim, ts_tensor **out) {
   return var_std("std", x, ndims, dims, correction, keepdim, 1, out);
 }
 
-ts_status ts_norm(ts_tensor *x, double p, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
+static ts_status norm_impl(ts_tensor *x, double p, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
   ts_status st = need_float("norm", x, "");
   if (st) return st;
   if (isnan(p)) return ts_fail(TS_ERR_ARG, "norm: p must be a number, got nan");
@@ -196,7 +197,7 @@ ts_status ts_any(ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_
   return reduce(TS_OP_ANY, "any", x, ndims, dims, keepdim, TS_BOOL, 0, 0, out);
 }
 
-ts_status ts_logsumexp(ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
+static ts_status logsumexp_impl(ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
   /* integers give the default float dtype, as torch */
   ts_dtype dt = ts_dtype_is_float(x->dtype) ? x->dtype : TS_DEFAULT_DTYPE;
   return reduce(TS_OP_LOGSUMEXP, "logsumexp", x, ndims, dims, keepdim, dt, 0, 0, out);
@@ -219,7 +220,7 @@ static const char *extreme_name(ts_op op, bool arg) {
   return op == TS_OP_MAX ? "max" : "min";
 }
 
-ts_status ts_amax(ts_op op, ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
+static ts_status amax_impl(ts_op op, ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
   const char *fn = ndims == 0 ? extreme_name(op, false) : op == TS_OP_MAX ? "amax" : "amin"; /* x:max() or x:amax(dims) */
   rplan p;
   ts_status st = plan_init(fn, x, ndims, dims, keepdim, false, &p);
@@ -229,7 +230,7 @@ ts_status ts_amax(ts_op op, ts_tensor *x, int ndims, const int64_t *dims, bool k
   return st;
 }
 
-ts_status ts_max_dim(ts_op op, ts_tensor *x, int64_t dim, bool keepdim, ts_tensor **values, ts_tensor **indices) {
+static ts_status max_dim_impl(ts_op op, ts_tensor *x, int64_t dim, bool keepdim, ts_tensor **values, ts_tensor **indices) {
   const char *fn = extreme_name(op, false);
   rplan p;
   ts_status st = plan_init(fn, x, 1, &dim, keepdim, true, &p);
@@ -284,16 +285,16 @@ static ts_status scan(ts_op op, ts_tensor *x, int64_t dim, ts_dtype dt, ts_tenso
   return TS_OK;
 }
 
-ts_status ts_cumsum(ts_tensor *x, int64_t dim, ts_tensor **out) {
+static ts_status cumsum_impl(ts_tensor *x, int64_t dim, ts_tensor **out) {
   return scan(TS_OP_CUMSUM, x, dim, sum_dtype(x->dtype), out);
 }
 
-ts_status ts_softmax(ts_tensor *x, int64_t dim, ts_tensor **out) {
+static ts_status softmax_impl(ts_tensor *x, int64_t dim, ts_tensor **out) {
   ts_status st = need_float("softmax", x, " (or pass {dtype = \"float32\"})");
   return st ? st : scan(TS_OP_SOFTMAX, x, dim, x->dtype, out);
 }
 
-ts_status ts_log_softmax(ts_tensor *x, int64_t dim, ts_tensor **out) {
+static ts_status log_softmax_impl(ts_tensor *x, int64_t dim, ts_tensor **out) {
   ts_status st = need_float("log_softmax", x, " (or pass {dtype = \"float32\"})");
   return st ? st : scan(TS_OP_LOG_SOFTMAX, x, dim, x->dtype, out);
 }
@@ -376,5 +377,101 @@ ts_status ts_allclose(ts_tensor *a, ts_tensor *b, double rtol, double atol, bool
   if (st) return st;
   st = all_true(c, out);
   ts_tensor_release(c);
+  return st;
+}
+
+ts_status ts_sum(ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = sum_impl(x, ndims, dims, keepdim, out);
+  TS_AG_RESTORE(prev);
+  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce("sum", x, ndims, dims, *out, NULL, 0);
+  return st;
+}
+
+ts_status ts_mean(ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = mean_impl(x, ndims, dims, keepdim, out);
+  TS_AG_RESTORE(prev);
+  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce("mean", x, ndims, dims, *out, NULL, 0);
+  return st;
+}
+
+ts_status ts_prod(ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = prod_impl(x, ndims, dims, keepdim, out);
+  TS_AG_RESTORE(prev);
+  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce("prod", x, ndims, dims, *out, NULL, 0);
+  return st;
+}
+
+ts_status ts_logsumexp(ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = logsumexp_impl(x, ndims, dims, keepdim, out);
+  TS_AG_RESTORE(prev);
+  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce("logsumexp", x, ndims, dims, *out, NULL, 0);
+  return st;
+}
+
+ts_status ts_var(ts_tensor *x, int ndims, const int64_t *dims, double correction, bool keepdim, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = var_impl(x, ndims, dims, correction, keepdim, out);
+  TS_AG_RESTORE(prev);
+  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce("var", x, ndims, dims, *out, NULL, correction);
+  return st;
+}
+
+ts_status ts_std(ts_tensor *x, int ndims, const int64_t *dims, double correction, bool keepdim, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = std_impl(x, ndims, dims, correction, keepdim, out);
+  TS_AG_RESTORE(prev);
+  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce("std", x, ndims, dims, *out, NULL, correction);
+  return st;
+}
+
+ts_status ts_norm(ts_tensor *x, double p, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = norm_impl(x, p, ndims, dims, keepdim, out);
+  TS_AG_RESTORE(prev);
+  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce("norm", x, ndims, dims, *out, NULL, p);
+  return st;
+}
+
+ts_status ts_amax(ts_op op, ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = amax_impl(op, x, ndims, dims, keepdim, out);
+  TS_AG_RESTORE(prev);
+  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce("amax", x, ndims, dims, *out, NULL, 0);
+  return st;
+}
+
+ts_status ts_max_dim(ts_op op, ts_tensor *x, int64_t dim, bool keepdim, ts_tensor **values, ts_tensor **indices) {
+  TS_AG_OFF(prev);
+  ts_status st = max_dim_impl(op, x, dim, keepdim, values, indices);
+  TS_AG_RESTORE(prev);
+  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce("maxdim", x, 1, &dim, *values, *indices, 0);
+  return st;
+}
+
+ts_status ts_cumsum(ts_tensor *x, int64_t dim, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = cumsum_impl(x, dim, out);
+  TS_AG_RESTORE(prev);
+  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce("cumsum", x, 1, &dim, *out, NULL, 0);
+  return st;
+}
+
+ts_status ts_softmax(ts_tensor *x, int64_t dim, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = softmax_impl(x, dim, out);
+  TS_AG_RESTORE(prev);
+  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce("softmax", x, 1, &dim, *out, NULL, 0);
+  return st;
+}
+
+ts_status ts_log_softmax(ts_tensor *x, int64_t dim, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = log_softmax_impl(x, dim, out);
+  TS_AG_RESTORE(prev);
+  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce("log_softmax", x, 1, &dim, *out, NULL, 0);
   return st;
 }

@@ -121,5 +121,6 @@ void ts_rng_reserve(uint64_t n, uint64_t *seed, uint64_t *offset);
 #include "op_reduce.h"
 #include "op_linalg.h"
 #include "op_index.h"
+#include "op_nn.h"
 
 #endif

@@ -51,6 +51,7 @@ ts_status ts_storage_new(size_t nbytes, ts_device dev, ts_storage **out) {
   s->allocator = be->allocator;
   s->refcount = 1;
   s->pinned = false;
+  s->version = 0;
   /* buffers only: Lua already counts a userdata per tensor, which paces the
    * fixed-size headers well enough (counting them too made the collector
    * run three times as often for 1-element loops, for no memory saved) */

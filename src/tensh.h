@@ -113,6 +113,7 @@ typedef struct ts_storage {
   const ts_allocator *allocator; /* NULL: memory not owned (wrapped scalars) */
   int refcount;
   bool pinned;
+  uint32_t version; /* bumped by in-place writes through any view: autograd checks it */
 } ts_storage;
 
 ts_status ts_storage_new(size_t nbytes, ts_device dev, ts_storage **out);
@@ -142,7 +143,6 @@ typedef struct ts_tensor {
   bool requires_grad;
   struct ts_tensor *grad;
   struct ts_node *grad_fn;
-  uint32_t version; /* bumped by in-place ops */
 } ts_tensor;
 
 /* A new tensor with fresh contiguous storage (uninitialised). */

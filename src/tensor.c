@@ -1,5 +1,6 @@
 /* Tensors: creation, reference counting, geometry queries, shape helpers. */
 #include "ops.h"
+#include "autograd.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,6 +145,7 @@ void ts_tensor_release(ts_tensor *t) {
   if (!t || --t->refcount > 0) return;
   ts_storage_release(t->storage);
   ts_tensor_release(t->grad);
+  if (t->grad_fn) ts_node_release(t->grad_fn);
   ts_small_free(t, sizeof *t);
 }
 

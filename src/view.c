@@ -3,12 +3,88 @@
  * one that copies when it must. */
 #include "ops.h"
 
+#include <stdlib.h>
 #include <string.h>
 
-static ts_status make_view(ts_tensor *t, int nd, const int64_t *sizes, const int64_t *strides, int64_t offset,
-                           ts_tensor **out) {
-  return ts_tensor_view_of(t, nd, sizes, strides, offset, out);
+#include "autograd.h"
+
+/* How a view's gradient flows back to its input. */
+typedef enum { VG_RESHAPE, VG_PERMUTE, VG_EXPAND, VG_SLICE, VG_SELECT } vg_kind;
+typedef struct view_grad {
+  vg_kind kind;
+  int64_t p[4];          /* slice: dim, start, stop, step; select: dim, index */
+  const int64_t *perm;   /* permute: the permutation applied (nperm dims) */
+  int nperm;
+} view_grad;
+
+static ts_status view_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
+  const ts_edge *e = &n->next[0];
+  ts_status st = TS_OK;
+  switch ((vg_kind)n->i[0]) {
+  case VG_RESHAPE:
+    return ts_reshape(g, e->ndim, e->sizes, &grads[0]);
+  case VG_PERMUTE: { /* apply the inverse permutation */
+    int64_t inv[TS_MAX_DIMS];
+    for (int d = 0; d < n->nlist; d++) inv[n->list[d]] = d;
+    return ts_permute(g, n->nlist, inv, &grads[0]);
+  }
+  case VG_EXPAND: /* the engine sums over the broadcast dims */
+    ts_tensor_retain(g);
+    grads[0] = g;
+    return TS_OK;
+  case VG_SLICE:
+  case VG_SELECT: { /* zeros of the input's shape with g written into the viewed region */
+    ts_tensor *z = NULL, *region = NULL;
+    st = ts_full(e->ndim, e->sizes, 0, g->dtype, g->device, &z);
+    if (!st) st = n->i[0] == VG_SLICE ? ts_slice(z, n->i[1], n->i[2], n->i[3], n->i[4], &region)
+                                      : ts_select(z, n->i[1], n->i[2], &region);
+    if (!st) st = ts_copy_(region, g);
+    ts_tensor_release(region);
+    if (st) {
+      ts_tensor_release(z);
+      return st;
+    }
+    grads[0] = z;
+    return TS_OK;
+  }
+  }
+  return ts_fail(TS_ERR_ARG, "unknown view kind");
 }
+
+static const char *vg_name(vg_kind k) {
+  static const char *names[] = {"ViewBackward0", "PermuteBackward0", "ExpandBackward0", "SliceBackward0",
+                                "SelectBackward0"};
+  return names[k];
+}
+
+static ts_status make_view(ts_tensor *t, int nd, const int64_t *sizes, const int64_t *strides, int64_t offset,
+                           const view_grad *vg, ts_tensor **out) {
+  ts_tensor *v = NULL;
+  ts_status st = ts_tensor_view_of(t, nd, sizes, strides, offset, &v);
+  if (st) return st;
+  if (ts_ag_needed(1, &t) && ts_dtype_is_float(t->dtype)) {
+    ts_node *n = NULL;
+    st = ts_ag_record(vg_name(vg->kind), view_backward, 1, &t, v, &n);
+    if (!st) {
+      n->view = true;
+      n->i[0] = vg->kind;
+      for (int k = 0; k < 4; k++) n->i[k + 1] = vg->p[k];
+      if (vg->nperm) {
+        n->list = malloc(sizeof(int64_t) * (size_t)vg->nperm);
+        if (!n->list) st = ts_fail(TS_ERR_OOM, "out of memory recording a view");
+        else memcpy(n->list, vg->perm, sizeof(int64_t) * (size_t)vg->nperm), n->nlist = vg->nperm;
+      }
+    }
+    if (st) {
+      ts_tensor_release(v);
+      return st;
+    }
+  }
+  *out = v;
+  return TS_OK;
+}
+
+static const view_grad VG_AS_RESHAPE = {VG_RESHAPE, {0}, NULL, 0};
 
 /* Resolves one -1 in sizes against numel; checks the total matches. */
 static ts_status infer_sizes(const char *fn, const ts_tensor *t, int nd, const int64_t *in, int64_t *sizes) {
@@ -75,18 +151,18 @@ ts_status ts_view(ts_tensor *t, int nd, const int64_t *in, ts_tensor **out) {
   if (!view_strides(t, nd, sizes, strides))
     return ts_fail(TS_ERR_SHAPE, "view: size is not compatible with the input's size and stride (at least one "
                    "dimension spans across two contiguous subspaces); use reshape() instead");
-  return make_view(t, nd, sizes, strides, t->offset, out);
+  return make_view(t, nd, sizes, strides, t->offset, &VG_AS_RESHAPE, out);
 }
 
 ts_status ts_reshape(ts_tensor *t, int nd, const int64_t *in, ts_tensor **out) {
   int64_t sizes[TS_MAX_DIMS], strides[TS_MAX_DIMS];
   ts_status st = infer_sizes("reshape", t, nd, in, sizes);
   if (st) return st;
-  if (view_strides(t, nd, sizes, strides)) return make_view(t, nd, sizes, strides, t->offset, out);
+  if (view_strides(t, nd, sizes, strides)) return make_view(t, nd, sizes, strides, t->offset, &VG_AS_RESHAPE, out);
   ts_tensor *c;
   if ((st = ts_contiguous(t, &c))) return st;
   ts_contiguous_strides(nd, sizes, strides);
-  st = make_view(c, nd, sizes, strides, c->offset, out);
+  st = make_view(c, nd, sizes, strides, c->offset, &VG_AS_RESHAPE, out);
   ts_tensor_release(c);
   return st;
 }
@@ -102,13 +178,16 @@ ts_status ts_transpose(ts_tensor *t, int64_t d0, int64_t d1, ts_tensor **out) {
     sizes[a] = t->sizes[b], sizes[b] = t->sizes[a];
     strides[a] = t->strides[b], strides[b] = t->strides[a];
   }
-  return make_view(t, t->ndim, sizes, strides, t->offset, out);
+  int64_t perm[TS_MAX_DIMS];
+  for (int d = 0; d < t->ndim; d++) perm[d] = d == a ? b : d == b ? a : d;
+  view_grad vg = {VG_PERMUTE, {0}, perm, t->ndim};
+  return make_view(t, t->ndim, sizes, strides, t->offset, &vg, out);
 }
 
 ts_status ts_permute(ts_tensor *t, int nd, const int64_t *dims, ts_tensor **out) {
   if (nd != t->ndim)
     return ts_fail(TS_ERR_ARG, "permute: number of dims don't match (tensor has %d, permutation has %d)", t->ndim, nd);
-  int64_t sizes[TS_MAX_DIMS], strides[TS_MAX_DIMS];
+  int64_t sizes[TS_MAX_DIMS], strides[TS_MAX_DIMS], perm[TS_MAX_DIMS];
   bool seen[TS_MAX_DIMS] = {false};
   for (int i = 0; i < nd; i++) {
     int d;
@@ -118,8 +197,10 @@ ts_status ts_permute(ts_tensor *t, int nd, const int64_t *dims, ts_tensor **out)
     seen[d] = true;
     sizes[i] = t->sizes[d];
     strides[i] = t->strides[d];
+    perm[i] = d;
   }
-  return make_view(t, nd, sizes, strides, t->offset, out);
+  view_grad vg = {VG_PERMUTE, {0}, perm, nd};
+  return make_view(t, nd, sizes, strides, t->offset, &vg, out);
 }
 
 ts_status ts_squeeze(ts_tensor *t, const int64_t *dim, ts_tensor **out) {
@@ -133,7 +214,7 @@ ts_status ts_squeeze(ts_tensor *t, const int64_t *dim, ts_tensor **out) {
     bool drop = t->sizes[d] == 1 && (only < 0 || only == d);
     if (!drop) sizes[nd] = t->sizes[d], strides[nd++] = t->strides[d];
   }
-  return make_view(t, nd, sizes, strides, t->offset, out);
+  return make_view(t, nd, sizes, strides, t->offset, &VG_AS_RESHAPE, out);
 }
 
 ts_status ts_unsqueeze(ts_tensor *t, int64_t dim, ts_tensor **out) {
@@ -151,7 +232,7 @@ ts_status ts_unsqueeze(ts_tensor *t, int64_t dim, ts_tensor **out) {
       j++;
     }
   }
-  return make_view(t, t->ndim + 1, sizes, strides, t->offset, out);
+  return make_view(t, t->ndim + 1, sizes, strides, t->offset, &VG_AS_RESHAPE, out);
 }
 
 ts_status ts_expand(ts_tensor *t, int nd, const int64_t *in, ts_tensor **out) {
@@ -173,7 +254,8 @@ ts_status ts_expand(ts_tensor *t, int nd, const int64_t *in, ts_tensor **out) {
     sizes[d] = want;
     strides[d] = d < off || (have == 1 && want != 1) ? 0 : t->strides[d - off];
   }
-  return make_view(t, nd, sizes, strides, t->offset, out);
+  static const view_grad vg = {VG_EXPAND, {0}, NULL, 0};
+  return make_view(t, nd, sizes, strides, t->offset, &vg, out);
 }
 
 ts_status ts_broadcast_to(ts_tensor *t, int nd, const int64_t *sizes, ts_tensor **out) {
@@ -197,7 +279,8 @@ ts_status ts_slice(ts_tensor *t, int64_t dim, int64_t start, int64_t stop, int64
   memcpy(strides, t->strides, sizeof strides);
   sizes[d] = (stop - start + step - 1) / step;
   strides[d] = t->strides[d] * step;
-  return make_view(t, t->ndim, sizes, strides, t->offset + start * t->strides[d], out);
+  view_grad vg = {VG_SLICE, {d, start, stop, step}, NULL, 0};
+  return make_view(t, t->ndim, sizes, strides, t->offset + start * t->strides[d], &vg, out);
 }
 
 ts_status ts_narrow(ts_tensor *t, int64_t dim, int64_t start, int64_t length, ts_tensor **out) {
@@ -226,7 +309,8 @@ ts_status ts_select(ts_tensor *t, int64_t dim, int64_t index, ts_tensor **out) {
   int64_t sizes[TS_MAX_DIMS], strides[TS_MAX_DIMS];
   for (int i = 0, j = 0; i < t->ndim; i++)
     if (i != d) sizes[j] = t->sizes[i], strides[j++] = t->strides[i];
-  return make_view(t, t->ndim - 1, sizes, strides, t->offset + index * t->strides[d], out);
+  view_grad vg = {VG_SELECT, {d, index, 0, 0}, NULL, 0};
+  return make_view(t, t->ndim - 1, sizes, strides, t->offset + index * t->strides[d], &vg, out);
 }
 
 ts_status ts_flatten(ts_tensor *t, int64_t start, int64_t end, ts_tensor **out) {

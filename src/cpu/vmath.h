@@ -12,6 +12,7 @@
 static inline float ts_expf(float x) {
   const float hi = 88.3762626647949f, lo = -87.3365447505531f; /* beyond: inf / 0 */
   float xc = x > hi ? hi : x < lo ? lo : x;
+  xc = xc != xc ? 0.0f : xc; /* NaN: compute anything defined, the last line returns NaN */
   /* n = round(x / ln 2) by the 1.5 * 2^23 trick: no libm call, so it vectorises */
   float fx = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float r = xc - fx * 0.693359375f;

@@ -20,7 +20,7 @@ static int l_unary_(lua_State *L) {
   ts_op op = (ts_op)lua_tointeger(L, lua_upvalueindex(1));
   ts_tensor *x = lt_check(L, 1);
   LT_TRY(L, ts_unary_out(op, x, x));
-  x->version++;
+  x->storage->version++;
   lua_settop(L, 1);
   return 1;
 }
@@ -40,7 +40,7 @@ static int binary(lua_State *L, ts_op op, int ia, int ib, bool inplace) {
       LT_TRY(L, ts_copy_(a, *tmp));
       lua_pop(L, 1);
     }
-    a->version++;
+    a->storage->version++;
     lua_pushvalue(L, ia);
     return 1;
   }
@@ -183,7 +183,7 @@ static int l_masked_fill_(lua_State *L) {
   ts_tensor **w = lt_newslot(L);
   LT_TRY(L, ts_where(mask, v, x, w));
   LT_TRY(L, ts_copy_(x, *w));
-  x->version++;
+  x->storage->version++;
   lua_settop(L, 1);
   return 1;
 }

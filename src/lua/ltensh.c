@@ -51,10 +51,13 @@ int luaopen_tensh(lua_State *L) {
   lt_open_reduce(L);
   lt_open_linalg(L);
   lt_open_index(L);
+  lt_open_nn_ops(L);
   lt_open_print(L);
+  lt_open_autograd(L);
   lt_open_cuda(L);
   lt_open_save(L);
   lt_open_bench(L);
+  lt_open_tb(L);
   lua_setfield(L, torch, "_methods"); /* for completion and for Lua-side additions */
   lua_pushliteral(L, TS_VERSION);
   lua_setfield(L, torch, "__version__");

@@ -307,7 +307,7 @@ static int push_property(lua_State *L, ts_tensor *t, const char *k) {
       lt_push_retained(L, t->grad);
       return 1;
     }
-    if (strcmp(k, "grad_fn") == 0) return lua_pushnil(L), 1; /* autograd issue */
+    if (strcmp(k, "grad_fn") == 0) return lt_push_grad_fn(L, t), 1;
     break;
   case 'T':
     if (k[1] == 0) {
@@ -412,6 +412,7 @@ static int tensor_newindex(lua_State *L) {
     LT_TRY(L, ts_index_put_(t, index, value));
     return 0;
   }
+  if (lua_type(L, 2) == LUA_TSTRING && lt_set_autograd_field(L, t, lua_tostring(L, 2))) return 0;
   if (lua_type(L, 2) != LUA_TNUMBER && lua_type(L, 2) != LUA_TTABLE)
     return luaL_error(L, "cannot set field '%s' of a tensor; tensors take values at integer or slice indices",
                       lua_tostring(L, 2) ? lua_tostring(L, 2) : luaL_typename(L, 2));
@@ -424,7 +425,7 @@ static int tensor_newindex(lua_State *L) {
     ts_tensor *src = lt_check(L, 3);
     LT_TRY(L, ts_copy_(*slot, src));
   }
-  t->version++;
+  t->storage->version++;
   return 0;
 }
 

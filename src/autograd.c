@@ -1,0 +1,401 @@
+/* The autograd engine: nodes, saved tensors, grad mode, backward() and
+ * autograd.grad(). The formulas live in grad_*.c. */
+#include "autograd.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+
+static _Thread_local bool grad_off;
+static uint64_t next_seq = 1;
+
+bool ts_grad_enabled(void) { return !grad_off; }
+void ts_set_grad_enabled(bool on) { grad_off = !on; }
+
+bool ts_ag_needed(int n, ts_tensor *const *ts) {
+  if (grad_off) return false;
+  for (int i = 0; i < n; i++)
+    if (ts[i] && ts[i]->requires_grad) return true;
+  return false;
+}
+
+void ts_node_retain(ts_node *n) { n->refcount++; }
+
+static void release_saved(ts_node *n) {
+  for (int k = 0; k < TS_NODE_MAX_SAVED; k++) {
+    ts_tensor_release(n->saved[k]);
+    n->saved[k] = NULL;
+  }
+}
+
+void ts_node_release(ts_node *n) {
+  /* iterative over the chain of single owners: a long graph (an RNN over
+   * thousands of steps) must not overflow the C stack */
+  while (n && --n->refcount == 0) {
+    ts_node *next_to_free = NULL;
+    release_saved(n);
+    ts_tensor_release(n->pending);
+    for (int k = 0; k < n->nin; k++) {
+      ts_tensor_release(n->next[k].leaf);
+      if (n->next[k].fn) {
+        if (!next_to_free) next_to_free = n->next[k].fn;
+        else ts_node_release(n->next[k].fn);
+      }
+    }
+    free(n->next);
+    free(n->list);
+    free(n);
+    n = next_to_free;
+  }
+}
+
+ts_status ts_ag_record(const char *name, ts_backward_fn fn, int n, ts_tensor *const *ts, ts_tensor *out,
+                       ts_node **node) {
+  ts_node *nd = calloc(1, sizeof *nd);
+  ts_edge *edges = calloc((size_t)(n > 0 ? n : 1), sizeof *edges);
+  if (!nd || !edges) {
+    free(nd);
+    free(edges);
+    return ts_fail(TS_ERR_OOM, "out of memory recording %s", name);
+  }
+  nd->refcount = 1;
+  nd->name = name;
+  nd->backward = fn;
+  nd->seq = next_seq++;
+  nd->nin = n;
+  nd->next = edges;
+  for (int k = 0; k < n; k++) {
+    ts_tensor *t = ts[k];
+    if (!t) continue;
+    ts_edge *e = &edges[k];
+    e->ndim = t->ndim;
+    memcpy(e->sizes, t->sizes, sizeof e->sizes);
+    e->dtype = t->dtype;
+    if (!t->requires_grad) continue;
+    if (t->grad_fn) {
+      e->fn = t->grad_fn;
+      ts_node_retain(e->fn);
+    } else {
+      e->leaf = t;
+      ts_tensor_retain(t);
+    }
+  }
+  if (out->grad_fn) ts_node_release(out->grad_fn);
+  out->grad_fn = nd;
+  out->requires_grad = true;
+  if (node) *node = nd;
+  return TS_OK;
+}
+
+/* Saved tensors are aliases: the same storage and geometry, no history.
+ * Saving the node's own output directly would make a reference cycle
+ * (output -> node -> output). */
+void ts_ag_save(ts_node *n, int k, ts_tensor *t) {
+  ts_tensor *alias = NULL;
+  if (t->is_wrapped_number) { /* a Lua number lives on the C stack of the op: keep a copy */
+    if (ts_clone(t, &alias) != TS_OK) return;
+  } else if (ts_tensor_view_of(t, t->ndim, t->sizes, t->strides, t->offset, &alias) != TS_OK) {
+    return;
+  }
+  ts_tensor_release(n->saved[k]);
+  n->saved[k] = alias;
+  n->saved_version[k] = alias->storage->version;
+}
+
+ts_status ts_ag_saved(ts_node *n, int k, ts_tensor **t) {
+  if (n->released)
+    return ts_fail(TS_ERR_ARG, "trying to backward through the graph a second time (%s's saved tensors were freed "
+                   "after the first backward); call backward({retain_graph = true}) the first time", n->name);
+  ts_tensor *s = n->saved[k];
+  if (!s) return ts_fail(TS_ERR_ARG, "%s: saved tensor %d is missing (out of memory when it was saved?)", n->name, k);
+  if (s->storage->version != n->saved_version[k])
+    return ts_fail(TS_ERR_ARG, "one of the tensors needed for gradient computation has been modified by an in-place "
+                   "operation (%s needs it at version %u, it is now at version %u); use an out-of-place op or clone() "
+                   "it first", n->name, n->saved_version[k], s->storage->version);
+  *t = s;
+  return TS_OK;
+}
+
+ts_status ts_ag_reduce_to(ts_tensor *g, const ts_edge *e, ts_tensor **out) {
+  ts_tensor *cur = g;
+  ts_tensor_retain(cur);
+  ts_status st = TS_OK;
+  bool same = g->ndim == e->ndim && memcmp(g->sizes, e->sizes, sizeof(int64_t) * (size_t)e->ndim) == 0;
+  if (!same) {
+    /* sum the leading dims broadcasting added, and the dims that were 1 */
+    int64_t dims[TS_MAX_DIMS];
+    int nd = 0, lead = g->ndim - e->ndim;
+    for (int d = 0; d < g->ndim; d++)
+      if (d < lead || (e->sizes[d - lead] == 1 && g->sizes[d] != 1)) dims[nd++] = d;
+    ts_tensor *s = NULL, *r = NULL;
+    if (nd > 0) st = ts_sum(cur, nd, dims, true, &s);
+    else ts_tensor_retain(s = cur);
+    if (!st) st = ts_reshape(s, e->ndim, e->sizes, &r);
+    ts_tensor_release(s);
+    ts_tensor_release(cur);
+    if (st) return st;
+    cur = r;
+  }
+  if (cur->dtype != e->dtype && ts_dtype_is_float(e->dtype)) {
+    ts_tensor *c = NULL;
+    st = ts_to_dtype(cur, e->dtype, &c);
+    ts_tensor_release(cur);
+    if (st) return st;
+    cur = c;
+  }
+  *out = cur;
+  return TS_OK;
+}
+
+/* ---- the engine -------------------------------------------------------- */
+
+typedef struct capture {
+  int n;
+  ts_tensor *const *inputs;
+  ts_tensor **grads;
+} capture;
+
+typedef struct node_list {
+  ts_node **v;
+  int n, cap;
+} node_list;
+
+static ts_status list_push(node_list *l, ts_node *n) {
+  if (l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 64;
+    ts_node **v = realloc(l->v, sizeof *v * (size_t)cap);
+    if (!v) return ts_fail(TS_ERR_OOM, "backward: out of memory walking the graph");
+    l->v = v, l->cap = cap;
+  }
+  l->v[l->n++] = n;
+  return TS_OK;
+}
+
+static bool listed(const node_list *l, const ts_node *n) {
+  for (int i = 0; i < l->n; i++)
+    if (l->v[i] == n) return true;
+  return false;
+}
+
+/* Every node reachable from the roots, found with an explicit stack. */
+static ts_status collect(node_list *all, int nroots, ts_tensor *const *roots) {
+  node_list stack = {0};
+  ts_status st = TS_OK;
+  for (int r = 0; r < nroots && !st; r++)
+    if (roots[r]->grad_fn && !listed(all, roots[r]->grad_fn)) {
+      st = list_push(all, roots[r]->grad_fn);
+      if (!st) st = list_push(&stack, roots[r]->grad_fn);
+    }
+  while (!st && stack.n > 0) {
+    ts_node *n = stack.v[--stack.n];
+    for (int k = 0; k < n->nin && !st; k++) {
+      ts_node *m = n->next[k].fn;
+      if (m && !listed(all, m)) {
+        st = list_push(all, m);
+        if (!st) st = list_push(&stack, m);
+      }
+    }
+  }
+  free(stack.v);
+  return st;
+}
+
+static int by_seq_desc(const void *a, const void *b) {
+  uint64_t x = (*(ts_node *const *)a)->seq, y = (*(ts_node *const *)b)->seq;
+  return (x < y) - (x > y);
+}
+
+/* *acc += g (taking over g's reference) */
+static ts_status accumulate(ts_tensor **acc, ts_tensor *g) {
+  if (!*acc) {
+    *acc = g;
+    return TS_OK;
+  }
+  ts_tensor *sum = NULL;
+  ts_status st = ts_binary(TS_OP_ADD, *acc, g, &sum);
+  ts_tensor_release(g);
+  if (st) return st;
+  ts_tensor_release(*acc);
+  *acc = sum;
+  return TS_OK;
+}
+
+static int capture_index(const capture *cap, const ts_tensor *t) {
+  if (!cap) return -1;
+  for (int i = 0; i < cap->n; i++)
+    if (cap->inputs[i] == t) return i;
+  return -1;
+}
+
+/* A gradient arriving at a leaf: into .grad, or into the capture. */
+static ts_status deliver_leaf(ts_tensor *leaf, ts_tensor *g, capture *cap) {
+  int ci = capture_index(cap, leaf);
+  if (cap) {
+    if (ci < 0) return ts_tensor_release(g), TS_OK;
+    return accumulate(&cap->grads[ci], g);
+  }
+  if (!leaf->grad && g->refcount > 1) { /* never share one tensor between two .grad fields */
+    ts_tensor *c = NULL;
+    ts_status st = ts_clone(g, &c);
+    ts_tensor_release(g);
+    if (st) return st;
+    g = c;
+  }
+  return accumulate(&leaf->grad, g);
+}
+
+static ts_status run_engine(int nroots, ts_tensor *const *roots, ts_tensor *const *root_grads, bool retain,
+                            capture *cap) {
+  bool prev = ts_grad_enabled();
+  ts_set_grad_enabled(false);
+  node_list all = {0};
+  ts_status st = collect(&all, nroots, roots);
+  if (!st) qsort(all.v, (size_t)all.n, sizeof *all.v, by_seq_desc);
+  /* seed the roots */
+  for (int r = 0; r < nroots && !st; r++) {
+    ts_tensor *root = roots[r], *g = root_grads ? root_grads[r] : NULL, *seed = NULL;
+    if (g) {
+      if (g->ndim != root->ndim || memcmp(g->sizes, root->sizes, sizeof(int64_t) * (size_t)g->ndim) != 0) {
+        char a[256], b[256];
+        ts_shape_str(g->ndim, g->sizes, a, sizeof a);
+        ts_shape_str(root->ndim, root->sizes, b, sizeof b);
+        st = ts_fail(TS_ERR_SHAPE, "backward: gradient has shape %s but the tensor has shape %s", a, b);
+        break;
+      }
+      ts_tensor_retain(seed = g);
+    } else {
+      st = ts_full(root->ndim, root->sizes, 1, root->dtype, root->device, &seed);
+      if (st) break;
+    }
+    /* a root with history is captured when its node runs; a leaf root here */
+    if (root->grad_fn) {
+      st = accumulate(&root->grad_fn->pending, seed);
+    } else if (cap) {
+      int ci = capture_index(cap, root);
+      if (ci >= 0) st = accumulate(&cap->grads[ci], seed);
+      else ts_tensor_release(seed);
+    } else {
+      st = deliver_leaf(root, seed, NULL);
+    }
+  }
+  for (int i = 0; i < all.n && !st; i++) {
+    ts_node *n = all.v[i];
+    ts_tensor *g = n->pending;
+    if (!g) continue;
+    n->pending = NULL;
+    if (st = ts_check_interrupt(), st) {
+      ts_tensor_release(g);
+      break;
+    }
+    /* a captured non-leaf input: its gradient is its node's incoming one */
+    if (cap)
+      for (int c = 0; c < cap->n; c++)
+        if (cap->inputs[c]->grad_fn == n && capture_index(cap, cap->inputs[c]) == c && !st) {
+          ts_tensor_retain(g);
+          st = accumulate(&cap->grads[c], g);
+        }
+    if (n->released) {
+      ts_tensor_release(g);
+      st = ts_fail(TS_ERR_ARG, "trying to backward through the graph a second time (%s's saved tensors were freed "
+                   "after the first backward); call backward({retain_graph = true}) the first time", n->name);
+      break;
+    }
+    ts_tensor *stack_grads[8], **grads = n->nin <= 8 ? stack_grads : calloc((size_t)n->nin, sizeof *grads);
+    if (!grads) {
+      ts_tensor_release(g);
+      st = ts_fail(TS_ERR_OOM, "backward: out of memory");
+      break;
+    }
+    memset(grads, 0, sizeof *grads * (size_t)n->nin);
+    if (!st) st = n->backward(n, g, grads);
+    ts_tensor_release(g);
+    for (int k = 0; k < n->nin; k++) {
+      ts_edge *e = &n->next[k];
+      ts_tensor *gk = grads[k], *r = NULL;
+      if (!gk) continue;
+      if (!st && (e->fn || e->leaf)) {
+        st = ts_ag_reduce_to(gk, e, &r);
+        if (!st) st = e->fn ? accumulate(&e->fn->pending, r) : deliver_leaf(e->leaf, r, cap);
+      }
+      ts_tensor_release(gk);
+    }
+    if (grads != stack_grads) free(grads);
+  }
+  for (int i = 0; i < all.n; i++) { /* on success nothing is pending; on error drop what is */
+    ts_tensor_release(all.v[i]->pending);
+    all.v[i]->pending = NULL;
+    if (!retain && !st) {
+      release_saved(all.v[i]);
+      all.v[i]->released = true;
+    }
+  }
+  free(all.v);
+  ts_set_grad_enabled(prev);
+  return st;
+}
+
+static ts_status check_root(const char *fn, ts_tensor *root, ts_tensor *grad) {
+  if (!root->requires_grad)
+    return ts_fail(TS_ERR_ARG, "%s: the tensor does not require grad and has no grad_fn (create inputs with "
+                   "{requires_grad = true}, and call it outside torch.no_grad())", fn);
+  if (!grad && ts_numel(root) != 1) {
+    char s[256];
+    ts_shape_str(root->ndim, root->sizes, s, sizeof s);
+    return ts_fail(TS_ERR_ARG, "%s: grad can be implicitly created only for one-element outputs, this one has shape "
+                   "%s; pass a gradient of that shape, e.g. y:backward(torch.ones_like(y))", fn, s);
+  }
+  return TS_OK;
+}
+
+ts_status ts_backward(ts_tensor *root, ts_tensor *grad, bool retain_graph) {
+  ts_status st = check_root("backward", root, grad);
+  if (st) return st;
+  ts_tensor *grads[1] = {grad};
+  return run_engine(1, &root, grad ? grads : NULL, retain_graph, NULL);
+}
+
+ts_status ts_autograd_grad(int nroots, ts_tensor *const *roots, ts_tensor *const *root_grads, int ninputs,
+                           ts_tensor *const *inputs, bool retain_graph, bool allow_unused, ts_tensor **grads) {
+  for (int r = 0; r < nroots; r++) {
+    ts_status st = check_root("autograd.grad", roots[r], root_grads ? root_grads[r] : NULL);
+    if (st) return st;
+  }
+  for (int i = 0; i < ninputs; i++) {
+    grads[i] = NULL;
+    if (!inputs[i]->requires_grad)
+      return ts_fail(TS_ERR_ARG, "autograd.grad: input %d does not require grad", i);
+  }
+  capture cap = {ninputs, inputs, grads};
+  ts_status st = run_engine(nroots, roots, root_grads, retain_graph, &cap);
+  for (int i = 0; i < ninputs && !st; i++)
+    if (!grads[i] && !allow_unused)
+      st = ts_fail(TS_ERR_ARG, "autograd.grad: input %d was not used to compute the outputs; pass "
+                   "{allow_unused = true} to get nil for it", i);
+  if (st)
+    for (int i = 0; i < ninputs; i++) {
+      ts_tensor_release(grads[i]);
+      grads[i] = NULL;
+    }
+  return st;
+}
+
+ts_status ts_ag_rebase(ts_tensor *x, ts_tensor *r) {
+  if (!r->grad_fn) return TS_OK;
+  ts_node_retain(r->grad_fn);
+  if (x->grad_fn) ts_node_release(x->grad_fn);
+  x->grad_fn = r->grad_fn;
+  x->requires_grad = true;
+  return TS_OK;
+}
+
+ts_status ts_ag_check_inplace(const char *fn, ts_tensor *x) {
+  if (!ts_grad_enabled() || !x->requires_grad) return TS_OK;
+  if (!x->grad_fn)
+    return ts_fail(TS_ERR_ARG, "%s: a leaf tensor that requires grad is being used in an in-place operation; do it "
+                   "inside torch.no_grad() (as optimizers do) or use the out-of-place op", fn);
+  if (x->grad_fn->view)
+    return ts_fail(TS_ERR_ARG, "%s: in-place changes to a view of a tensor in the autograd graph are not supported; "
+                   "clone() it first, or build the result out of place (torch.cat, torch.where)", fn);
+  return TS_OK;
+}

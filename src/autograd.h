@@ -1,0 +1,96 @@
+/* Reverse-mode autograd in C (DESIGN.md, "Autograd").
+ *
+ * An op that runs while grad mode is on and has an input that requires grad
+ * leaves a node: its backward function, edges to where its inputs' gradients
+ * go (the input's own node, or the input itself when it is a leaf), the
+ * tensors the formula needs, and the op's parameters. backward() walks the
+ * nodes reachable from the root in reverse creation order, which is a
+ * topological order because a node's inputs always exist before it.
+ *
+ * Backward formulas are written with op-layer calls, so every backend that
+ * implements the forward ops gets the backward too. They run with grad mode
+ * off (no graph of the backward). */
+#ifndef TENSH_AUTOGRAD_H
+#define TENSH_AUTOGRAD_H
+
+#include "tensh.h"
+
+typedef struct ts_node ts_node;
+
+/* grads[k] receives the gradient for input k (a new reference), or stays
+ * NULL when input k needs none. */
+typedef ts_status (*ts_backward_fn)(ts_node *n, ts_tensor *grad, ts_tensor **grads);
+
+typedef struct ts_edge {
+  ts_node *fn;       /* the input's node (retained), or NULL */
+  ts_tensor *leaf;   /* the input when it is a leaf that requires grad (retained), or NULL */
+  int ndim;          /* the input's shape and dtype: gradients are summed and cast back to them */
+  int64_t sizes[TS_MAX_DIMS];
+  ts_dtype dtype;
+} ts_edge;
+
+#define TS_NODE_MAX_SAVED 4
+
+struct ts_node {
+  int refcount;
+  const char *name;          /* "MulBackward0", as torch names them */
+  ts_backward_fn backward;
+  uint64_t seq;              /* creation order */
+  int nin;
+  ts_edge *next;             /* nin edges */
+  ts_tensor *saved[TS_NODE_MAX_SAVED];
+  uint32_t saved_version[TS_NODE_MAX_SAVED];
+  bool released;             /* saved tensors freed by a backward without retain_graph */
+  bool view;                 /* the output is a view of input 0 (in-place changes are refused) */
+  int64_t i[6];              /* op parameters */
+  double f[4];
+  int64_t *list;             /* a variable-length parameter (cat sizes, reduced dims), owned */
+  int nlist;
+  ts_tensor *pending;        /* the gradient gathered so far during a backward */
+};
+
+/* grad mode: on by default; thread-local */
+bool ts_grad_enabled(void);
+void ts_set_grad_enabled(bool on);
+
+/* True when grad mode is on and one of the n tensors requires grad. */
+bool ts_ag_needed(int n, ts_tensor *const *ts);
+
+/* Creates a node for an op whose inputs are ts[0..n) and makes it out's
+ * grad_fn. Inputs that do not require grad get an empty edge. Returns the
+ * node (owned by out) through *node for the caller to save tensors and
+ * parameters, or NULL with an error. */
+ts_status ts_ag_record(const char *name, ts_backward_fn fn, int n, ts_tensor *const *ts, ts_tensor *out,
+                       ts_node **node);
+/* Saves t (retained) in slot k of n, remembering its version to detect in-place changes. */
+void ts_ag_save(ts_node *n, int k, ts_tensor *t);
+/* The saved tensor k, or an error if it was freed or modified in place since. */
+ts_status ts_ag_saved(ts_node *n, int k, ts_tensor **t);
+
+void ts_node_retain(ts_node *n);
+void ts_node_release(ts_node *n);
+
+/* root.backward(grad): grad NULL means ones for a one-element root. */
+ts_status ts_backward(ts_tensor *root, ts_tensor *grad, bool retain_graph);
+/* torch.autograd.grad: gradients of the roots w.r.t. the inputs, without
+ * touching .grad. grads[k] is NULL for an input the roots do not depend on
+ * (an error unless allow_unused). */
+ts_status ts_autograd_grad(int nroots, ts_tensor *const *roots, ts_tensor *const *root_grads, int ninputs,
+                           ts_tensor *const *inputs, bool retain_graph, bool allow_unused, ts_tensor **grads);
+
+/* g summed over broadcast dims and cast to the edge's shape and dtype. */
+ts_status ts_ag_reduce_to(ts_tensor *g, const ts_edge *e, ts_tensor **out);
+
+/* In-place ops on tensors that take part in autograd: `x` gets the history
+ * of `r` (a new out-of-place result whose values were copied into x). */
+ts_status ts_ag_rebase(ts_tensor *x, ts_tensor *r);
+/* Refuses in-place changes autograd cannot follow (a leaf that requires
+ * grad, a view in a graph); fn names the op. */
+ts_status ts_ag_check_inplace(const char *fn, ts_tensor *x);
+
+/* Scoped grad mode for op-layer functions that compose other recorded ops
+ * but record one node themselves. */
+#define TS_AG_OFF(prev) bool prev = ts_grad_enabled(); ts_set_grad_enabled(false)
+#define TS_AG_RESTORE(prev) ts_set_grad_enabled(prev)
+
+#endif

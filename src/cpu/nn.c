@@ -1,0 +1,448 @@
+/* CPU neural-network kernels (contracts in ops_nn.def): im2col/col2im for the
+ * GEMM convolution, a direct depthwise convolution, and the pooling loops.
+ * Each works on one (n, c) plane at a time, planes in parallel: no two
+ * threads ever write the same output element, so col2im and the backward
+ * passes accumulate without atomics. Bodies are instantiated for float and
+ * double (the op layer computes the half types in float). */
+#include "cpu.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Geometry shared by the kernels, in elements. */
+typedef struct geo {
+  int64_t N, C, H, W, Ho, Wo;
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+  int64_t xs[4]; /* strides of the (N, C, H, W) operand */
+} geo;
+
+static void geo_pairs(geo *g, int64_t k, int64_t s, int64_t p, int64_t d) {
+  g->kh = ts_unpack_h(k), g->kw = ts_unpack_w(k);
+  g->sh = ts_unpack_h(s), g->sw = ts_unpack_w(s);
+  g->ph = ts_unpack_h(p), g->pw = ts_unpack_w(p);
+  g->dh = ts_unpack_h(d), g->dw = ts_unpack_w(d);
+}
+
+static void geo_image(geo *g, const ts_tensor *img, const ts_tensor *res) {
+  g->N = img->sizes[0], g->C = img->sizes[1], g->H = img->sizes[2], g->W = img->sizes[3];
+  memcpy(g->xs, img->strides, sizeof g->xs);
+  g->Ho = res->sizes[res->ndim - 2], g->Wo = res->sizes[res->ndim - 1];
+}
+
+/* The range of output columns x whose input column x*s - p + off lies in [0, W). */
+static void valid_range(int64_t off, int64_t s, int64_t p, int64_t W, int64_t Wo, int64_t *lo, int64_t *hi) {
+  int64_t a = p - off; /* x*s >= a */
+  int64_t l = a <= 0 ? 0 : (a + s - 1) / s;
+  int64_t b = W - 1 + p - off; /* x*s <= b */
+  int64_t h = b < 0 ? -1 : b / s;
+  *lo = l < Wo ? l : Wo;
+  *hi = h + 1 < *lo ? *lo : (h + 1 < Wo ? h + 1 : Wo);
+}
+
+/* An OpenMP loop over planes, on one thread when the total work is small. */
+#define PARALLEL_IF(work)              \
+  const int64_t par_work_ = (work);    \
+  _Pragma("omp parallel for schedule(static) if (par_work_ > TS_PARALLEL_GRAIN)")
+
+/* ---- im2col / col2im ------------------------------------------------------ */
+
+/* cols (C, kh, kw, Ho, Wo) of one sample; col2im walks the same loops adding back. */
+#define IM2COL(NAME, T)                                                                            \
+  static void NAME(const geo *g, const T *x, T *cols) {                                            \
+    const int64_t planes = g->N * g->C, per = g->kh * g->kw * g->Ho * g->Wo;                       \
+    PARALLEL_IF(planes * per)                                                                      \
+    for (int64_t pl = 0; pl < planes; pl++) {                                                      \
+      const T *src = x + (pl / g->C) * g->xs[0] + (pl % g->C) * g->xs[1];                          \
+      T *dst = cols + pl * per;                                                                    \
+      for (int64_t i = 0; i < g->kh; i++)                                                          \
+        for (int64_t j = 0; j < g->kw; j++) {                                                      \
+          int64_t lo, hi;                                                                          \
+          valid_range(j * g->dw, g->sw, g->pw, g->W, g->Wo, &lo, &hi);                             \
+          for (int64_t y = 0; y < g->Ho; y++) {                                                    \
+            T *row = dst + ((i * g->kw + j) * g->Ho + y) * g->Wo;                                  \
+            int64_t iy = y * g->sh - g->ph + i * g->dh;                                            \
+            if (iy < 0 || iy >= g->H) {                                                            \
+              memset(row, 0, sizeof(T) * (size_t)g->Wo);                                           \
+              continue;                                                                            \
+            }                                                                                      \
+            const int64_t base = iy * g->xs[2] + (j * g->dw - g->pw) * g->xs[3];                   \
+            const int64_t step = g->sw * g->xs[3];                                                 \
+            for (int64_t x0 = 0; x0 < lo; x0++) row[x0] = 0;                                       \
+            for (int64_t x0 = lo; x0 < hi; x0++) row[x0] = src[base + x0 * step];                  \
+            for (int64_t x0 = hi; x0 < g->Wo; x0++) row[x0] = 0;                                   \
+          }                                                                                        \
+        }                                                                                          \
+    }                                                                                              \
+  }
+
+/* cols may have any strides (the op layer passes expanded gradients): cs are its 6 strides. */
+#define COL2IM(NAME, T)                                                                            \
+  static void NAME(const geo *g, const T *cols, const int64_t *cs, T *x) {                         \
+    const int64_t planes = g->N * g->C;                                                            \
+    PARALLEL_IF(planes * g->kh * g->kw * g->Ho * g->Wo)                                            \
+    for (int64_t pl = 0; pl < planes; pl++) {                                                      \
+      T *dst = x + pl * g->H * g->W;                                                               \
+      memset(dst, 0, sizeof(T) * (size_t)(g->H * g->W));                                          \
+      const T *src = cols + (pl / g->C) * cs[0] + (pl % g->C) * cs[1];                             \
+      for (int64_t i = 0; i < g->kh; i++)                                                          \
+        for (int64_t j = 0; j < g->kw; j++) {                                                      \
+          int64_t lo, hi;                                                                          \
+          valid_range(j * g->dw, g->sw, g->pw, g->W, g->Wo, &lo, &hi);                             \
+          for (int64_t y = 0; y < g->Ho; y++) {                                                    \
+            int64_t iy = y * g->sh - g->ph + i * g->dh;                                            \
+            if (iy < 0 || iy >= g->H) continue;                                                    \
+            const T *row = src + i * cs[2] + j * cs[3] + y * cs[4];                                \
+            const int64_t base = iy * g->W + (j * g->dw - g->pw);                                  \
+            for (int64_t x0 = lo; x0 < hi; x0++) dst[base + x0 * g->sw] += row[x0 * cs[5]];        \
+          }                                                                                        \
+        }                                                                                          \
+    }                                                                                              \
+  }
+
+IM2COL(im2col_f32, float)
+IM2COL(im2col_f64, double)
+COL2IM(col2im_f32, float)
+COL2IM(col2im_f64, double)
+
+static ts_status k_im2col(const ts_call *c) {
+  geo g;
+  const ts_tensor *x = c->in[0];
+  ts_tensor *o = c->out[0];
+  geo_image(&g, x, o);
+  geo_pairs(&g, ts_pack2(o->sizes[2], o->sizes[3]), c->i[0], c->i[1], c->i[2]);
+  if (x->dtype == TS_FLOAT32) im2col_f32(&g, ts_data(x), ts_data(o));
+  else im2col_f64(&g, ts_data(x), ts_data(o));
+  return ts_check_interrupt();
+}
+
+static ts_status k_col2im(const ts_call *c) {
+  geo g;
+  const ts_tensor *cols = c->in[0];
+  ts_tensor *o = c->out[0];
+  geo_image(&g, o, cols);
+  geo_pairs(&g, ts_pack2(cols->sizes[2], cols->sizes[3]), c->i[0], c->i[1], c->i[2]);
+  if (o->dtype == TS_FLOAT32) col2im_f32(&g, ts_data(cols), cols->strides, ts_data(o));
+  else col2im_f64(&g, ts_data(cols), cols->strides, ts_data(o));
+  return ts_check_interrupt();
+}
+
+/* ---- depthwise convolution ------------------------------------------------ */
+
+/* One output plane at a time: for each kernel tap, a row-wise multiply-add
+ * over the output columns whose input column is in bounds (unit stride:
+ * a loop the compiler vectorises). */
+#define DEPTHWISE(NAME, T)                                                                         \
+  static void NAME(const geo *g, int64_t O, const T *x, const T *w, const int64_t *ws, const T *b, \
+                   int64_t bs, T *out) {                                                           \
+    const int64_t planes = g->N * O, m = O / g->C, L = g->Ho * g->Wo;                              \
+    PARALLEL_IF(planes * L * g->kh * g->kw)                                                        \
+    for (int64_t pl = 0; pl < planes; pl++) {                                                      \
+      const int64_t n = pl / O, o = pl % O;                                                        \
+      const T *src = x + n * g->xs[0] + (o / m) * g->xs[1];                                        \
+      T *dst = out + pl * L;                                                                       \
+      const T bias = b ? b[o * bs] : (T)0;                                                         \
+      for (int64_t k = 0; k < L; k++) dst[k] = bias;                                               \
+      for (int64_t i = 0; i < g->kh; i++)                                                          \
+        for (int64_t j = 0; j < g->kw; j++) {                                                      \
+          const T wv = w[o * ws[0] + i * ws[2] + j * ws[3]];                                       \
+          int64_t lo, hi;                                                                          \
+          valid_range(j * g->dw, g->sw, g->pw, g->W, g->Wo, &lo, &hi);                             \
+          const int64_t step = g->sw * g->xs[3];                                                   \
+          for (int64_t y = 0; y < g->Ho; y++) {                                                    \
+            int64_t iy = y * g->sh - g->ph + i * g->dh;                                            \
+            if (iy < 0 || iy >= g->H) continue;                                                    \
+            const T *s = src + iy * g->xs[2];                                                      \
+            const int64_t base = (j * g->dw - g->pw) * g->xs[3];                                   \
+            T *d = dst + y * g->Wo;                                                                \
+            if (step == 1)                                                                         \
+              for (int64_t x0 = lo; x0 < hi; x0++) d[x0] += wv * s[base + x0];                     \
+            else                                                                                   \
+              for (int64_t x0 = lo; x0 < hi; x0++) d[x0] += wv * s[base + x0 * step];              \
+          }                                                                                        \
+        }                                                                                          \
+    }                                                                                              \
+  }
+
+DEPTHWISE(depthwise_f32, float)
+DEPTHWISE(depthwise_f64, double)
+
+static ts_status k_conv2d_depthwise(const ts_call *c) {
+  geo g;
+  const ts_tensor *x = c->in[0], *w = c->in[1], *b = c->nin > 2 ? c->in[2] : NULL;
+  ts_tensor *o = c->out[0];
+  geo_image(&g, x, o);
+  geo_pairs(&g, ts_pack2(w->sizes[2], w->sizes[3]), c->i[0], c->i[1], c->i[2]);
+  int64_t bs = b ? b->strides[0] : 0;
+  if (x->dtype == TS_FLOAT32)
+    depthwise_f32(&g, o->sizes[1], ts_data(x), ts_data(w), w->strides, b ? ts_data(b) : NULL, bs, ts_data(o));
+  else
+    depthwise_f64(&g, o->sizes[1], ts_data(x), ts_data(w), w->strides, b ? ts_data(b) : NULL, bs, ts_data(o));
+  return ts_check_interrupt();
+}
+
+/* grad_input: one input plane per iteration, gathering from its m output
+ * channels (so no two threads write one plane); grad_weight: one output
+ * channel per iteration, summing over the batch. go, w, gi, gw contiguous. */
+#define DEPTHWISE_BW(NAME, T)                                                                      \
+  static void NAME(const geo *g, int64_t O, const T *go, const T *x, const T *w, T *gi, T *gw) {   \
+    const int64_t m = O / g->C, L = g->Ho * g->Wo, HW = g->H * g->W, kk = g->kh * g->kw;           \
+    if (gi) {                                                                                      \
+      PARALLEL_IF(g->N * O * L * kk)                                                               \
+      for (int64_t pl = 0; pl < g->N * g->C; pl++) {                                               \
+        const int64_t n = pl / g->C, c = pl % g->C;                                                \
+        T *dst = gi + pl * HW;                                                                     \
+        memset(dst, 0, sizeof(T) * (size_t)HW);                                                    \
+        for (int64_t o = c * m; o < (c + 1) * m; o++) {                                            \
+          const T *src = go + (n * O + o) * L;                                                     \
+          for (int64_t i = 0; i < g->kh; i++)                                                      \
+            for (int64_t j = 0; j < g->kw; j++) {                                                  \
+              const T wv = w[o * kk + i * g->kw + j];                                              \
+              int64_t lo, hi;                                                                      \
+              valid_range(j * g->dw, g->sw, g->pw, g->W, g->Wo, &lo, &hi);                         \
+              for (int64_t y = 0; y < g->Ho; y++) {                                                \
+                int64_t iy = y * g->sh - g->ph + i * g->dh;                                        \
+                if (iy < 0 || iy >= g->H) continue;                                                \
+                const int64_t base = iy * g->W + (j * g->dw - g->pw);                              \
+                const T *s = src + y * g->Wo;                                                      \
+                for (int64_t x0 = lo; x0 < hi; x0++) dst[base + x0 * g->sw] += wv * s[x0];         \
+              }                                                                                    \
+            }                                                                                      \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+    if (gw) {                                                                                      \
+      PARALLEL_IF(g->N * O * L * kk)                                                               \
+      for (int64_t o = 0; o < O; o++) {                                                            \
+        for (int64_t t = 0; t < kk; t++) {                                                         \
+          const int64_t i = t / g->kw, j = t % g->kw;                                              \
+          int64_t lo, hi;                                                                          \
+          valid_range(j * g->dw, g->sw, g->pw, g->W, g->Wo, &lo, &hi);                             \
+          double acc = 0;                                                                          \
+          for (int64_t n = 0; n < g->N; n++) {                                                     \
+            const T *src = go + (n * O + o) * L, *img = x + n * g->xs[0] + (o / m) * g->xs[1];     \
+            for (int64_t y = 0; y < g->Ho; y++) {                                                  \
+              int64_t iy = y * g->sh - g->ph + i * g->dh;                                          \
+              if (iy < 0 || iy >= g->H) continue;                                                  \
+              const int64_t base = iy * g->xs[2] + (j * g->dw - g->pw) * g->xs[3];                 \
+              const int64_t step = g->sw * g->xs[3];                                               \
+              const T *s = src + y * g->Wo;                                                        \
+              T part = 0;                                                                          \
+              for (int64_t x0 = lo; x0 < hi; x0++) part += s[x0] * img[base + x0 * step];          \
+              acc += part;                                                                         \
+            }                                                                                      \
+          }                                                                                        \
+          gw[o * kk + t] = (T)acc;                                                                 \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+  }
+
+DEPTHWISE_BW(depthwise_bw_f32, float)
+DEPTHWISE_BW(depthwise_bw_f64, double)
+
+static ts_status k_conv2d_depthwise_backward(const ts_call *c) {
+  geo g;
+  const ts_tensor *go = c->in[0], *x = c->in[1], *w = c->in[2];
+  geo_image(&g, x, go);
+  geo_pairs(&g, ts_pack2(w->sizes[2], w->sizes[3]), c->i[0], c->i[1], c->i[2]);
+  ts_tensor *gi = c->out[0], *gw = c->out[1];
+  if (x->dtype == TS_FLOAT32)
+    depthwise_bw_f32(&g, go->sizes[1], ts_data(go), ts_data(x), ts_data(w), gi ? ts_data(gi) : NULL,
+                     gw ? ts_data(gw) : NULL);
+  else
+    depthwise_bw_f64(&g, go->sizes[1], ts_data(go), ts_data(x), ts_data(w), gi ? ts_data(gi) : NULL,
+                     gw ? ts_data(gw) : NULL);
+  return ts_check_interrupt();
+}
+
+/* ---- pooling ----------------------------------------------------------------- */
+
+#define MAXPOOL(NAME, T)                                                                           \
+  static void NAME(const geo *g, const T *x, T *out, int64_t *idx) {                               \
+    const int64_t planes = g->N * g->C, L = g->Ho * g->Wo;                                         \
+    PARALLEL_IF(planes * L * g->kh * g->kw)                                                        \
+    for (int64_t pl = 0; pl < planes; pl++) {                                                      \
+      const T *src = x + (pl / g->C) * g->xs[0] + (pl % g->C) * g->xs[1];                          \
+      for (int64_t y = 0; y < g->Ho; y++)                                                          \
+        for (int64_t x0 = 0; x0 < g->Wo; x0++) {                                                   \
+          T best = 0;                                                                              \
+          int64_t bi = -1;                                                                         \
+          for (int64_t i = 0; i < g->kh; i++) {                                                    \
+            int64_t iy = y * g->sh - g->ph + i * g->dh;                                            \
+            if (iy < 0 || iy >= g->H) continue;                                                    \
+            for (int64_t j = 0; j < g->kw; j++) {                                                  \
+              int64_t ix = x0 * g->sw - g->pw + j * g->dw;                                         \
+              if (ix < 0 || ix >= g->W) continue;                                                  \
+              T v = src[iy * g->xs[2] + ix * g->xs[3]];                                            \
+              if (bi < 0 || v > best || isnan(v)) best = v, bi = iy * g->W + ix; /* as torch */      \
+            }                                                                                      \
+          }                                                                                        \
+          out[pl * L + y * g->Wo + x0] = best;                                                     \
+          idx[pl * L + y * g->Wo + x0] = bi;                                                       \
+        }                                                                                          \
+    }                                                                                              \
+  }
+
+MAXPOOL(maxpool_f32, float)
+MAXPOOL(maxpool_f64, double)
+
+static ts_status k_max_pool2d(const ts_call *c) {
+  geo g;
+  const ts_tensor *x = c->in[0];
+  geo_image(&g, x, c->out[0]);
+  geo_pairs(&g, c->i[0], c->i[1], c->i[2], c->i[3]);
+  if (x->dtype == TS_FLOAT32) maxpool_f32(&g, ts_data(x), ts_data(c->out[0]), ts_data(c->out[1]));
+  else maxpool_f64(&g, ts_data(x), ts_data(c->out[0]), ts_data(c->out[1]));
+  return ts_check_interrupt();
+}
+
+/* torch's avg_pool2d window for output (y, x): its clipped bounds and divisor. */
+static inline void avg_window(const geo *g, bool count_pad, int64_t y, int64_t x0, int64_t *h0, int64_t *h1,
+                              int64_t *w0, int64_t *w1, int64_t *div) {
+  int64_t hs = y * g->sh - g->ph, ws = x0 * g->sw - g->pw;
+  int64_t he = hs + g->kh, we = ws + g->kw;
+  if (he > g->H + g->ph) he = g->H + g->ph;
+  if (we > g->W + g->pw) we = g->W + g->pw;
+  int64_t pool = (he - hs) * (we - ws);
+  if (hs < 0) hs = 0;
+  if (ws < 0) ws = 0;
+  if (he > g->H) he = g->H;
+  if (we > g->W) we = g->W;
+  *h0 = hs, *h1 = he, *w0 = ws, *w1 = we;
+  *div = count_pad ? pool : (he - hs) * (we - ws);
+}
+
+#define AVGPOOL(NAME, NAME_BW, T)                                                                  \
+  static void NAME(const geo *g, bool cp, const T *x, T *out) {                                    \
+    const int64_t planes = g->N * g->C, L = g->Ho * g->Wo;                                         \
+    PARALLEL_IF(planes * L * g->kh * g->kw)                                                        \
+    for (int64_t pl = 0; pl < planes; pl++) {                                                      \
+      const T *src = x + (pl / g->C) * g->xs[0] + (pl % g->C) * g->xs[1];                          \
+      for (int64_t y = 0; y < g->Ho; y++)                                                          \
+        for (int64_t x0 = 0; x0 < g->Wo; x0++) {                                                   \
+          int64_t h0, h1, w0, w1, div;                                                             \
+          avg_window(g, cp, y, x0, &h0, &h1, &w0, &w1, &div);                                      \
+          double s = 0;                                                                            \
+          for (int64_t i = h0; i < h1; i++)                                                        \
+            for (int64_t j = w0; j < w1; j++) s += src[i * g->xs[2] + j * g->xs[3]];               \
+          out[pl * L + y * g->Wo + x0] = (T)(div > 0 ? s / (double)div : NAN);                     \
+        }                                                                                          \
+    }                                                                                              \
+  }                                                                                                \
+  /* gs: strides of the (N, C, Ho, Wo) gradient; out (N, C, H, W) contiguous */                   \
+  static void NAME_BW(const geo *g, bool cp, const T *go, const int64_t *gs, T *out) {             \
+    const int64_t planes = g->N * g->C, HW = g->H * g->W;                                          \
+    PARALLEL_IF(planes * g->Ho * g->Wo * g->kh * g->kw)                                            \
+    for (int64_t pl = 0; pl < planes; pl++) {                                                      \
+      const T *src = go + (pl / g->C) * gs[0] + (pl % g->C) * gs[1];                               \
+      T *dst = out + pl * HW;                                                                      \
+      memset(dst, 0, sizeof(T) * (size_t)HW);                                                      \
+      for (int64_t y = 0; y < g->Ho; y++)                                                          \
+        for (int64_t x0 = 0; x0 < g->Wo; x0++) {                                                   \
+          int64_t h0, h1, w0, w1, div;                                                             \
+          avg_window(g, cp, y, x0, &h0, &h1, &w0, &w1, &div);                                      \
+          T v = (T)(src[y * gs[2] + x0 * gs[3]] / (double)div);                                    \
+          for (int64_t i = h0; i < h1; i++)                                                        \
+            for (int64_t j = w0; j < w1; j++) dst[i * g->W + j] += v;                              \
+        }                                                                                          \
+    }                                                                                              \
+  }
+
+AVGPOOL(avgpool_f32, avgpool_bw_f32, float)
+AVGPOOL(avgpool_f64, avgpool_bw_f64, double)
+
+static ts_status k_avg_pool2d(const ts_call *c) {
+  geo g;
+  const ts_tensor *x = c->in[0];
+  geo_image(&g, x, c->out[0]);
+  geo_pairs(&g, c->i[0], c->i[1], c->i[2], ts_pack2(1, 1));
+  if (x->dtype == TS_FLOAT32) avgpool_f32(&g, c->i[3] != 0, ts_data(x), ts_data(c->out[0]));
+  else avgpool_f64(&g, c->i[3] != 0, ts_data(x), ts_data(c->out[0]));
+  return ts_check_interrupt();
+}
+
+static ts_status k_avg_pool2d_backward(const ts_call *c) {
+  geo g;
+  const ts_tensor *go = c->in[0];
+  ts_tensor *o = c->out[0];
+  geo_image(&g, o, go);
+  geo_pairs(&g, c->i[0], c->i[1], c->i[2], ts_pack2(1, 1));
+  if (o->dtype == TS_FLOAT32) avgpool_bw_f32(&g, c->i[3] != 0, ts_data(go), go->strides, ts_data(o));
+  else avgpool_bw_f64(&g, c->i[3] != 0, ts_data(go), go->strides, ts_data(o));
+  return ts_check_interrupt();
+}
+
+/* torch's adaptive pooling bounds: [floor(i*n/o), ceil((i+1)*n/o)) */
+static inline int64_t ad_start(int64_t i, int64_t o, int64_t n) { return (i * n) / o; }
+static inline int64_t ad_end(int64_t i, int64_t o, int64_t n) { return ((i + 1) * n + o - 1) / o; }
+
+#define ADAPTIVE(NAME, NAME_BW, T)                                                                 \
+  static void NAME(const geo *g, const T *x, T *out) {                                             \
+    const int64_t planes = g->N * g->C, L = g->Ho * g->Wo;                                         \
+    PARALLEL_IF(planes * g->H * g->W)                                                              \
+    for (int64_t pl = 0; pl < planes; pl++) {                                                      \
+      const T *src = x + (pl / g->C) * g->xs[0] + (pl % g->C) * g->xs[1];                          \
+      for (int64_t y = 0; y < g->Ho; y++) {                                                        \
+        int64_t h0 = ad_start(y, g->Ho, g->H), h1 = ad_end(y, g->Ho, g->H);                        \
+        for (int64_t x0 = 0; x0 < g->Wo; x0++) {                                                   \
+          int64_t w0 = ad_start(x0, g->Wo, g->W), w1 = ad_end(x0, g->Wo, g->W);                    \
+          double s = 0;                                                                            \
+          for (int64_t i = h0; i < h1; i++)                                                        \
+            for (int64_t j = w0; j < w1; j++) s += src[i * g->xs[2] + j * g->xs[3]];               \
+          out[pl * L + y * g->Wo + x0] = (T)(s / (double)((h1 - h0) * (w1 - w0)));                 \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+  }                                                                                                \
+  static void NAME_BW(const geo *g, const T *go, const int64_t *gs, T *out) {                      \
+    const int64_t planes = g->N * g->C, HW = g->H * g->W;                                          \
+    PARALLEL_IF(planes * HW)                                                                       \
+    for (int64_t pl = 0; pl < planes; pl++) {                                                      \
+      const T *src = go + (pl / g->C) * gs[0] + (pl % g->C) * gs[1];                               \
+      T *dst = out + pl * HW;                                                                      \
+      memset(dst, 0, sizeof(T) * (size_t)HW);                                                      \
+      for (int64_t y = 0; y < g->Ho; y++) {                                                        \
+        int64_t h0 = ad_start(y, g->Ho, g->H), h1 = ad_end(y, g->Ho, g->H);                        \
+        for (int64_t x0 = 0; x0 < g->Wo; x0++) {                                                   \
+          int64_t w0 = ad_start(x0, g->Wo, g->W), w1 = ad_end(x0, g->Wo, g->W);                    \
+          T v = (T)(src[y * gs[2] + x0 * gs[3]] / (double)((h1 - h0) * (w1 - w0)));                \
+          for (int64_t i = h0; i < h1; i++)                                                        \
+            for (int64_t j = w0; j < w1; j++) dst[i * g->W + j] += v;                              \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+  }
+
+ADAPTIVE(adaptive_f32, adaptive_bw_f32, float)
+ADAPTIVE(adaptive_f64, adaptive_bw_f64, double)
+
+static ts_status k_adaptive_avg_pool2d(const ts_call *c) {
+  geo g;
+  const ts_tensor *x = c->in[0];
+  geo_image(&g, x, c->out[0]);
+  if (x->dtype == TS_FLOAT32) adaptive_f32(&g, ts_data(x), ts_data(c->out[0]));
+  else adaptive_f64(&g, ts_data(x), ts_data(c->out[0]));
+  return ts_check_interrupt();
+}
+
+static ts_status k_adaptive_avg_pool2d_backward(const ts_call *c) {
+  geo g;
+  const ts_tensor *go = c->in[0];
+  ts_tensor *o = c->out[0];
+  geo_image(&g, o, go);
+  if (o->dtype == TS_FLOAT32) adaptive_bw_f32(&g, ts_data(go), go->strides, ts_data(o));
+  else adaptive_bw_f64(&g, ts_data(go), go->strides, ts_data(o));
+  return ts_check_interrupt();
+}
+
+void ts_cpu_register_nn(ts_kernel *k) {
+  k[TS_OP_IM2COL] = k_im2col;
+  k[TS_OP_COL2IM] = k_col2im;
+  k[TS_OP_CONV2D_DEPTHWISE] = k_conv2d_depthwise;
+  k[TS_OP_CONV2D_DEPTHWISE_BACKWARD] = k_conv2d_depthwise_backward;
+  k[TS_OP_MAX_POOL2D] = k_max_pool2d;
+  k[TS_OP_AVG_POOL2D] = k_avg_pool2d;
+  k[TS_OP_AVG_POOL2D_BACKWARD] = k_avg_pool2d_backward;
+  k[TS_OP_ADAPTIVE_AVG_POOL2D] = k_adaptive_avg_pool2d;
+  k[TS_OP_ADAPTIVE_AVG_POOL2D_BACKWARD] = k_adaptive_avg_pool2d_backward;
+}

@@ -1,0 +1,37 @@
+/* Recording of autograd nodes by the op layer: each op-layer function calls
+ * its ts_ag_* after computing its output, when ts_ag_needed() says an input
+ * requires grad. The formulas are in grad_*.c. */
+#ifndef TENSH_GRAD_H
+#define TENSH_GRAD_H
+
+#include "autograd.h"
+#include "ops.h"
+
+/* elementwise (grad_elementwise.c); xc/ac/bc: the inputs in the compute dtype */
+ts_status ts_ag_unary(ts_op op, ts_tensor *x, ts_tensor *xc, ts_tensor *y, const int64_t *ip, const double *fp);
+ts_status ts_ag_binary(ts_op op, ts_tensor *a, ts_tensor *b, ts_tensor *ac, ts_tensor *bc, ts_tensor *y,
+                       double alpha);
+ts_status ts_ag_where(ts_tensor *cond, ts_tensor *a, ts_tensor *b, ts_tensor *y);
+ts_status ts_ag_lerp(ts_tensor *a, ts_tensor *b, ts_tensor *w, ts_tensor *y);
+/* y = x up to dtype or layout (casts, clone, contiguous) */
+ts_status ts_ag_identity(const char *name, ts_tensor *x, ts_tensor *y);
+
+/* reductions and scans (grad_reduce.c): kind is "sum", "mean", "prod", "var",
+ * "std", "norm", "logsumexp", "amax", "maxdim", "cumsum", "softmax" or
+ * "log_softmax"; dims as given to the op (one dim for maxdim and scans);
+ * param: the correction (var, std) or p (norm) */
+ts_status ts_ag_reduce(const char *kind, ts_tensor *x, int ndims, const int64_t *dims, ts_tensor *y,
+                       ts_tensor *indices, double param);
+
+/* matrix products (grad_linalg.c); name as torch's: "MmBackward0", ... */
+ts_status ts_ag_matmul(const char *name, ts_tensor *a, ts_tensor *b, ts_tensor *y);
+ts_status ts_ag_addmm(ts_tensor *bias, ts_tensor *a, ts_tensor *b, double beta, double alpha, ts_tensor *y);
+
+/* joining and indexing (grad_index.c): kind is "cat", "stack", "gather",
+ * "index_select", "masked" (masked_select, x[mask]: index is the mask),
+ * "index_get" (x[idx]), "sort" (sort, topk: index is the indices) or
+ * "scatter" (inputs x, src; flag 1 for add); dim wrapped */
+ts_status ts_ag_index(const char *kind, int nin, ts_tensor *const *in, ts_tensor *y, int64_t dim, ts_tensor *index,
+                      int64_t flag);
+
+#endif

@@ -1,0 +1,112 @@
+/* Backward formulas of the matrix products. One formula serves matmul in all
+ * its shapes (and mm, bmm, mv, dot): ga = g @ b^T, gb = a^T @ g, with the
+ * dropped 1s of 1-D operands put back first; the engine sums broadcast batch
+ * dims away. */
+#include "grad.h"
+#include "grad_util.h"
+
+static ts_tensor *mt(ag_scope *s, ts_tensor *t) { /* transpose of the last two dims */
+  if (s->st || !t) return NULL;
+  ts_tensor *r = NULL;
+  ts_status st_ = ts_transpose(t, -1, -2, &r);
+  return ag_keep(s, st_, r);
+}
+
+static ts_tensor *mm(ag_scope *s, ts_tensor *a, ts_tensor *b) {
+  if (s->st || !a || !b) return NULL;
+  ts_tensor *r = NULL;
+  ts_status st_ = ts_matmul(a, b, &r);
+  return ag_keep(s, st_, r);
+}
+
+static ts_tensor *unsq(ag_scope *s, ts_tensor *t, int64_t d) {
+  if (s->st || !t) return NULL;
+  ts_tensor *r = NULL;
+  ts_status st_ = ts_unsqueeze(t, d, &r);
+  return ag_keep(s, st_, r);
+}
+
+static ts_tensor *sq(ag_scope *s, ts_tensor *t, int64_t d) {
+  if (s->st || !t) return NULL;
+  ts_tensor *r = NULL;
+  ts_status st_ = ts_squeeze(t, &d, &r);
+  return ag_keep(s, st_, r);
+}
+
+/* ga, gb of y = a @ b (torch.matmul semantics) times scale */
+static void matmul_grads(ag_scope *s, const ts_node *n, ts_tensor *g, ts_tensor *a, ts_tensor *b, int ia, int ib,
+                         ts_tensor **ga, ts_tensor **gb) {
+  if (a->ndim == 1 && b->ndim == 1) { /* dot: g is 0-dim */
+    if (ag_wants(n, ia)) *ga = AG_MUL(s, g, b);
+    if (ag_wants(n, ib)) *gb = AG_MUL(s, g, a);
+    return;
+  }
+  ts_tensor *a2 = a->ndim == 1 ? unsq(s, a, 0) : a, *b2 = b->ndim == 1 ? unsq(s, b, 1) : b;
+  ts_tensor *g2 = g;
+  if (a->ndim == 1) g2 = unsq(s, g2, -2); /* y lost the row dim */
+  if (b->ndim == 1) g2 = unsq(s, g2, -1); /* y lost the column dim */
+  if (ag_wants(n, ia)) {
+    ts_tensor *r = mm(s, g2, mt(s, b2));
+    *ga = a->ndim == 1 ? sq(s, r, -2) : r;
+  }
+  if (ag_wants(n, ib)) {
+    ts_tensor *r = mm(s, mt(s, a2), g2);
+    *gb = b->ndim == 1 ? sq(s, r, -1) : r;
+  }
+}
+
+static ts_status matmul_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
+  ts_tensor *a = NULL, *b = NULL;
+  ts_status st = ts_ag_saved(n, 0, &a);
+  if (!st) st = ts_ag_saved(n, 1, &b);
+  if (st) return st;
+  ag_scope s = {.st = TS_OK};
+  ts_tensor *ga = NULL, *gb = NULL;
+  matmul_grads(&s, n, g, a, b, 0, 1, &ga, &gb);
+  grads[0] = ag_end_keep(&s, ga);
+  grads[1] = ag_end_keep(&s, gb);
+  ag_end(&s, NULL);
+  return s.st;
+}
+
+ts_status ts_ag_matmul(const char *name, ts_tensor *a, ts_tensor *b, ts_tensor *y) {
+  if (!ts_dtype_is_float(y->dtype)) return TS_OK;
+  ts_tensor *ab[2] = {a, b};
+  ts_node *n;
+  ts_status st = ts_ag_record(name, matmul_backward, 2, ab, y, &n);
+  if (st) return st;
+  ts_ag_save(n, 0, a);
+  ts_ag_save(n, 1, b);
+  return TS_OK;
+}
+
+/* y = beta * bias + alpha * a @ b; inputs (a, b, bias) */
+static ts_status addmm_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
+  ts_tensor *a = NULL, *b = NULL;
+  ts_status st = ts_ag_saved(n, 0, &a);
+  if (!st) st = ts_ag_saved(n, 1, &b);
+  if (st) return st;
+  double beta = n->f[0], alpha = n->f[1];
+  ag_scope s = {.st = TS_OK};
+  ts_tensor *ga = NULL, *gb = NULL, *gbias = NULL;
+  ts_tensor *ga_g = alpha == 1 ? g : AG_MUL(&s, g, ag_num(&s, alpha));
+  matmul_grads(&s, n, ga_g, a, b, 0, 1, &ga, &gb);
+  if (ag_wants(n, 2)) gbias = beta == 1 ? g : AG_MUL(&s, g, ag_num(&s, beta));
+  grads[0] = ag_end_keep(&s, ga);
+  grads[1] = ag_end_keep(&s, gb);
+  grads[2] = ag_end_keep(&s, gbias);
+  ag_end(&s, NULL);
+  return s.st;
+}
+
+ts_status ts_ag_addmm(ts_tensor *bias, ts_tensor *a, ts_tensor *b, double beta, double alpha, ts_tensor *y) {
+  if (!ts_dtype_is_float(y->dtype)) return TS_OK;
+  ts_tensor *in[3] = {a, b, bias};
+  ts_node *n;
+  ts_status st = ts_ag_record("AddmmBackward0", addmm_backward, 3, in, y, &n);
+  if (st) return st;
+  n->f[0] = beta, n->f[1] = alpha;
+  ts_ag_save(n, 0, a);
+  ts_ag_save(n, 1, b);
+  return TS_OK;
+}

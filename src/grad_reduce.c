@@ -1,0 +1,174 @@
+/* Backward formulas of the reductions and scans. A node keeps the reduced
+ * dims (node->list, wrapped; every dim for a full reduction); the gradient
+ * is first brought back to the input's rank with size 1 in those dims. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grad.h"
+#include "grad_util.h"
+
+enum { R_SUM, R_MEAN, R_PROD, R_VAR, R_STD, R_NORM, R_LOGSUMEXP, R_AMAX, R_MAXDIM, R_CUMSUM, R_SOFTMAX, R_LOGSOFTMAX };
+
+/* t (the gradient, or a saved output) reshaped to x's rank, reduced dims 1 */
+static ts_tensor *keep_shape(ag_scope *s, const ts_node *n, ts_tensor *t) {
+  const ts_edge *e = &n->next[0];
+  int64_t sizes[TS_MAX_DIMS];
+  memcpy(sizes, e->sizes, sizeof sizes);
+  for (int k = 0; k < n->nlist; k++) sizes[n->list[k]] = 1;
+  return ag_reshape(s, t, e->ndim, sizes);
+}
+
+static ts_tensor *expand_back(ag_scope *s, const ts_node *n, ts_tensor *g) {
+  const ts_edge *e = &n->next[0];
+  return ag_expand(s, keep_shape(s, n, g), e->ndim, e->sizes);
+}
+
+static double reduced_count(const ts_node *n) {
+  double r = 1;
+  for (int k = 0; k < n->nlist; k++) r *= (double)n->next[0].sizes[n->list[k]];
+  return r;
+}
+
+static ts_status reduce_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
+  ts_tensor *x = NULL, *y = NULL, *idx = NULL;
+  ts_status st = ts_ag_saved(n, 0, &x);
+  if (!st) st = ts_ag_saved(n, 1, &y);
+  if (!st && n->i[0] == R_MAXDIM) st = ts_ag_saved(n, 2, &idx);
+  if (st) return st;
+  ag_scope s = {.st = TS_OK};
+  ts_tensor *gx = NULL;
+  int64_t dim = n->i[1];
+  switch (n->i[0]) {
+  case R_SUM: gx = expand_back(&s, n, g); break;
+  case R_MEAN: gx = AG_DIV(&s, expand_back(&s, n, g), ag_num(&s, reduced_count(n))); break;
+  case R_PROD: /* g * prod / x: exact where x has no zeros */
+    gx = AG_DIV(&s, expand_back(&s, n, AG_MUL(&s, g, y)), x);
+    break;
+  case R_VAR:
+  case R_STD: {
+    ts_tensor *mean = NULL;
+    if (!s.st) {
+      ts_status e = ts_mean(x, n->nlist, n->list, true, &mean);
+      mean = ag_keep(&s, e, mean);
+    }
+    ts_tensor *centred = AG_SUB(&s, x, mean);
+    double denom = reduced_count(n) - n->f[0];
+    if (n->i[0] == R_VAR) {
+      gx = AG_MUL(&s, AG_MUL(&s, expand_back(&s, n, g), centred), ag_num(&s, 2 / denom));
+    } else {
+      ts_tensor *gs = keep_shape(&s, n, AG_DIV(&s, g, y));
+      gx = AG_MUL(&s, AG_MUL(&s, ag_expand(&s, gs, x->ndim, x->sizes), centred), ag_num(&s, 1 / denom));
+    }
+    break;
+  }
+  case R_NORM: {
+    double p = n->f[0];
+    ts_tensor *gk = expand_back(&s, n, g), *yk = expand_back(&s, n, y);
+    if (p == 0) {
+      gx = ag_zeros_like(&s, x);
+    } else if (p == 1) {
+      gx = AG_MUL(&s, gk, ag_un(&s, TS_OP_SIGN, x));
+    } else if (isinf(p)) { /* spread over the entries that reach the max (or min) |x| */
+      ts_tensor *hit = ag_bin(&s, TS_OP_EQ, ag_un(&s, TS_OP_ABS, x), yk);
+      ts_tensor *hitf = ag_where(&s, hit, ag_num(&s, 1), ag_num(&s, 0));
+      ts_tensor *count = expand_back(&s, n, ag_sum_dims(&s, hitf, n->nlist, n->list, false));
+      gx = AG_DIV(&s, AG_MUL(&s, AG_MUL(&s, gk, hitf), ag_un(&s, TS_OP_SIGN, x)), count);
+    } else { /* x |x|^(p-2) g / ||x||^(p-1), 0 where the norm is 0 */
+      ts_tensor *ax = ag_un(&s, TS_OP_ABS, x), *apow = NULL, *ypow = NULL;
+      if (!s.st) {
+        double e1[4] = {p - 2}, e2[4] = {p - 1};
+        ts_status e = ts_unary_p(TS_OP_POW_SCALAR, ax, NULL, e1, &apow);
+        apow = ag_keep(&s, e, apow);
+        if (!s.st) e = ts_unary_p(TS_OP_POW_SCALAR, yk, NULL, e2, &ypow), ypow = ag_keep(&s, e, ypow);
+      }
+      ts_tensor *zero = ag_bin(&s, TS_OP_EQ, yk, ag_num(&s, 0));
+      ts_tensor *d = AG_DIV(&s, AG_MUL(&s, AG_MUL(&s, x, apow), gk), ag_where(&s, zero, ag_num(&s, 1), ypow));
+      gx = ag_where(&s, zero, ag_num(&s, 0), d);
+    }
+    break;
+  }
+  case R_LOGSUMEXP:
+    gx = AG_MUL(&s, expand_back(&s, n, g), ag_un(&s, TS_OP_EXP, AG_SUB(&s, x, expand_back(&s, n, y))));
+    break;
+  case R_AMAX: { /* evenly among ties, as torch's amax */
+    ts_tensor *hit = ag_bin(&s, TS_OP_EQ, x, expand_back(&s, n, y));
+    ts_tensor *hitf = ag_where(&s, hit, ag_num(&s, 1), ag_num(&s, 0));
+    ts_tensor *count = expand_back(&s, n, ag_sum_dims(&s, hitf, n->nlist, n->list, false));
+    gx = AG_DIV(&s, AG_MUL(&s, expand_back(&s, n, g), hitf), count);
+    break;
+  }
+  case R_MAXDIM: { /* the gradient goes to the index each value came from */
+    ts_tensor *z = ag_zeros_like(&s, x), *r = NULL;
+    ts_tensor *gk = keep_shape(&s, n, g), *ik = keep_shape(&s, n, idx);
+    if (!s.st) {
+      ts_status e = ts_scatter(z, dim, ik, gk, false, &r);
+      gx = ag_keep(&s, e, r);
+    }
+    break;
+  }
+  case R_CUMSUM: { /* reversed cumsum: total - cumsum + g */
+    ts_tensor *cs = NULL;
+    if (!s.st) {
+      ts_status e = ts_cumsum(g, dim, &cs);
+      cs = ag_keep(&s, e, cs);
+    }
+    ts_tensor *total = ag_sum_dims(&s, g, 1, &dim, true);
+    gx = AG_ADD(&s, AG_SUB(&s, total, cs), g);
+    break;
+  }
+  case R_SOFTMAX: /* y (g - sum(g y)) */
+    gx = AG_MUL(&s, y, AG_SUB(&s, g, ag_sum_dims(&s, AG_MUL(&s, g, y), 1, &dim, true)));
+    break;
+  case R_LOGSOFTMAX: /* g - exp(y) sum(g) */
+    gx = AG_SUB(&s, g, AG_MUL(&s, ag_un(&s, TS_OP_EXP, y), ag_sum_dims(&s, g, 1, &dim, true)));
+    break;
+  }
+  grads[0] = ag_end(&s, gx);
+  return s.st;
+}
+
+static const char *names[] = {"SumBackward1", "MeanBackward1", "ProdBackward1", "VarBackward0", "StdBackward0",
+                              "NormBackward1", "LogsumexpBackward0", "AmaxBackward0", "MaxBackward0",
+                              "CumsumBackward0", "SoftmaxBackward0", "LogSoftmaxBackward0"};
+
+/* kind: one of the R_* above, by name (so op_reduce.c needs no enum) */
+ts_status ts_ag_reduce(const char *kind, ts_tensor *x, int ndims, const int64_t *dims, ts_tensor *y,
+                       ts_tensor *indices, double param) {
+  static const char *kinds[] = {"sum", "mean", "prod", "var", "std", "norm", "logsumexp", "amax", "maxdim",
+                                "cumsum", "softmax", "log_softmax"};
+  int k = 0;
+  while (k < (int)(sizeof kinds / sizeof *kinds) && strcmp(kinds[k], kind) != 0) k++;
+  if (k == (int)(sizeof kinds / sizeof *kinds)) return ts_fail(TS_ERR_ARG, "no backward for reduction %s", kind);
+  if (!ts_dtype_is_float(y->dtype) || !ts_dtype_is_float(x->dtype)) return TS_OK;
+  ts_node *n;
+  ts_status st = ts_ag_record(names[k], reduce_backward, 1, &x, y, &n);
+  if (st) return st;
+  n->i[0] = k;
+  n->f[0] = param;
+  bool scan = k >= R_CUMSUM;
+  /* the reduced dims, wrapped; all of them when none are given */
+  bool red[TS_MAX_DIMS] = {false};
+  int nred = 0;
+  for (int i = 0; i < ndims; i++) {
+    int d;
+    if (ts_wrap_dim("backward", dims[i], x->ndim, &d) == TS_OK && x->ndim > 0) red[d] = true;
+  }
+  for (int d = 0; d < x->ndim; d++)
+    if (red[d] || (ndims == 0 && !scan)) nred++;
+  if (scan || k == R_MAXDIM) {
+    int d = 0;
+    if (x->ndim > 0) ts_wrap_dim("backward", dims[0], x->ndim, &d);
+    n->i[1] = d;
+  }
+  if (!scan && nred > 0) {
+    n->list = malloc(sizeof(int64_t) * (size_t)nred);
+    if (!n->list) return ts_fail(TS_ERR_OOM, "out of memory recording %s", names[k]);
+    for (int d = 0; d < x->ndim; d++)
+      if (red[d] || ndims == 0) n->list[n->nlist++] = d;
+  }
+  ts_ag_save(n, 0, x);
+  ts_ag_save(n, 1, y);
+  if (indices) ts_ag_save(n, 2, indices);
+  return TS_OK;
+}

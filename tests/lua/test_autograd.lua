@@ -1,0 +1,232 @@
+-- Autograd: every differentiable op's backward against float64 finite
+-- differences (gradcheck.lua), and the engine's behaviour: accumulation,
+-- retain_graph, no_grad, autograd.grad, detach, in-place rules, memory.
+local T = require "harness"
+local G = require "gradcheck"
+local test, eq, raises, ok = T.test, T.eq, T.raises, T.ok
+local R = T.rand_list
+
+test("unary ops", function()
+  local x = R({3, 4}, -2, 2)
+  local pos = R({3, 4}, 0.2, 3)
+  for _, name in ipairs({"neg", "abs", "exp", "sin", "cos", "tanh", "sigmoid", "silu", "gelu", "relu"}) do
+    G.check(name, function(t) return t[name](t) end, {x})
+  end
+  for _, name in ipairs({"log", "log1p", "sqrt", "rsqrt", "reciprocal"}) do
+    G.check(name, function(t) return t[name](t) end, {pos})
+  end
+  G.check("gelu tanh", function(t) return t:gelu({approximate = "tanh"}) end, {x})
+  G.check("clamp", function(t) return t:clamp(-1, 0.5) end, {x})
+  G.check("clamp min", function(t) return t:clamp({min = 0.1}) end, {x})
+  G.check("pow scalar", function(t) return t:pow(3) end, {x})
+  G.check("pow fractional", function(t) return t:pow(1.5) end, {pos})
+  G.check("x ^ 2", function(t) return t ^ 2 end, {x})
+  G.check("floor has zero gradient", function(t) return t:floor() + t end, {x})
+end)
+
+test("binary ops with broadcasting and Lua numbers", function()
+  local a, b, c = R({2, 3, 4}), R({3, 1}), R({4}, 0.5, 2)
+  G.check("add", function(x, y) return x + y end, {a, b})
+  G.check("add alpha", function(x, y) return x:add(y, {alpha = -2.5}) end, {a, c})
+  G.check("sub", function(x, y) return x - y end, {a, b})
+  G.check("mul", function(x, y) return x * y end, {a, b})
+  G.check("div", function(x, y) return x / y end, {a, c})
+  G.check("pow tensor", function(x, y) return x ^ y end, {R({3, 4}, 0.5, 2), R({3, 4}, -1, 2)})
+  G.check("maximum", function(x, y) return torch.maximum(x, y) end, {a, b})
+  G.check("minimum", function(x, y) return torch.minimum(x, y) end, {a, b})
+  G.check("numbers", function(x) return 3 - x * 2 + 1 / (x + 10) end, {a})
+  G.check("remainder", function(x, y) return x % y end, {R({5}, 1, 3), R({5}, 0.3, 0.7)})
+  G.check("where", function(x, y) return torch.where(x:gt(0), x, y) end, {a, b})
+  G.check("lerp", function(x, y, w) return torch.lerp(x, y, w) end, {R({4}), R({4}), R({4}, 0, 1)})
+  G.check("reuse", function(x) return x * x * x end, {c})
+end)
+
+test("views", function()
+  local x = R({2, 3, 4})
+  G.check("reshape", function(t) return t:reshape(4, 6) * 1 end, {x})
+  G.check("view -1", function(t) return t:view(-1) end, {x})
+  G.check("transpose", function(t) return t:transpose(0, 2):contiguous() end, {x})
+  G.check("permute", function(t) return t:permute(2, 0, 1) * torch.arange(4, {dtype = "float64"}):view(4, 1, 1) end, {x})
+  G.check("expand", function(t) return t:expand(5, 2, 3, 4) end, {R({2, 1, 4})})
+  G.check("slice", function(t) return t[{ {}, {0, 3, 2}, {1} }] end, {x})
+  G.check("select", function(t) return t[1][-1] end, {x})
+  G.check("narrow", function(t) return t:narrow(2, 1, 2) end, {x})
+  G.check("squeeze/unsqueeze", function(t) return t:unsqueeze(1):squeeze(1):flatten(1) end, {x})
+  G.check("t()", function(t) return t:t():matmul(t) end, {R({3, 2})})
+  G.check("to float32 and back", function(t) return t:float():double() * 2 end, {R({3})}, {eps = 1e-3, tol = 1e-3})
+end)
+
+test("reductions and scans", function()
+  local x = R({3, 4}, 0.5, 2)
+  G.check("sum", function(t) return t:sum() end, {x})
+  G.check("sum dim", function(t) return t:sum(1) end, {x})
+  G.check("sum dims keepdim", function(t) return t:sum({0, 1}, {keepdim = true}) end, {x})
+  G.check("mean", function(t) return t:mean(0) end, {x})
+  G.check("prod", function(t) return t:prod(1) end, {x})
+  G.check("var", function(t) return t:var(1) end, {x})
+  G.check("std", function(t) return t:std() end, {x})
+  G.check("std unbiased false", function(t) return t:std(0, {unbiased = false}) end, {x})
+  for _, p in ipairs({1, 2, 3, math.huge}) do
+    G.check("norm " .. p, function(t) return t:norm(p) end, {R({5}, -2, 2)})
+  end
+  G.check("norm dim", function(t) return t:norm(2, 1) end, {x})
+  G.check("logsumexp", function(t) return t:logsumexp(1) end, {x})
+  G.check("amax", function(t) return t:amax(0) end, {x})
+  G.check("max values", function(t) local v = t:max(1) return v end, {x})
+  G.check("min values keepdim", function(t) local v = t:min(0, true) return v end, {x})
+  G.check("max all", function(t) return t:max() end, {x})
+  G.check("cumsum", function(t) return t:cumsum(1) end, {x})
+  G.check("softmax", function(t) return t:softmax(1) end, {x})
+  G.check("log_softmax", function(t) return t:log_softmax(0) end, {x})
+end)
+
+test("matrix products", function()
+  G.check("mm", function(a, b) return a:mm(b) end, {R({3, 4}), R({4, 2})})
+  G.check("matmul batch broadcast", function(a, b) return a:matmul(b) end, {R({2, 1, 3, 4}), R({5, 4, 2})})
+  G.check("matmul vector-matrix", function(a, b) return a:matmul(b) end, {R({4}), R({2, 4, 3})})
+  G.check("matmul matrix-vector", function(a, b) return a:matmul(b) end, {R({2, 3, 4}), R({4})})
+  G.check("dot", function(a, b) return a:dot(b) end, {R({5}), R({5})})
+  G.check("mv", function(a, b) return a:mv(b) end, {R({3, 4}), R({4})})
+  G.check("bmm", function(a, b) return a:bmm(b) end, {R({2, 3, 4}), R({2, 4, 2})})
+  G.check("addmm", function(c, a, b) return torch.addmm(c, a, b, {beta = 0.5, alpha = 2}) end, {R({2}), R({3, 4}), R({4, 2})})
+  G.check("outer", function(a, b) return torch.outer(a, b) end, {R({3}), R({2})})
+end)
+
+test("joining and indexing", function()
+  G.check("cat", function(a, b) return torch.cat({a, b}, 1) end, {R({2, 3}), R({2, 2})})
+  G.check("stack", function(a, b) return torch.stack({a, b}, 1) end, {R({2, 3}), R({2, 3})})
+  local idx = torch.tensor({{0, 2, 2}, {1, 0, 1}})
+  G.check("gather", function(a) return a:gather(1, idx) end, {R({2, 3})})
+  G.check("index_select repeats", function(a) return a:index_select(0, torch.tensor({2, 0, 2})) end, {R({3, 2})})
+  G.check("x[idx]", function(a) return a[torch.tensor({-1, 0, 0})] end, {R({3, 2})})
+  G.check("x[mask]", function(a) return a[a:gt(0)] end, {R({3, 4})})
+  G.check("masked_select broadcast", function(a) return a:masked_select(torch.tensor({true, false, true})) end, {R({2, 3})})
+  G.check("sort", function(a) local v = a:sort({dim = 1, descending = true}) return v end, {R({2, 5})})
+  G.check("topk", function(a) local v = a:topk(2) return v end, {R({3, 5})})
+  G.check("scatter", function(a, s) return a:scatter(1, torch.tensor({{0}, {2}}), s) end, {R({2, 3}), R({2, 1})})
+  G.check("scatter_add", function(a, s) return a:scatter_add(1, torch.tensor({{0, 0}, {2, 1}}), s) end, {R({2, 3}), R({2, 2})})
+  G.check("split", function(a) local p = a:split(2, 1) return p[1] * 2 + p[2]:sum() end, {R({2, 4})})
+end)
+
+test("gradients accumulate across backward calls and into broadcast shapes", function()
+  local x = torch.tensor({1.0, 2.0}, {requires_grad = true})
+  local b = torch.tensor({3.0}, {requires_grad = true})
+  ;(x * b):sum():backward()
+  T.close(x.grad, {3, 3})
+  T.close(b.grad, {3})
+  ;(x * b):sum():backward()
+  T.close(x.grad, {6, 6})
+  T.close(b.grad, {6})
+  x.grad = nil
+  ;(x * 2):sum():backward()
+  T.close(x.grad, {2, 2})
+  eq(x.grad.dtype, torch.float32, "grad dtype")
+  local i = torch.tensor({1, 2}) -- an int tensor times a float leaf: the grad keeps the leaf's dtype
+  local w = torch.tensor(2.0, {requires_grad = true})
+  ;(i * w):sum():backward()
+  T.close(w.grad, 3)
+  eq(tostring(w.grad.shape), "torch.Size([])", "0-dim grad")
+end)
+
+test("backward errors explain themselves", function()
+  local x = torch.ones(3, {requires_grad = true})
+  local y = (x * x):sum()
+  y:backward()
+  raises(function() y:backward() end, "backward through the graph a second time")
+  local z = (x * x):sum()
+  z:backward({retain_graph = true})
+  z:backward()
+  T.close(x.grad, {6, 6, 6})
+  raises(function() torch.ones(2):sum():backward() end, "does not require grad")
+  raises(function() (x * 2):backward() end, "only for one-element outputs")
+  raises(function() (x * 2):backward(torch.ones(2)) end, "gradient has shape (2,)")
+  raises(function() torch.ones(2, {dtype = "int64"}):requires_grad_() end, "floating point")
+  raises(function() x:add_(1) end, "leaf tensor that requires grad")
+  raises(function() x.grad = torch.ones(4) end, "assigned grad has shape (4,)")
+  local a = x * 2
+  local b = a * a -- saves a
+  torch.no_grad(function() a:add_(1) end)
+  raises(function() b:sum():backward() end, "modified by an in-place operation")
+  T.close(x + 1, {2, 2, 2}) -- the session goes on
+end)
+
+test("no_grad and enable_grad scopes, detach, requires_grad", function()
+  local x = torch.ones(2, {requires_grad = true})
+  do
+    local _ <close> = torch.no_grad()
+    eq((x * 2).requires_grad, false, "inside no_grad")
+    eq(torch.is_grad_enabled(), false, "grad mode off")
+    do
+      local _ <close> = torch.enable_grad()
+      eq((x * 2).requires_grad, true, "enable_grad inside no_grad")
+    end
+  end
+  eq(torch.is_grad_enabled(), true, "restored")
+  local r = torch.no_grad(function(a) return a * 3 end, x)
+  eq(r.requires_grad, false, "function form")
+  local okk = pcall(torch.no_grad, function() error("boom") end)
+  eq(okk, false, "error propagates")
+  eq(torch.is_grad_enabled(), true, "restored after an error")
+  local y = x * 2
+  eq(y.requires_grad, true, "y requires grad")
+  eq(y.is_leaf, false, "y is not a leaf")
+  eq(tostring(y.grad_fn), "<MulBackward0>", "grad_fn")
+  local d = y:detach()
+  eq(d.requires_grad, false, "detach")
+  eq(d.grad_fn, nil, "detached has no grad_fn")
+  local w = torch.zeros(2)
+  w.requires_grad = true
+  eq(w.requires_grad, true, "requires_grad setter")
+  raises(function() y.requires_grad = false end, "leaf")
+end)
+
+test("in-place ops on non-leaf tensors keep the history", function()
+  local x = torch.tensor({1.0, 2.0, 3.0}, {requires_grad = true})
+  local y = x * 2
+  y:add_(1)
+  y:mul_(x)
+  y:exp_()
+  y:sum():backward()
+  -- y = exp((2x + 1) x); dy/dx = exp(...) * (4x + 1)
+  local ref = {}
+  for i, v in ipairs({1, 2, 3}) do ref[i] = math.exp((2 * v + 1) * v) * (4 * v + 1) end
+  T.close(x.grad, ref, 1e-5)
+end)
+
+test("torch.autograd.grad gives gradients without touching .grad", function()
+  local x = torch.tensor({1.0, 2.0}, {requires_grad = true})
+  local w = torch.tensor({3.0, 4.0}, {requires_grad = true})
+  local h = x * w
+  local y = (h * h):sum()
+  local g = torch.autograd.grad(y, {x, h}, {retain_graph = true})
+  T.close(g[1], {2 * 1 * 9, 2 * 2 * 16})
+  T.close(g[2], {2 * 3, 2 * 8})
+  eq(x.grad, nil, "x.grad untouched")
+  local u = torch.ones(2, {requires_grad = true})
+  raises(function() torch.autograd.grad(y, {u}, {retain_graph = true}) end, "was not used")
+  local g2 = torch.autograd.grad(y, {u, x}, {allow_unused = true})
+  eq(g2[1], nil, "unused gives nil")
+  T.close(g2[2], {18, 64})
+end)
+
+test("a long chain and repeated graphs run at flat memory", function()
+  local x = torch.ones(10, {dtype = "float64", requires_grad = true})
+  local y = x
+  for i = 1, 20000 do y = y * 1.0001 end -- 20000 nodes: backward and freeing must not recurse
+  y:sum():backward()
+  T.close(x.grad, T.map(torch.ones(10):tolist(), function() return 1.0001 ^ 20000 end), 1e-9)
+  local w = torch.randn(256, 256, {requires_grad = true})
+  local f = io.open("/proc/self/status")
+  if not f then T.skip("no /proc") end
+  f:close()
+  local function rss()
+    local h = io.open("/proc/self/status"); local s = h:read("a"); h:close()
+    return tonumber(s:match("VmRSS:%s*(%d+)"))
+  end
+  for i = 1, 50 do ((w:matmul(w)):tanh():sum()):backward() end
+  local before = rss()
+  for i = 1, 300 do ((w:matmul(w)):tanh():sum()):backward() end
+  ok(rss() - before < 100 * 1024, ("RSS grew by %d KB"):format(rss() - before))
+end)
+
+T.run()
