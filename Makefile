@@ -14,8 +14,8 @@ LUA_PKG  ?= lua5.4
 LUA_CFLAGS := $(shell pkg-config --cflags $(LUA_PKG) 2>/dev/null)
 LUA_LIBS   := $(shell pkg-config --libs $(LUA_PKG) 2>/dev/null)
 CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fPIC -fopenmp -fno-math-errno -fno-trapping-math -fvect-cost-model=dynamic \
-            $(OPT) -g $(SAN) $(LUA_CFLAGS) -Isrc -I/usr/include/x86_64-linux-gnu/openblas-pthread
-LDLIBS   += -lopenblas -lreadline -lz -lm -fopenmp $(SAN)
+            $(OPT) -g $(SAN) $(LUA_CFLAGS) $(shell pkg-config --cflags libcjson 2>/dev/null) -Isrc -I/usr/include/x86_64-linux-gnu/openblas-pthread
+LDLIBS   += -lopenblas -lcjson -lreadline -lz -lm -fopenmp $(SAN)
 
 # ---- sources ----------------------------------------------------------------
 CORE_SRC  := $(wildcard src/*.c src/cpu/*.c)

@@ -78,6 +78,7 @@ void lt_open_index(lua_State *L);
 void lt_open_nn_ops(lua_State *L);
 void lt_open_print(lua_State *L);
 void lt_open_cuda(lua_State *L);
+void lt_open_save(lua_State *L);
 void lt_open_autograd(lua_State *L);
 /* autograd's tensor fields: t.grad_fn (nil or {name = ...}); t.grad = g and
  * t.requires_grad = b (returns false for any other key) */
