@@ -77,6 +77,7 @@ void lt_open_linalg(lua_State *L);
 void lt_open_index(lua_State *L);
 void lt_open_print(lua_State *L);
 void lt_open_cuda(lua_State *L);
+void lt_open_data(lua_State *L); /* torch._data, wrapped by lua/tensh/data.lua */
 
 int luaopen_tensh(lua_State *L);
 

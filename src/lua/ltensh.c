@@ -53,6 +53,7 @@ int luaopen_tensh(lua_State *L) {
   lt_open_index(L);
   lt_open_print(L);
   lt_open_cuda(L);
+  lt_open_data(L);
   lt_open_bench(L);
   lua_setfield(L, torch, "_methods"); /* for completion and for Lua-side additions */
   lua_pushliteral(L, TS_VERSION);
