@@ -68,6 +68,15 @@ local function check_index(i, n, fn)
   return i < 0 and i + n or i
 end
 
+-- Calls a C function; its error is re-raised at `level` (the user's line,
+-- not this file's), without the position Lua put in front.
+local function strip(msg) return (tostring(msg):gsub("^[%w%./_-]+:%d+: ", "")) end
+local function call_at(level, prefix, f, ...)
+  local r = table.pack(pcall(f, ...))
+  if not r[1] then error(prefix .. strip(r[2]):gsub("^dataset: ", ""), level + 1) end
+  return table.unpack(r, 2, r.n)
+end
+
 local function index_tensor(list) return torch.tensor(list, {dtype = "int64"}) end
 
 -- The tensors of one sample from a C source (a batch of one, its row 0).
@@ -157,9 +166,7 @@ end
 -- Splits a dataset's transform option into C specs or a Lua function.
 local function read_transform(tf, fn)
   if type(tf) == "function" then return nil, tf end
-  local ok, specs = pcall(specs_of, tf)
-  if not ok then error(fn .. ": " .. tostring(specs):gsub("^.-transform: ", "transform: "), 3) end
-  return specs, nil
+  return call_at(3, fn .. ": ", specs_of, tf), nil
 end
 
 -- ---- datasets --------------------------------------------------------------------
@@ -196,9 +203,7 @@ setmetatable(TensorDataset, {__call = function(_, ...)
   local specs, fn = read_transform(opts.transform, "TensorDataset")
   self._lua_transform, self._c_transform = fn, #specs > 0
   if cpu then
-    local ok, src = pcall(C.source, ts, {transforms = specs})
-    if not ok then error("TensorDataset: " .. tostring(src):gsub("^dataset: ", ""), 2) end
-    self._src = src
+    self._src = call_at(2, "TensorDataset: ", C.source, ts, {transforms = specs})
   elseif #specs > 0 then
     error("TensorDataset: transforms run on CPU tensors; move the tensors to the CPU or transform on the device", 2)
   end
@@ -351,23 +356,26 @@ end
 -- samples are float32 (C, H, W) / 255 unless raw, then the transform.
 local ImageDataset = class("ImageDataset")
 
+local function check_image_opts(fn, opts)
+  if type(opts) ~= "table" then error(fn .. ": options must be a table", 3) end
+  if opts.raw and opts.transform ~= nil then error(fn .. ": transforms work on float images; drop raw = true", 3) end
+end
+
 local function image_dataset(fn, cls, images, labels, image_shape, opts, extra)
   local self = setmetatable(extra, cls)
   self.data, self.targets, self.train = images, labels, opts.train ~= false
   self.transform, self.raw = opts.transform, opts.raw == true
   local specs, f = read_transform(opts.transform, fn)
-  if self.raw and (#specs > 0 or f) then error(fn .. ": transforms work on float images; drop raw = true", 3) end
-  self._lua_transform = f
-  local ok, src = pcall(C.source, {images, labels}, {image = not self.raw and image_shape or nil, transforms = specs})
-  if not ok then error(fn .. ": " .. tostring(src):gsub("^dataset: ", ""), 3) end
-  self._src = src
+  self._lua_transform, self._c_transform = f, #specs > 0
+  self._src = call_at(3, fn .. ": ", C.source, {images, labels},
+    {image = not self.raw and image_shape or nil, transforms = specs})
   return self
 end
 
 function ImageDataset:len() return self.targets:size(0) end
 function ImageDataset:get(i)
   i = check_index(i, self:len(), self.__name)
-  local s = source_sample(self._src, i, C.global_key())
+  local s = source_sample(self._src, i, self._c_transform and C.global_key() or 0)
   s[2] = s[2]:item() -- the label as a Lua integer, as torchvision returns int(target)
   if self._lua_transform then s[1] = self._lua_transform(s[1]) end
   return s
@@ -383,14 +391,15 @@ local function idx_dataset(fn, default_root, help, classes)
   return setmetatable(cls, {__index = ImageDataset, __call = function(_, root, opts)
     if type(root) == "table" and opts == nil then root, opts = nil, root end
     opts = opts or {}
+    check_image_opts(fn, opts)
     root = root or default_root
     if type(root) ~= "string" then error(fn .. ": root must be the folder holding the IDX files", 2) end
     local train = opts.train ~= false
     local prefix = train and "train" or "t10k"
     local files = find_files(fn, {root, join(root, fn .. "/raw"), join(root, "raw")},
       {prefix .. "-images-idx3-ubyte", prefix .. "-labels-idx1-ubyte"}, {"", ".gz"}, help)
-    local images = C.read_idx(files[1], 3)
-    local labels = C.read_idx(files[2], 1):long()
+    local images = call_at(2, "", C.read_idx, files[1], 3)
+    local labels = call_at(2, "", C.read_idx, files[2], 1):long()
     if images:size(0) ~= labels:size(0) then
       error(("%s: %s holds %d images but %s holds %d labels; the files do not belong together")
         :format(fn, files[1], images:size(0), files[2], labels:size(0)), 2)
@@ -419,13 +428,14 @@ CIFAR10.__tostring = ImageDataset.__tostring
 data.CIFAR10 = CIFAR10
 getmetatable(CIFAR10).__call = function(_, root, opts)
   opts = opts or {}
+  check_image_opts("CIFAR10", opts)
   if type(root) ~= "string" then error("CIFAR10: root must be the folder holding cifar-10-batches-bin", 2) end
   local train = opts.train ~= false
   local names = train and {"data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5"}
     or {"test_batch"}
   local files = find_files("CIFAR10", {join(root, "cifar-10-batches-bin"), root}, names, {".bin"},
     "Download https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz and unpack it into root.")
-  local images, labels = C.read_cifar(files)
+  local images, labels = call_at(2, "", C.read_cifar, files)
   return image_dataset("CIFAR10", CIFAR10, images, labels, {3, 32, 32}, opts, {root = root,
     classes = {"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"}})
 end
@@ -719,6 +729,8 @@ function DataLoader:_plan(key)
     end
     idx = index_tensor(idx)
   end
+  local used = offsets[#offsets]
+  if used < idx:numel() then idx = idx:narrow(0, 0, used) end -- drop_last
   return idx, offsets
 end
 
@@ -736,7 +748,7 @@ function DataLoader:iter()
 
   if ds._src and not ds._lua_transform and not self.collate_fn then
     if ds._map then idx = ds._map:index_select(0, idx) end
-    local ep = C.epoch(ds._src, idx, index_tensor(offsets), tkey, self.num_workers, self.prefetch_factor, self.pin_memory)
+    local ep = call_at(2, "", C.epoch, ds._src, idx, index_tensor(offsets), tkey, self.num_workers, self.prefetch_factor, self.pin_memory)
     local function finish(...)
       if select("#", ...) == 0 then ep:close() end
       return ...
@@ -780,5 +792,9 @@ function DataLoader:__tostring()
   return ("DataLoader(%d batches of %s, batch_size=%s, shuffle=%s, num_workers=%d)"):format(self:len(),
     tostring(self.dataset.__name or "dataset"), tostring(self.batch_size), tostring(self.shuffle), self.num_workers)
 end
+
+-- ported code says torch.utils.data
+torch.utils = torch.utils or {}
+torch.utils.data = data
 
 return data

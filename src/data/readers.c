@@ -5,9 +5,18 @@
 #include "data.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
+
+/* gzerror's message starts with the path; the callers name the file already */
+static const char *gz_message(gzFile f, const char *path, int *code) {
+  const char *msg = gzerror(f, code);
+  size_t n = strlen(path);
+  if (strncmp(msg, path, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ') msg += n + 2;
+  return msg;
+}
 
 /* Reads up to n bytes (gzread takes an unsigned count: chunks of 1 GiB).
  * Returns the bytes read, or -1 with the error left by ts_fail. */
@@ -18,7 +27,7 @@ static int64_t gz_read_all(gzFile f, const char *path, void *buf, int64_t n) {
     int r = gzread(f, (char *)buf + got, (unsigned)want);
     if (r < 0) {
       int code;
-      const char *msg = gzerror(f, &code);
+      const char *msg = gz_message(f, path, &code);
       ts_fail(TS_ERR_IO, "%s: corrupt file (%s); delete it and fetch it again", path, msg);
       return -1;
     }
@@ -27,7 +36,7 @@ static int64_t gz_read_all(gzFile f, const char *path, void *buf, int64_t n) {
   }
   /* zlib reports a gzip stream cut short only as an error state after EOF */
   int code;
-  const char *msg = gzerror(f, &code);
+  const char *msg = gz_message(f, path, &code);
   if (code != Z_OK && code != Z_BUF_ERROR) {
     ts_fail(TS_ERR_IO, "%s: corrupt file (%s); delete it and fetch it again", path, msg);
     return -1;
@@ -90,7 +99,13 @@ ts_status ts_data_read_idx(const char *path, int ndim, ts_tensor **out) {
     sizes[d] = v;
     if ((st = ts_mul_overflow(n, sizes[d], &n))) goto done;
   }
-  if ((st = ts_tensor_empty(ndim, sizes, TS_UINT8, TS_DEVICE_CPU, &t))) goto done;
+  if ((st = ts_tensor_empty(ndim, sizes, TS_UINT8, TS_DEVICE_CPU, &t))) {
+    char shape[128], msg[512];
+    ts_shape_str(ndim, sizes, shape, sizeof shape);
+    snprintf(msg, sizeof msg, "%s", ts_last_error());
+    st = ts_fail(st, "%s: the header says %s, which cannot be loaded (%s); is the file corrupt?", path, shape, msg);
+    goto done;
+  }
   r = gz_read_all(f, path, ts_data(t), n);
   if (r < 0) goto fail;
   if (r < n) {

@@ -73,6 +73,15 @@ static int l_gzip_write(lua_State *L) {
 
 /* ---- sources ----------------------------------------------------------------------- */
 
+static int64_t int_field(lua_State *L, int t, const char *k) {
+  lua_getfield(L, t, k);
+  int ok;
+  lua_Integer v = lua_tointegerx(L, -1, &ok);
+  if (!ok) luaL_error(L, "transform: field '%s' must be an integer", k);
+  lua_pop(L, 1);
+  return v;
+}
+
 static double num_field(lua_State *L, int t, const char *k, double dflt) {
   lua_getfield(L, t, k);
   double v = lua_isnil(L, -1) ? dflt : luaL_checknumber(L, -1);
@@ -109,8 +118,9 @@ static void read_transform(lua_State *L, int idx, ts_data_transform *tf) {
     tf->mean = v; /* borrowed from the userdata until copied */
   } else if (strcmp(kind, "crop") == 0) {
     tf->kind = TS_TF_CROP;
-    tf->h = (int64_t)num_field(L, idx, "h", 0), tf->w = (int64_t)num_field(L, idx, "w", 0);
-    tf->pad = (int64_t)num_field(L, idx, "pad", 0);
+    tf->h = int_field(L, idx, "h"), tf->w = int_field(L, idx, "w"), tf->pad = int_field(L, idx, "pad");
+    if (tf->h > INT32_MAX || tf->w > INT32_MAX || tf->pad > INT32_MAX || tf->pad < 0)
+      luaL_error(L, "RandomCrop: size and padding out of range");
     lua_pushnil(L); /* keeps one stack slot per transform */
   } else if (strcmp(kind, "hflip") == 0) {
     tf->kind = TS_TF_HFLIP;
