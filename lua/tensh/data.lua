@@ -18,6 +18,18 @@
 -- by (that key, p). random_split with {seed = s} uses a private Philox
 -- stream and leaves the global generator alone; without a seed it takes one
 -- draw from it. Indices count from 0.
+--
+-- Worth knowing:
+-- - Each epoch's sampler (or batch_sampler) is read in full when iter()
+--   starts, so the workers can run ahead: samplers must be finite.
+-- - Workers read the dataset's tensors while the loop runs: do not modify
+--   them in place during an epoch. A non-contiguous tensor is copied once
+--   when its dataset is made, so later in-place changes to it do not reach
+--   the loader (they do reach dataset:get).
+-- - pin_memory = true is accepted; until the CUDA backend has a page-locked
+--   host pool, batches are ordinary memory (see batch_empty in src/data/batch.c).
+-- - ConcatDataset, datasets with a collate_fn or a Lua-function transform,
+--   and Lua datasets take the per-sample path.
 local C = torch._data
 local data = {}
 
@@ -633,13 +645,17 @@ data.DataLoader = DataLoader
 
 local known_opts = {batch_size = true, shuffle = true, drop_last = true, sampler = true, batch_sampler = true,
   collate_fn = true, num_workers = true, pin_memory = true, prefetch_factor = true, seed = true,
-  persistent_workers = true, timeout = true, worker_init_fn = true, generator = true}
+  persistent_workers = true, timeout = true}
+local unsupported_opts = {
+  worker_init_fn = "workers are C threads that run no Lua; seed their random transforms with the seed option",
+  generator = "give the seed option instead (an integer): it keys the shuffle and the random transforms"}
 
 setmetatable(DataLoader, {__call = function(_, ds, opts)
   local n = check_dataset(ds, "DataLoader")
   opts = opts or {}
   if type(opts) ~= "table" then error("DataLoader: options must be a table", 2) end
   for k in pairs(opts) do
+    if unsupported_opts[k] then error(("DataLoader: option '%s' is not supported: %s"):format(k, unsupported_opts[k]), 2) end
     if not known_opts[k] then error(("DataLoader: unknown option '%s'"):format(tostring(k)), 2) end
   end
   local self = setmetatable({dataset = ds, batch_size = opts.batch_size or 1, shuffle = opts.shuffle == true,
