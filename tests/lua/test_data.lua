@@ -377,6 +377,12 @@ test("DataLoader: option and dataset errors", function()
   raises(function() data.DataLoader({get = function() end}) end, "DataLoader: the dataset has no length")
   raises(function() data.DataLoader(ds, {num_workers = -1}) end, "num_workers option should be a non-negative integer")
   raises(function() data.DataLoader(ds, {batchsize = 4}) end, "DataLoader: unknown option 'batchsize'")
+  raises(function() data.DataLoader(ds, "x") end, "DataLoader: options must be a table")
+  raises(function() data.Subset(ds, 3) end, "Subset: indices must be a list of integers or an int64 tensor")
+  raises(function() data.random_split(ds, "x") end, "random_split: lengths must be a non-empty list")
+  raises(function() data.BatchSampler({1, 2}, 0) end, "BatchSampler: batch_size should be a positive integer value")
+  raises(function() for _ in data.DataLoader(ds, {batch_sampler = {{0}, 5}}):iter() do end end,
+    "DataLoader: batch_sampler gave a number, expected a list of indices")
   raises(function() data.DataLoader(ds, {worker_init_fn = print}) end,
     "DataLoader: option 'worker_init_fn' is not supported: workers are C threads that run no Lua")
   raises(function() data.DataLoader(ds, {seed = "x"}) end, "DataLoader: seed must be an integer")
