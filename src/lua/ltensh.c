@@ -56,6 +56,7 @@ int luaopen_tensh(lua_State *L) {
   lt_open_autograd(L);
   lt_open_cuda(L);
   lt_open_save(L);
+  lt_open_data(L);
   lt_open_bench(L);
   lt_open_tb(L);
   lua_setfield(L, torch, "_methods"); /* for completion and for Lua-side additions */
