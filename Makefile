@@ -106,13 +106,13 @@ asan:
 bench: all
 	@bash scripts/bench/run.sh $(BUILD)
 
-# on a fresh Debian machine: dependencies first (the probe needs lua5.4), then
-# a build in a sub-make that sees them. The tour stands in for the training
-# demo until nn/optim land.
+# on a fresh Debian machine: dependencies and Debian's Fashion-MNIST first,
+# then a build in a sub-make that sees them, then training on the best device
+# (DEMO_ARGS=... passes options, e.g. DEMO_ARGS="--model cnn")
 demo:
-	bash scripts/install-deps.sh
+	bash scripts/install-deps.sh dataset-fashion-mnist
 	$(MAKE) all
-	$(BUILD)/tensh scripts/tour.lua
+	$(BUILD)/tensh scripts/train_fashion_mnist.lua $(DEMO_ARGS)
 
 clean:
 	rm -rf build build-asan

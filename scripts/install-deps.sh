@@ -2,9 +2,10 @@
 # Installs what tensh builds against, from Debian's packages (Debian 12).
 # Idempotent: installs only what is missing, so `make demo` and CI can call it
 # every time. Needs root, or sudo for a normal user.
-# DRY_RUN=1 only simulates the install (apt-get -s).
+# DRY_RUN=1 only simulates the install (apt-get -s). Extra package names given
+# as arguments are installed too (`make demo` adds dataset-fashion-mnist).
 set -euo pipefail
-pkgs=(build-essential pkg-config liblua5.4-dev lua5.4 libreadline-dev libopenblas-dev zlib1g-dev libcjson-dev libomp-dev tmux)
+pkgs=(build-essential pkg-config liblua5.4-dev lua5.4 libreadline-dev libopenblas-dev zlib1g-dev libcjson-dev libomp-dev tmux "$@")
 command -v dpkg-query >/dev/null && command -v apt-get >/dev/null || {
   echo "install-deps: no dpkg/apt-get: this script is for Debian; install by hand: ${pkgs[*]}" >&2
   exit 1

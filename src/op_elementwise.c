@@ -123,6 +123,21 @@ static ts_status inplace_input(const char *fn, ts_tensor *x, ts_tensor *out, boo
 
 ts_status ts_unary_p_out(ts_op op, ts_tensor *x, const int64_t *ip, const double *fp, ts_tensor *out) {
   ts_tensor *xin = NULL, *r = NULL;
+  ts_op_kind kind = ts_ops[op].kind;
+  if (out == x && !(ts_grad_enabled() && x->requires_grad) &&
+      (kind == TS_KIND_UNARY || (kind == TS_KIND_UNARY_FLOAT && ts_dtype_is_float(x->dtype)))) {
+    /* the plain in-place case: the kernel writes over its input element by element */
+    bool fractional = op == TS_OP_POW_SCALAR && fp && fp[0] != floor(fp[0]);
+    if (op == TS_OP_CLAMP && ip && fp)
+      for (int k = 0; k < 2; k++) fractional |= ((ip[0] >> k) & 1) && fp[k] != floor(fp[k]);
+    if (ts_dtype_is_float(x->dtype) || (!fractional && x->dtype != TS_BOOL)) {
+      ts_call c = {.op = op, .nin = 1, .in = &x, .out = {x}};
+      if (ip) memcpy(c.i, ip, sizeof c.i);
+      if (fp) memcpy(c.f, fp, sizeof c.f);
+      x->storage->version++;
+      return ts_dispatch(&c);
+    }
+  }
   ts_status st = inplace_input(op_name(op), x, out, ts_ag_needed(1, &x), &xin);
   if (st) return st;
   st = ts_unary_p(op, xin, ip, fp, &r);
@@ -244,6 +259,9 @@ ts_status ts_binary_out(ts_op op, ts_tensor *a, ts_tensor *b, ts_tensor *out) {
 }
 ts_status ts_add_scaled(ts_tensor *a, ts_tensor *b, double alpha, ts_tensor **out) {
   return binary_impl(TS_OP_ADD, a, b, alpha, NULL, out);
+}
+ts_status ts_add_scaled_out(ts_tensor *a, ts_tensor *b, double alpha, ts_tensor *out) {
+  return binary_impl(TS_OP_ADD, a, b, alpha, out, NULL);
 }
 
 /* Broadcasts n operands to one shape; names fn in errors. */

@@ -92,6 +92,7 @@ ts_status ts_unary_p_out(ts_op op, ts_tensor *x, const int64_t *ip, const double
 ts_status ts_binary(ts_op op, ts_tensor *a, ts_tensor *b, ts_tensor **out);
 ts_status ts_binary_out(ts_op op, ts_tensor *a, ts_tensor *b, ts_tensor *out);
 ts_status ts_add_scaled(ts_tensor *a, ts_tensor *b, double alpha, ts_tensor **out); /* a + alpha*b */
+ts_status ts_add_scaled_out(ts_tensor *a, ts_tensor *b, double alpha, ts_tensor *out);
 ts_status ts_where(ts_tensor *cond, ts_tensor *a, ts_tensor *b, ts_tensor **out);
 ts_status ts_lerp(ts_tensor *start, ts_tensor *end, ts_tensor *weight, ts_tensor **out);
 

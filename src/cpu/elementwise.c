@@ -18,7 +18,11 @@
   static void NAME(char **d, const int64_t *s, int64_t n, void *vctx) {                  \
     typedef C ct;                                                                        \
     ts_loop_ctx *ctx = vctx;                                                             \
-    (void)ctx;                                                                           \
+    /* parameters read once: through ctx they could alias the output and */              \
+    /* would keep the loop from vectorising */                                           \
+    const ct p0_ = ctx ? (ct)ctx->f[0] : (ct)0, p1_ = ctx ? (ct)ctx->f[1] : (ct)0;      \
+    const int64_t flags_ = ctx ? ctx->i[0] : 0;                                          \
+    (void)ctx, (void)p0_, (void)p1_, (void)flags_;                                       \
     char *o = d[0];                                                                      \
     const char *a = d[1];                                                                \
     if (s[0] == sizeof(S) && s[1] == sizeof(S)) {                                        \
@@ -42,7 +46,8 @@
   static void NAME(char **d, const int64_t *s, int64_t n, void *vctx) {                  \
     typedef C ct;                                                                        \
     ts_loop_ctx *ctx = vctx;                                                             \
-    (void)ctx;                                                                           \
+    const ct alpha_ = ctx ? (ct)ctx->f[0] : (ct)1; /* read once (see LOOP1) */          \
+    (void)ctx, (void)alpha_;                                                             \
     char *o = d[0];                                                                      \
     const char *pa_ = d[1], *pb_ = d[2];                                                 \
     if (s[0] == sizeof(OS) && s[1] == sizeof(S) && s[2] == sizeof(S)) {                  \
@@ -147,7 +152,7 @@ static inline int64_t iremainder(int64_t a, int64_t b, ts_loop_ctx *ctx) {
   (ctx->i[0] ? (ct)0.5 * x * (1 + tanh((ct)0.7978845608028654 * (x + (ct)0.044715 * x * x * x))) \
              : (ct)0.5 * x * (1 + erf(x * (ct)0.7071067811865476)))
 #define CLAMP_EXPR(LO, HI) \
-  (((ctx->i[0] & 1) && x < (LO)) ? (LO) : ((ctx->i[0] & 2) && x > (HI)) ? (HI) : x)
+  (((flags_ & 1) && x < (LO)) ? (LO) : ((flags_ & 2) && x > (HI)) ? (HI) : x)
 
 /* ---- unary ---- */
 /* integer negation through uint64: wraps at the minimum, as torch, instead of UB */
@@ -170,9 +175,9 @@ U_F(sigmoid, (ct)1 / ((ct)1 + EXP(-x)))
 U_F(gelu, GELU_EXPR)
 U_F(silu, x / ((ct)1 + EXP(-x)))
 U_F(reciprocal, (ct)1 / x)
-U_F(clamp, CLAMP_EXPR((ct)ctx->f[0], (ct)ctx->f[1]))
-U_I(clamp, CLAMP_EXPR((ct)ctx->f[0], (ct)ctx->f[1]))
-U_F(pow_scalar, pow(x, (ct)ctx->f[0]))
+U_F(clamp, CLAMP_EXPR(p0_, p1_))
+U_I(clamp, CLAMP_EXPR(p0_, p1_))
+U_F(pow_scalar, pow(x, p0_))
 U_I(pow_scalar, ipow(x, (int64_t)ctx->f[0], ctx))
 
 /* logical_not reads any dtype and writes bool: its loops are two-typed */
@@ -187,10 +192,10 @@ LNOT(lnot_i64, int64_t, TS_LD_SAME) LNOT(lnot_i32, int32_t, TS_LD_SAME)
 LNOT(lnot_u8, uint8_t, TS_LD_SAME) LNOT(lnot_b, uint8_t, TS_LD_SAME)
 
 /* ---- binary ---- */
-B_F_SAME(add, a + (ct)ctx->f[0] * b)   B_I_SAME(add, (int64_t)((uint64_t)a + (uint64_t)((int64_t)ctx->f[0] * b)))
+B_F_SAME(add, a + alpha_ * b)   B_I_SAME(add, (int64_t)((uint64_t)a + (uint64_t)(alpha_ * b)))
 B_B_SAME(add, a || b)
 B_F_SAME(add1, a + b)                  B_I_SAME(add1, (int64_t)((uint64_t)a + (uint64_t)b))
-B_F_SAME(sub, a - (ct)ctx->f[0] * b)   B_I_SAME(sub, (int64_t)((uint64_t)a - (uint64_t)((int64_t)ctx->f[0] * b)))
+B_F_SAME(sub, a - alpha_ * b)   B_I_SAME(sub, (int64_t)((uint64_t)a - (uint64_t)(alpha_ * b)))
 B_F_SAME(mul, a * b)                   B_I_SAME(mul, (int64_t)((uint64_t)a * (uint64_t)b)) B_B_SAME(mul, a && b)
 B_F_SAME(div, a / b)
 B_F_SAME(floordiv, floor(a / b))       B_I_SAME(floordiv, ifloordiv(a, b, ctx))

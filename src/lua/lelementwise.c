@@ -34,12 +34,7 @@ static int binary(lua_State *L, ts_op op, int ia, int ib, bool inplace) {
   if ((op == TS_OP_ADD || op == TS_OP_SUB) && lua_type(L, 3) == LUA_TTABLE) alpha = lt_opt_number(L, 3, "alpha", 1);
   if (inplace) {
     if (alpha == 1) LT_TRY(L, ts_binary_out(op, a, b, a));
-    else {
-      ts_tensor **tmp = lt_newslot(L);
-      LT_TRY(L, ts_add_scaled(a, b, op == TS_OP_SUB ? -alpha : alpha, tmp));
-      LT_TRY(L, ts_copy_(a, *tmp));
-      lua_pop(L, 1);
-    }
+    else LT_TRY(L, ts_add_scaled_out(a, b, op == TS_OP_SUB ? -alpha : alpha, a));
     a->storage->version++;
     lua_pushvalue(L, ia);
     return 1;
