@@ -14,11 +14,11 @@ LUA_PKG  ?= lua5.4
 LUA_CFLAGS := $(shell pkg-config --cflags $(LUA_PKG) 2>/dev/null)
 LUA_LIBS   := $(shell pkg-config --libs $(LUA_PKG) 2>/dev/null)
 CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fPIC -fopenmp -fno-math-errno -fno-trapping-math -fvect-cost-model=dynamic \
-            $(OPT) -g $(SAN) $(LUA_CFLAGS) -Isrc -I/usr/include/x86_64-linux-gnu/openblas-pthread
-LDLIBS   += -lopenblas -lreadline -lz -lm -fopenmp $(SAN)
+            $(OPT) -g $(SAN) $(LUA_CFLAGS) $(shell pkg-config --cflags libcjson 2>/dev/null) -Isrc -I/usr/include/x86_64-linux-gnu/openblas-pthread
+LDLIBS   += -lopenblas -lcjson -lreadline -lz -lm -lpthread -fopenmp $(SAN)
 
 # ---- sources ----------------------------------------------------------------
-CORE_SRC  := $(wildcard src/*.c src/cpu/*.c)
+CORE_SRC  := $(wildcard src/*.c src/cpu/*.c src/data/*.c)
 LUA_SRC   := $(wildcard src/lua/*.c)
 SHELL_SRC := $(wildcard src/shell/*.c)
 CUDA_SRC  := $(wildcard cuda/*.cu)
@@ -38,7 +38,7 @@ CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 LUA_OBJ   := $(LUA_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/lua_lib.o
 SHELL_OBJ := $(SHELL_SRC:%.c=$(BUILD)/%.o)
 CTEST_OBJ := $(CTEST_SRC:%.c=$(BUILD)/%.o)
-HEADERS   := Makefile $(wildcard src/*.h src/*.def src/cpu/*.h src/lua/*.h src/shell/*.h cuda/*.h)
+HEADERS   := Makefile $(wildcard src/*.h src/*.def src/cpu/*.h src/data/*.h src/lua/*.h src/shell/*.h cuda/*.h)
 
 .PHONY: all deps test asan bench demo clean probe
 ifeq ($(strip $(LUA_CFLAGS)$(LUA_LIBS))$(TENSH_DEPS_TRIED),)

@@ -142,7 +142,10 @@ ts_status ts_ag_reduce(const char *kind, ts_tensor *x, int ndims, const int64_t 
   if (k == (int)(sizeof kinds / sizeof *kinds)) return ts_fail(TS_ERR_ARG, "no backward for reduction %s", kind);
   if (!ts_dtype_is_float(y->dtype) || !ts_dtype_is_float(x->dtype)) return TS_OK;
   ts_node *n;
-  ts_status st = ts_ag_record(names[k], reduce_backward, 1, &x, y, &n);
+  /* torch names the full reductions ...Backward0 and those over dims ...Backward1 */
+  static const char *full_names[] = {"SumBackward0", "MeanBackward0", "ProdBackward0", NULL, NULL, "NormBackward0"};
+  const char *name = ndims == 0 && k <= R_NORM && full_names[k] ? full_names[k] : names[k];
+  ts_status st = ts_ag_record(name, reduce_backward, 1, &x, y, &n);
   if (st) return st;
   n->i[0] = k;
   n->f[0] = param;
@@ -163,7 +166,7 @@ ts_status ts_ag_reduce(const char *kind, ts_tensor *x, int ndims, const int64_t 
   }
   if (!scan && nred > 0) {
     n->list = malloc(sizeof(int64_t) * (size_t)nred);
-    if (!n->list) return ts_fail(TS_ERR_OOM, "out of memory recording %s", names[k]);
+    if (!n->list) return ts_fail(TS_ERR_OOM, "out of memory recording %s", name);
     for (int d = 0; d < x->ndim; d++)
       if (red[d] || ndims == 0) n->list[n->nlist++] = d;
   }

@@ -15,6 +15,7 @@
  * from reductions, elementwise ops, index_select and scatter-add.
  * float16/bfloat16 are computed in float32 and rounded once at the end. */
 #include "ops.h"
+#include "grad.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -277,7 +278,7 @@ done:
   return st;
 }
 
-ts_status ts_conv2d(ts_tensor *x, ts_tensor *weight, ts_tensor *bias, const ts_conv2d_params *p, ts_tensor **out) {
+static ts_status conv2d_impl(ts_tensor *x, ts_tensor *weight, ts_tensor *bias, const ts_conv2d_params *p, ts_tensor **out) {
   return conv_forward("conv2d", x, weight, bias, p, out);
 }
 
@@ -383,7 +384,7 @@ static ts_status conv1d_lift(ts_tensor *x, ts_tensor *w, const ts_conv2d_params 
   return st ? st : ts_unsqueeze(w, -2, w2); /* the caller releases both slots */
 }
 
-ts_status ts_conv1d(ts_tensor *x, ts_tensor *weight, ts_tensor *bias, const ts_conv2d_params *p, ts_tensor **out) {
+static ts_status conv1d_impl(ts_tensor *x, ts_tensor *weight, ts_tensor *bias, const ts_conv2d_params *p, ts_tensor **out) {
   ts_conv2d_params p2;
   tmps k = {.n = 0};
   ts_tensor **x2 = tmp(&k), **w2 = tmp(&k), **r = tmp(&k);
@@ -476,7 +477,7 @@ static ts_status check_grad_shape(const char *fn, const ts_tensor *go, const ts_
   return ts_fail(TS_ERR_SHAPE, "%s: grad_output has shape %s but the output has shape %s", fn, shape_of(go).s, es);
 }
 
-ts_status ts_max_pool2d(ts_tensor *x, const ts_pool2d_params *p, ts_tensor **out, ts_tensor **indices) {
+static ts_status max_pool2d_impl(ts_tensor *x, const ts_pool2d_params *p, ts_tensor **out, ts_tensor **indices) {
   pool_geo g;
   ts_status st = pool_check("max_pool2d", x, p, &g);
   if (st) return st;
@@ -550,7 +551,7 @@ static void avg_params(const ts_pool2d_params *p, int64_t *i) {
   i[3] = p->count_include_pad;
 }
 
-ts_status ts_avg_pool2d(ts_tensor *x, const ts_pool2d_params *p, ts_tensor **out) {
+static ts_status avg_pool2d_impl(ts_tensor *x, const ts_pool2d_params *p, ts_tensor **out) {
   pool_geo g;
   ts_status st = avg_check("avg_pool2d", x, p, &g);
   if (st) return st;
@@ -611,7 +612,7 @@ static ts_status adaptive_check(const char *fn, ts_tensor *x, int64_t oh, int64_
   return TS_OK;
 }
 
-ts_status ts_adaptive_avg_pool2d(ts_tensor *x, int64_t oh, int64_t ow, ts_tensor **out) {
+static ts_status adaptive_avg_pool2d_impl(ts_tensor *x, int64_t oh, int64_t ow, ts_tensor **out) {
   pool_geo g;
   ts_status st = adaptive_check("adaptive_avg_pool2d", x, oh, ow, &g);
   if (st) return st;
@@ -693,7 +694,7 @@ static ts_status bn_check(const char *fn, ts_tensor *x) {
   return check_float(fn, "input", x);
 }
 
-ts_status ts_batch_norm(ts_tensor *x, ts_tensor *rm, ts_tensor *rv, ts_tensor *w, ts_tensor *b, bool training,
+static ts_status batch_norm_impl(ts_tensor *x, ts_tensor *rm, ts_tensor *rv, ts_tensor *w, ts_tensor *b, bool training,
                         double momentum, double eps, ts_tensor **out, ts_tensor **saved_mean,
                         ts_tensor **saved_invstd) {
   const char *fn = "batch_norm";
@@ -854,7 +855,7 @@ static ts_status ln_check(const char *fn, ts_tensor *x, int nd, const int64_t *s
   return TS_OK;
 }
 
-ts_status ts_layer_norm(ts_tensor *x, int nd, const int64_t *shape, ts_tensor *w, ts_tensor *b, double eps,
+static ts_status layer_norm_impl(ts_tensor *x, int nd, const int64_t *shape, ts_tensor *w, ts_tensor *b, double eps,
                         ts_tensor **out, ts_tensor **saved_mean, ts_tensor **saved_rstd) {
   const char *fn = "layer_norm";
   int64_t M, D;
@@ -989,7 +990,7 @@ done:
   return st;
 }
 
-ts_status ts_embedding(ts_tensor *w, ts_tensor *idx, ts_tensor **out) {
+static ts_status embedding_impl(ts_tensor *w, ts_tensor *idx, ts_tensor **out) {
   const char *fn = "embedding";
   if (w->ndim != 2)
     return ts_fail(TS_ERR_SHAPE, "%s: expected a 2-D weight (num_embeddings, embedding_dim), got shape %s", fn,
@@ -1049,5 +1050,95 @@ ts_status ts_embedding_backward(ts_tensor *go, ts_tensor *idx, int64_t V, const 
   TRY(ts_to_dtype(*r, go->dtype, out));
 done:
   tmps_free(&k);
+  return st;
+}
+
+/* ---- autograd: each op records one node that calls its backward (grad_nn.c) ---- */
+
+ts_status ts_batch_norm(ts_tensor *x, ts_tensor *rm, ts_tensor *rv, ts_tensor *w, ts_tensor *b, bool training,
+                        double momentum, double eps, ts_tensor **out, ts_tensor **saved_mean,
+                        ts_tensor **saved_invstd) {
+  ts_tensor *in[3] = {x, w, b}, *mean = NULL, *invstd = NULL;
+  bool track = ts_ag_needed(3, in);
+  TS_AG_OFF(prev);
+  ts_status st = batch_norm_impl(x, rm, rv, w, b, training, momentum, eps, out, track || saved_mean ? &mean : NULL,
+                                 track || saved_invstd ? &invstd : NULL);
+  TS_AG_RESTORE(prev);
+  if (!st && track) st = ts_ag_batch_norm(x, w, b, training, mean, invstd, *out);
+  if (saved_mean && mean) ts_tensor_retain(*saved_mean = mean);
+  if (saved_invstd && invstd) ts_tensor_retain(*saved_invstd = invstd);
+  ts_tensor_release(mean);
+  ts_tensor_release(invstd);
+  return st;
+}
+
+ts_status ts_layer_norm(ts_tensor *x, int nd, const int64_t *shape, ts_tensor *w, ts_tensor *b, double eps,
+                        ts_tensor **out, ts_tensor **saved_mean, ts_tensor **saved_rstd) {
+  ts_tensor *in[3] = {x, w, b}, *mean = NULL, *rstd = NULL;
+  bool track = ts_ag_needed(3, in);
+  TS_AG_OFF(prev);
+  ts_status st = layer_norm_impl(x, nd, shape, w, b, eps, out, track || saved_mean ? &mean : NULL,
+                                 track || saved_rstd ? &rstd : NULL);
+  TS_AG_RESTORE(prev);
+  if (!st && track) st = ts_ag_layer_norm(x, nd, shape, w, b, mean, rstd, *out);
+  if (saved_mean && mean) ts_tensor_retain(*saved_mean = mean);
+  if (saved_rstd && rstd) ts_tensor_retain(*saved_rstd = rstd);
+  ts_tensor_release(mean);
+  ts_tensor_release(rstd);
+  return st;
+}
+
+ts_status ts_embedding_padded(ts_tensor *w, ts_tensor *idx, const int64_t *padding_idx, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = embedding_impl(w, idx, out);
+  TS_AG_RESTORE(prev);
+  if (!st && ts_ag_needed(1, &w)) st = ts_ag_embedding(w, idx, padding_idx, *out);
+  return st;
+}
+
+ts_status ts_embedding(ts_tensor *w, ts_tensor *idx, ts_tensor **out) { return ts_embedding_padded(w, idx, NULL, out); }
+
+ts_status ts_conv2d(ts_tensor *x, ts_tensor *weight, ts_tensor *bias, const ts_conv2d_params *p, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = conv2d_impl(x, weight, bias, p, out);
+  TS_AG_RESTORE(prev);
+  ts_tensor *in[3] = {x, weight, bias};
+  if (!st && ts_ag_needed(3, in)) st = ts_ag_conv(false, x, weight, bias, p, *out);
+  return st;
+}
+
+ts_status ts_conv1d(ts_tensor *x, ts_tensor *weight, ts_tensor *bias, const ts_conv2d_params *p, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = conv1d_impl(x, weight, bias, p, out);
+  TS_AG_RESTORE(prev);
+  ts_tensor *in[3] = {x, weight, bias};
+  if (!st && ts_ag_needed(3, in)) st = ts_ag_conv(true, x, weight, bias, p, *out);
+  return st;
+}
+
+ts_status ts_max_pool2d(ts_tensor *x, const ts_pool2d_params *p, ts_tensor **out, ts_tensor **indices) {
+  ts_tensor *ix = NULL; /* the backward needs the indices even when the caller does not */
+  TS_AG_OFF(prev);
+  ts_status st = max_pool2d_impl(x, p, out, &ix);
+  TS_AG_RESTORE(prev);
+  if (!st && ts_ag_needed(1, &x)) st = ts_ag_max_pool2d(x, ix, *out);
+  if (!st && indices) *indices = ix;
+  else ts_tensor_release(ix);
+  return st;
+}
+
+ts_status ts_avg_pool2d(ts_tensor *x, const ts_pool2d_params *p, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = avg_pool2d_impl(x, p, out);
+  TS_AG_RESTORE(prev);
+  if (!st && ts_ag_needed(1, &x)) st = ts_ag_avg_pool2d(x, p, *out);
+  return st;
+}
+
+ts_status ts_adaptive_avg_pool2d(ts_tensor *x, int64_t oh, int64_t ow, ts_tensor **out) {
+  TS_AG_OFF(prev);
+  ts_status st = adaptive_avg_pool2d_impl(x, oh, ow, out);
+  TS_AG_RESTORE(prev);
+  if (!st && ts_ag_needed(1, &x)) st = ts_ag_adaptive_avg_pool2d(x, *out);
   return st;
 }

@@ -66,6 +66,8 @@ ts_status ts_layer_norm_backward(ts_tensor *grad_out, ts_tensor *x, int nd, cons
 
 /* weight (V, D), indices int64/int32 (any shape) -> indices.shape + (D) */
 ts_status ts_embedding(ts_tensor *weight, ts_tensor *indices, ts_tensor **out);
+/* as ts_embedding; rows at *padding_idx (if not NULL) get no gradient */
+ts_status ts_embedding_padded(ts_tensor *weight, ts_tensor *indices, const int64_t *padding_idx, ts_tensor **out);
 /* -> (V, D), duplicate indices accumulate; rows at *padding_idx (if not NULL) get no gradient */
 ts_status ts_embedding_backward(ts_tensor *grad_out, ts_tensor *indices, int64_t num_weights,
                                 const int64_t *padding_idx, ts_tensor **grad_weight);

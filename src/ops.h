@@ -116,6 +116,9 @@ void ts_manual_seed(uint64_t seed);
 uint64_t ts_initial_seed(void);
 /* Reserves n counter values and returns (seed, offset) for a kernel. */
 void ts_rng_reserve(uint64_t n, uint64_t *seed, uint64_t *offset);
+/* The whole generator state, for checkpoints that resume exactly. */
+void ts_rng_get_state(uint64_t *seed, uint64_t *offset);
+void ts_rng_set_state(uint64_t seed, uint64_t offset);
 
 /* the op families, each in its own header */
 #include "op_reduce.h"

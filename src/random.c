@@ -16,3 +16,13 @@ void ts_rng_reserve(uint64_t n, uint64_t *seed, uint64_t *offset) {
   *offset = rng_offset;
   rng_offset += n;
 }
+
+void ts_rng_get_state(uint64_t *seed, uint64_t *offset) {
+  *seed = rng_seed;
+  *offset = rng_offset;
+}
+
+void ts_rng_set_state(uint64_t seed, uint64_t offset) {
+  rng_seed = seed;
+  rng_offset = offset;
+}

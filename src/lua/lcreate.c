@@ -299,6 +299,29 @@ static int l_manual_seed(lua_State *L) {
 
 static int l_initial_seed(lua_State *L) { return lua_pushinteger(L, (lua_Integer)ts_initial_seed()), 1; }
 
+/* The generator state as {seed = , offset = } (Philox needs nothing more),
+ * so a checkpoint can resume the random stream exactly. */
+static int l_get_rng_state(lua_State *L) {
+  uint64_t seed, offset;
+  ts_rng_get_state(&seed, &offset);
+  lua_createtable(L, 0, 2);
+  lua_pushinteger(L, (lua_Integer)seed);
+  lua_setfield(L, -2, "seed");
+  lua_pushinteger(L, (lua_Integer)offset);
+  lua_setfield(L, -2, "offset");
+  return 1;
+}
+
+static int l_set_rng_state(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_getfield(L, 1, "seed");
+  lua_getfield(L, 1, "offset");
+  if (!lua_isinteger(L, -2) || !lua_isinteger(L, -1))
+    return luaL_error(L, "set_rng_state: expected {seed = integer, offset = integer} as get_rng_state gives");
+  ts_rng_set_state((uint64_t)lua_tointeger(L, -2), (uint64_t)lua_tointeger(L, -1));
+  return 0;
+}
+
 /* In-place random fills, as methods: t:uniform_(a, b), t:normal_(mean, std) */
 static int random_fill(lua_State *L, ts_op op) {
   ts_tensor *t = lt_check(L, 1);
@@ -326,7 +349,8 @@ void lt_open_create(lua_State *L) {
       {"full_like", l_full_like}, {"rand_like", l_rand_like}, {"randn_like", l_randn_like},
       {"arange", l_arange}, {"linspace", l_linspace}, {"eye", l_eye}, {"rand", l_rand}, {"randn", l_randn},
       {"randint", l_randint}, {"randperm", l_randperm}, {"manual_seed", l_manual_seed},
-      {"initial_seed", l_initial_seed}, {NULL, NULL}};
+      {"initial_seed", l_initial_seed}, {"get_rng_state", l_get_rng_state},
+      {"set_rng_state", l_set_rng_state}, {NULL, NULL}};
   static const luaL_Reg methods[] = {{"uniform_", m_uniform_}, {"normal_", m_normal_}, {NULL, NULL}};
   lt_register(L, fns, methods);
 }

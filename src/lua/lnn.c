@@ -217,11 +217,16 @@ static int l_layer_norm_backward(lua_State *L) {
 
 /* ---- embedding ----------------------------------------------------------------- */
 
-/* embedding(weight, indices) (padding_idx only matters to the backward) */
+/* embedding(weight, indices [, {padding_idx = i}]) (padding_idx only matters to the backward) */
 static int l_embedding(lua_State *L) {
   ts_tensor *w = lt_check(L, 1), *idx = lt_check(L, 2);
+  int opts = lt_opts_index(L, 3);
+  int64_t pad = 0;
+  bool has_pad = false;
+  if (opts && lua_getfield(L, opts, "padding_idx") != LUA_TNIL) pad = lt_checkint(L, -1), has_pad = true;
+  if (opts) lua_pop(L, 1);
   ts_tensor **out = lt_newslot(L);
-  LT_TRY(L, ts_embedding(w, idx, out));
+  LT_TRY(L, ts_embedding_padded(w, idx, has_pad ? &pad : NULL, out));
   lt_gc_debt(L);
   return 1;
 }

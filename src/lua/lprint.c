@@ -2,6 +2,7 @@
  * tostring(t)) through the core formatter (src/format.c), and
  * torch.set_printoptions / torch.get_printoptions. */
 #include "lt.h"
+#include "../autograd.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -27,7 +28,7 @@ static int tensor_tostring(lua_State *L) {
   luaL_setmetatable(L, LT_STRBOX);
   size_t len;
   /* grad_fn names come with the autograd layer; until then none is passed */
-  LT_TRY(L, ts_tensor_format(t, NULL, box, &len));
+  LT_TRY(L, ts_tensor_format(t, t->grad_fn ? t->grad_fn->name : NULL, box, &len));
   lua_pushlstring(L, *box, len);
   free(*box);
   *box = NULL;

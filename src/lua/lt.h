@@ -78,12 +78,14 @@ void lt_open_index(lua_State *L);
 void lt_open_nn_ops(lua_State *L);
 void lt_open_print(lua_State *L);
 void lt_open_cuda(lua_State *L);
+void lt_open_save(lua_State *L);
 void lt_open_autograd(lua_State *L);
 /* autograd's tensor fields: t.grad_fn (nil or {name = ...}); t.grad = g and
  * t.requires_grad = b (returns false for any other key) */
 void lt_push_grad_fn(lua_State *L, ts_tensor *t);
 bool lt_set_autograd_field(lua_State *L, ts_tensor *t, const char *key);
 void lt_open_tb(lua_State *L); /* ltb.c: the global tb (SummaryWriter), torch._isatty */
+void lt_open_data(lua_State *L); /* torch._data, wrapped by lua/tensh/data.lua */
 
 int luaopen_tensh(lua_State *L);
 

@@ -13,8 +13,11 @@ static int embedded_searcher(lua_State *L) {
   const char *name = luaL_checkstring(L, 1);
   for (int i = 0; ts_lua_modules[i].name; i++) {
     if (strcmp(ts_lua_modules[i].name, name) != 0) continue;
-    if (luaL_loadbufferx(L, ts_lua_modules[i].src, ts_lua_modules[i].len, lua_pushfstring(L, "@lua/%s.lua", name), "t"))
-      return lua_error(L);
+    char chunk[256]; /* "@lua/tensh/nn.lua" for tensh.nn, so tracebacks name the source file */
+    snprintf(chunk, sizeof chunk, "@lua/%s.lua", name);
+    for (char *c = chunk + 5; *c; c++)
+      if (*c == '.' && strcmp(c, ".lua") != 0) *c = '/';
+    if (luaL_loadbufferx(L, ts_lua_modules[i].src, ts_lua_modules[i].len, chunk, "t")) return lua_error(L);
     lua_pushstring(L, name);
     return 2;
   }
@@ -55,6 +58,8 @@ int luaopen_tensh(lua_State *L) {
   lt_open_print(L);
   lt_open_autograd(L);
   lt_open_cuda(L);
+  lt_open_save(L);
+  lt_open_data(L);
   lt_open_bench(L);
   lt_open_tb(L);
   lua_setfield(L, torch, "_methods"); /* for completion and for Lua-side additions */

@@ -171,6 +171,10 @@ test("no_grad and enable_grad scopes, detach, requires_grad", function()
   eq(y.requires_grad, true, "y requires grad")
   eq(y.is_leaf, false, "y is not a leaf")
   eq(tostring(y.grad_fn), "<MulBackward0>", "grad_fn")
+  eq(tostring(y), "tensor([2., 2.], grad_fn=<MulBackward0>)", "print shows grad_fn")
+  eq(tostring(x), "tensor([1., 1.], requires_grad=True)", "print shows requires_grad")
+  eq(tostring(y:sum().grad_fn), "<SumBackward0>", "full sum")
+  eq(tostring(y:sum(0).grad_fn), "<SumBackward1>", "sum over a dim")
   local d = y:detach()
   eq(d.requires_grad, false, "detach")
   eq(d.grad_fn, nil, "detached has no grad_fn")
@@ -227,6 +231,33 @@ test("a long chain and repeated graphs run at flat memory", function()
   local before = rss()
   for i = 1, 300 do ((w:matmul(w)):tanh():sum()):backward() end
   ok(rss() - before < 100 * 1024, ("RSS grew by %d KB"):format(rss() - before))
+end)
+
+test("neural-network ops", function()
+  G.check("conv2d", function(x, w, b) return torch.conv2d(x, w, b, {stride = 2, padding = 1}) end,
+    {R({2, 2, 5, 5}), R({3, 2, 3, 3}), R({3})})
+  G.check("conv2d groups dilation", function(x, w) return torch.conv2d(x, w, nil, {groups = 2, dilation = 2}) end,
+    {R({1, 4, 6, 6}), R({4, 2, 2, 2})})
+  G.check("depthwise", function(x, w) return torch.conv2d(x, w, nil, {groups = 3, padding = 1}) end,
+    {R({1, 3, 4, 4}), R({3, 1, 3, 3})})
+  G.check("conv1d", function(x, w, b) return torch.conv1d(x, w, b, {padding = 1}) end, {R({2, 2, 6}), R({3, 2, 3}), R({3})})
+  G.check("max_pool2d", function(x) return torch.max_pool2d(x, 2) end, {R({1, 2, 4, 4})})
+  G.check("avg_pool2d", function(x) return torch.avg_pool2d(x, 3, {stride = 2, padding = 1}) end, {R({1, 2, 5, 5})})
+  G.check("adaptive_avg_pool2d", function(x) return torch.adaptive_avg_pool2d(x, {2, 3}) end, {R({2, 1, 5, 7})})
+  G.check("batch_norm training", function(x, w, b)
+    return torch.batch_norm(x, nil, nil, w, b, true, 0.1, 1e-5) end, {R({4, 3, 2, 2}), R({3}), R({3})})
+  G.check("batch_norm eval", function(x, w, b)
+    return torch.batch_norm(x, torch.tensor({0.1, 0.2, -0.3}, {dtype = "float64"}),
+      torch.tensor({1.0, 2.0, 0.5}, {dtype = "float64"}), w, b, false, 0.1, 1e-5) end, {R({4, 3}), R({3}), R({3})})
+  G.check("layer_norm", function(x, w, b) return torch.layer_norm(x, {4}, w, b, 1e-5) end, {R({3, 4}), R({4}), R({4})})
+  local idx = torch.tensor({{0, 2, 2}, {1, 0, 3}})
+  G.check("embedding", function(w) return torch.embedding(w, idx) end, {R({4, 3})})
+  G.check("embedding padding_idx", function(w) return torch.embedding(w, idx, {padding_idx = 2}) * (w:sum() * 0 + 1) end,
+    {R({4, 3})}, {skip_check = true, tol = math.huge})
+  local w = torch.randn(4, 3, {requires_grad = true})
+  torch.embedding(w, idx, {padding_idx = 2}):sum():backward()
+  T.close(w.grad[2], {0, 0, 0}) -- the padding row gets no gradient
+  T.close(w.grad[0], {2, 2, 2})
 end)
 
 T.run()

@@ -100,6 +100,12 @@ test("random: seeded, reproducible, right distribution", function()
   for i = 1, 50 do eq(p[i], i - 1, "randperm is a permutation") end
   local x = torch.empty(100):uniform_(-2, -1)
   for _, v in ipairs(x:tolist()) do ok(v >= -2 and v < -1, "uniform_ range") end
+  local state = torch.get_rng_state()
+  local r1 = torch.randn(5):tolist()
+  torch.set_rng_state(state)
+  local r2 = torch.randn(5):tolist()
+  for i = 1, 5 do eq(r2[i], r1[i], "set_rng_state replays the stream") end
+  raises(function() torch.set_rng_state({seed = 1}) end, "expected {seed = integer")
   raises(function() torch.rand(3, {dtype = "int64"}) end, "floating point")
   raises(function() torch.randint(5, 5, {3}) end, "low < high")
 end)

@@ -1,0 +1,136 @@
+/* Autograd for the neural-network ops: each node calls the op's backward
+ * function from op_nn.c. Parameter structs are kept byte for byte in the
+ * node's list. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "grad.h"
+
+enum { N_CONV2D, N_CONV1D, N_MAXPOOL, N_AVGPOOL, N_ADAPTIVE, N_BATCHNORM, N_LAYERNORM, N_EMBEDDING };
+
+static ts_status keep_params(ts_node *n, const void *p, size_t size) {
+  size_t words = (size + sizeof(int64_t) - 1) / sizeof(int64_t);
+  n->list = calloc(words, sizeof(int64_t));
+  if (!n->list) return ts_fail(TS_ERR_OOM, "out of memory recording %s", n->name);
+  memcpy(n->list, p, size);
+  n->nlist = (int)words;
+  return TS_OK;
+}
+
+static ts_status load(ts_node *n, int k, ts_tensor **t) { return n->saved[k] ? ts_ag_saved(n, k, t) : TS_OK; }
+
+static ts_status nn_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
+  ts_tensor *s0 = NULL, *s1 = NULL, *s2 = NULL, *s3 = NULL;
+  ts_status st = load(n, 0, &s0);
+  if (!st) st = load(n, 1, &s1);
+  if (!st) st = load(n, 2, &s2);
+  if (!st) st = load(n, 3, &s3);
+  if (st) return st;
+  if (n->released) return ts_ag_saved(n, 0, &s0); /* the "backward twice" error */
+  bool need[3] = {n->nin > 0 && (n->next[0].fn || n->next[0].leaf), n->nin > 1 && (n->next[1].fn || n->next[1].leaf),
+                  n->nin > 2 && (n->next[2].fn || n->next[2].leaf)};
+  switch (n->i[0]) {
+  case N_CONV2D:
+  case N_CONV1D: { /* inputs x, weight, bias; saved x, weight */
+    const ts_conv2d_params *p = (const ts_conv2d_params *)n->list;
+    return (n->i[0] == N_CONV2D ? ts_conv2d_backward : ts_conv1d_backward)(g, s0, s1, p, need, &grads[0], &grads[1],
+                                                                          &grads[2]);
+  }
+  case N_MAXPOOL: /* saved x, indices */
+    return ts_max_pool2d_backward(g, s1, s0, &grads[0]);
+  case N_AVGPOOL:
+    return ts_avg_pool2d_backward(g, s0, (const ts_pool2d_params *)n->list, &grads[0]);
+  case N_ADAPTIVE:
+    return ts_adaptive_avg_pool2d_backward(g, s0, &grads[0]);
+  case N_BATCHNORM: /* inputs x, weight, bias; saved x, weight, mean, invstd */
+    return ts_batch_norm_backward(g, s0, s1, s2, s3, n->i[1] != 0, need, &grads[0], &grads[1], &grads[2]);
+  case N_LAYERNORM: /* inputs x, weight, bias; saved x, weight, mean, rstd; list: normalized shape */
+    return ts_layer_norm_backward(g, s0, n->nlist, n->list, s2, s3, s1, need, &grads[0], &grads[1], &grads[2]);
+  case N_EMBEDDING: { /* inputs weight; saved indices */
+    int64_t pad = n->i[2];
+    return ts_embedding_backward(g, s0, n->i[1], n->i[3] ? &pad : NULL, &grads[0]);
+  }
+  }
+  return ts_fail(TS_ERR_ARG, "unknown nn node");
+}
+
+static ts_status record(const char *name, int kind, int nin, ts_tensor *const *in, ts_tensor *y, ts_node **n) {
+  ts_status st = ts_ag_record(name, nn_backward, nin, in, y, n);
+  if (!st) (*n)->i[0] = kind;
+  return st;
+}
+
+ts_status ts_ag_conv(bool is_1d, ts_tensor *x, ts_tensor *w, ts_tensor *b, const ts_conv2d_params *p, ts_tensor *y) {
+  ts_tensor *in[3] = {x, w, b};
+  ts_node *n;
+  ts_status st = record(is_1d ? "ConvolutionBackward0" : "ConvolutionBackward0", is_1d ? N_CONV1D : N_CONV2D,
+                        b ? 3 : 2, in, y, &n);
+  if (st) return st;
+  ts_ag_save(n, 0, x);
+  ts_ag_save(n, 1, w);
+  return keep_params(n, p, sizeof *p);
+}
+
+ts_status ts_ag_max_pool2d(ts_tensor *x, ts_tensor *indices, ts_tensor *y) {
+  ts_node *n;
+  ts_status st = record("MaxPool2DWithIndicesBackward0", N_MAXPOOL, 1, &x, y, &n);
+  if (st) return st;
+  ts_ag_save(n, 0, x);
+  ts_ag_save(n, 1, indices);
+  return TS_OK;
+}
+
+ts_status ts_ag_avg_pool2d(ts_tensor *x, const ts_pool2d_params *p, ts_tensor *y) {
+  ts_node *n;
+  ts_status st = record("AvgPool2DBackward0", N_AVGPOOL, 1, &x, y, &n);
+  if (st) return st;
+  ts_ag_save(n, 0, x);
+  return keep_params(n, p, sizeof *p);
+}
+
+ts_status ts_ag_adaptive_avg_pool2d(ts_tensor *x, ts_tensor *y) {
+  ts_node *n;
+  ts_status st = record("AdaptiveAvgPool2DBackward0", N_ADAPTIVE, 1, &x, y, &n);
+  if (!st) ts_ag_save(n, 0, x);
+  return st;
+}
+
+ts_status ts_ag_batch_norm(ts_tensor *x, ts_tensor *w, ts_tensor *b, bool training, ts_tensor *mean, ts_tensor *invstd,
+                           ts_tensor *y) {
+  ts_tensor *in[3] = {x, w, b};
+  ts_node *n;
+  ts_status st = record("NativeBatchNormBackward0", N_BATCHNORM, 3, in, y, &n);
+  if (st) return st;
+  n->i[1] = training;
+  ts_ag_save(n, 0, x);
+  if (w) ts_ag_save(n, 1, w);
+  ts_ag_save(n, 2, mean);
+  ts_ag_save(n, 3, invstd);
+  return TS_OK;
+}
+
+ts_status ts_ag_layer_norm(ts_tensor *x, int nd, const int64_t *shape, ts_tensor *w, ts_tensor *b, ts_tensor *mean,
+                           ts_tensor *rstd, ts_tensor *y) {
+  ts_tensor *in[3] = {x, w, b};
+  ts_node *n;
+  ts_status st = record("NativeLayerNormBackward0", N_LAYERNORM, 3, in, y, &n);
+  if (st) return st;
+  ts_ag_save(n, 0, x);
+  if (w) ts_ag_save(n, 1, w);
+  ts_ag_save(n, 2, mean);
+  ts_ag_save(n, 3, rstd);
+  st = keep_params(n, shape, sizeof(int64_t) * (size_t)nd);
+  n->nlist = nd;
+  return st;
+}
+
+ts_status ts_ag_embedding(ts_tensor *w, ts_tensor *indices, const int64_t *padding_idx, ts_tensor *y) {
+  ts_node *n;
+  ts_status st = record("EmbeddingBackward0", N_EMBEDDING, 1, &w, y, &n);
+  if (st) return st;
+  n->i[1] = w->sizes[0];
+  n->i[2] = padding_idx ? *padding_idx : 0;
+  n->i[3] = padding_idx != NULL;
+  ts_ag_save(n, 0, indices);
+  return TS_OK;
+}

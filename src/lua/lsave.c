@@ -1,0 +1,511 @@
+/* torch.save(obj, path) and torch.load(path, {map_location=, flat=}): Lua
+ * values <-> safetensors files (the file format is src/safetensors.c's).
+ *
+ * The tensors of obj go into the file under flattened names ({fc1 = {weight
+ * = W}} -> "fc1.weight", integer keys as decimals), so PyTorch's
+ * safetensors.torch.load_file reads them. Everything else, and the shape of
+ * the tree, goes into __metadata__["tensh"] as one JSON document:
+ *
+ *   {"format": "tensh/1", "root": V}
+ *   V = true | false | "utf-8 string"
+ *     | {"tensor": "flat.name"} | {"int": "-12"} | {"float": "0.10000000000000001"}
+ *     | {"bytes": "hex"}                      (a string that is not UTF-8, or holds NUL)
+ *     | {"table": [[K, V], ...]}              (keys sorted: integers, then strings)
+ *   K = "string key" | {"int": "3"} | {"bytes": "hex"}
+ *
+ * Numbers are strings so integers beyond 2^53 stay exact (cJSON keeps numbers
+ * as doubles) and floats round-trip bit for bit (%.17g). The same tensor
+ * reached twice is written once and comes back as one tensor. Loading never
+ * runs code: the document is data, decoded by the walk below. */
+#include "lt.h"
+
+#include "../safetensors.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define META_KEY "tensh"
+#define TREE_FORMAT "tensh/1"
+#define MAX_DEPTH 200          /* table nesting torch.save accepts (each level is 3 JSON levels; cJSON stops at 1000) */
+#define ROOT_TENSOR_NAME "tensor" /* the name of a tensor saved on its own */
+
+/* ---- boxes: C resources owned by a userdata, so a Lua error cannot leak them */
+
+typedef struct json_box {
+  cJSON *root;
+  char *text;
+} json_box;
+
+static int json_box_gc(lua_State *L) {
+  json_box *b = lua_touserdata(L, 1);
+  cJSON_Delete(b->root);
+  cJSON_free(b->text);
+  b->root = NULL, b->text = NULL; /* a finalizer may run twice (__close, then __gc) */
+  return 0;
+}
+
+static json_box *push_json_box(lua_State *L) {
+  json_box *b = lua_newuserdatauv(L, sizeof *b, 0);
+  b->root = NULL, b->text = NULL;
+  if (luaL_newmetatable(L, "tensh.json_box")) {
+    lua_pushcfunction(L, json_box_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, json_box_gc);
+    lua_setfield(L, -2, "__close");
+  }
+  lua_setmetatable(L, -2);
+  return b;
+}
+
+typedef struct file_box {
+  ts_safetensors *sf;
+} file_box;
+
+static int file_box_gc(lua_State *L) {
+  file_box *b = lua_touserdata(L, 1);
+  ts_safetensors_close(b->sf);
+  b->sf = NULL;
+  return 0;
+}
+
+static file_box *push_file_box(lua_State *L) {
+  file_box *b = lua_newuserdatauv(L, sizeof *b, 0);
+  b->sf = NULL;
+  if (luaL_newmetatable(L, "tensh.safetensors_file")) {
+    lua_pushcfunction(L, file_box_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, file_box_gc);
+    lua_setfield(L, -2, "__close");
+  }
+  lua_setmetatable(L, -2);
+  return b;
+}
+
+/* ---- torch.save ----------------------------------------------------------- */
+
+typedef struct save_ctx {
+  int names;    /* stack index: list of flat names, parallel to tensors */
+  int tensors;  /* stack index: list of tensor userdata (CPU copies of CUDA ones) */
+  int seen;     /* stack index: lightuserdata(ts_tensor *) -> its flat name */
+  int taken;    /* stack index: flat name -> true */
+  int visiting; /* stack index: table -> true while it is being walked (cycles) */
+  int n;
+} save_ctx;
+
+static void *check_mem(lua_State *L, void *p) {
+  if (!p) luaL_error(L, "torch.save: out of memory");
+  return p;
+}
+
+/* Adds item to parent: under key when parent is an object, appended when key is NULL. */
+static cJSON *attach(lua_State *L, cJSON *parent, const char *key, cJSON *item) {
+  check_mem(L, item);
+  if (!(key ? cJSON_AddItemToObject(parent, key, item) : cJSON_AddItemToArray(parent, item))) {
+    cJSON_Delete(item);
+    luaL_error(L, "torch.save: out of memory");
+  }
+  return item;
+}
+
+/* {tag: text} */
+static void attach_tagged(lua_State *L, cJSON *parent, const char *key, const char *tag, const char *text) {
+  cJSON *o = attach(L, parent, key, cJSON_CreateObject());
+  check_mem(L, cJSON_AddStringToObject(o, tag, text));
+}
+
+/* A string as itself when JSON can carry it as text, else as {"bytes": hex}. */
+static void attach_string(lua_State *L, cJSON *parent, const char *key, int idx) {
+  size_t n;
+  const char *s = lua_tolstring(L, idx, &n);
+  if (strlen(s) == n && ts_utf8_valid(s, n)) { /* cJSON strings end at a NUL */
+    attach(L, parent, key, cJSON_CreateString(s));
+    return;
+  }
+  static const char hex[] = "0123456789abcdef";
+  luaL_Buffer b;
+  char *p = luaL_buffinitsize(L, &b, 2 * n + 1);
+  for (size_t i = 0; i < n; i++) p[2 * i] = hex[(unsigned char)s[i] >> 4], p[2 * i + 1] = hex[s[i] & 15];
+  p[2 * n] = 0;
+  luaL_pushresultsize(&b, 2 * n);
+  attach_tagged(L, parent, key, "bytes", lua_tostring(L, -1));
+  lua_pop(L, 1);
+}
+
+static void attach_number(lua_State *L, cJSON *parent, const char *key, int idx) {
+  char buf[64];
+  if (lua_isinteger(L, idx)) {
+    snprintf(buf, sizeof buf, "%lld", (long long)lua_tointeger(L, idx));
+    attach_tagged(L, parent, key, "int", buf);
+    return;
+  }
+  double v = lua_tonumber(L, idx);
+  if (isnan(v)) snprintf(buf, sizeof buf, "nan");
+  else snprintf(buf, sizeof buf, "%.17g", v); /* enough digits to read back the same double; inf as "inf" */
+  attach_tagged(L, parent, key, "float", buf);
+}
+
+/* Where a value sits, for messages: 'fc1.weight', or the top level. */
+static const char *where(lua_State *L, int path) {
+  return path ? lua_pushfstring(L, "at '%s'", lua_tostring(L, path)) : "at the top level";
+}
+
+static void save_tensor(lua_State *L, save_ctx *c, cJSON *parent, const char *key, int v, int path) {
+  ts_tensor *t = lt_test(L, v);
+  lua_pushlightuserdata(L, t);
+  if (lua_rawget(L, c->seen) == LUA_TSTRING) { /* shared: one copy in the file */
+    attach_tagged(L, parent, key, "tensor", lua_tostring(L, -1));
+    lua_pop(L, 1);
+    return;
+  }
+  lua_pop(L, 1);
+  if (path) lua_pushvalue(L, path);
+  else lua_pushliteral(L, ROOT_TENSOR_NAME);
+  int name = lua_gettop(L);
+  size_t len;
+  const char *s = lua_tolstring(L, name, &len);
+  if (strlen(s) != len) luaL_error(L, "torch.save: the tensor %s has a NUL byte in its name", where(L, path));
+  if (lua_getfield(L, c->taken, s) != LUA_TNIL)
+    luaL_error(L, "torch.save: two tensors would both be named '%s' in the file (a key with '.' in it clashes "
+               "with a nested table); rename one of the keys", s);
+  lua_pop(L, 1);
+  lua_pushboolean(L, 1);
+  lua_setfield(L, c->taken, s);
+  lua_pushlightuserdata(L, t);
+  lua_pushvalue(L, name);
+  lua_rawset(L, c->seen);
+  if (t->device.type != TS_CPU) { /* the file holds host bytes: t:cpu() copies (or says why it cannot) */
+    lua_getfield(L, v, "cpu");
+    lua_pushvalue(L, v);
+    lua_call(L, 1, 1);
+    if (!lt_test(L, -1)) luaL_error(L, "torch.save: cpu() did not return a tensor");
+  } else {
+    lua_pushvalue(L, v);
+  }
+  c->n++;
+  lua_rawseti(L, c->tensors, c->n);
+  lua_pushvalue(L, name);
+  lua_rawseti(L, c->names, c->n);
+  attach_tagged(L, parent, key, "tensor", s);
+  lua_pop(L, 1); /* name */
+}
+
+typedef struct table_key {
+  bool is_int;
+  lua_Integer i;
+  const char *s; /* anchored by the table being saved */
+  size_t len;
+} table_key;
+
+/* integers (ascending) before strings (bytewise), so a file's bytes do not
+ * depend on the order `next` happens to visit keys in */
+static int key_order(const void *a, const void *b) {
+  const table_key *x = a, *y = b;
+  if (x->is_int != y->is_int) return x->is_int ? -1 : 1;
+  if (x->is_int) return (x->i > y->i) - (x->i < y->i);
+  size_t m = x->len < y->len ? x->len : y->len;
+  int r = memcmp(x->s, y->s, m);
+  return r ? r : (x->len > y->len) - (x->len < y->len);
+}
+
+static void save_value(lua_State *L, save_ctx *c, cJSON *parent, const char *key, int v, int path, int depth);
+
+static void save_table(lua_State *L, save_ctx *c, cJSON *parent, const char *key, int v, int path, int depth) {
+  if (lua_getmetatable(L, v))
+    luaL_error(L, "torch.save: cannot save a table with a metatable %s (a torch.Size, a torch.device or an "
+               "object); save its plain contents instead", where(L, path));
+  if (depth >= MAX_DEPTH) luaL_error(L, "torch.save: tables nested deeper than %d levels %s", MAX_DEPTH, where(L, path));
+  lua_pushvalue(L, v);
+  if (lua_rawget(L, c->visiting) != LUA_TNIL)
+    luaL_error(L, "torch.save: the table %s is one of its own ancestors (a cycle); only trees of tables can be "
+               "saved", where(L, path));
+  lua_pop(L, 1);
+  lua_pushvalue(L, v);
+  lua_pushboolean(L, 1);
+  lua_rawset(L, c->visiting);
+
+  size_t nkeys = 0;
+  lua_pushnil(L);
+  while (lua_next(L, v)) nkeys++, lua_pop(L, 1);
+  table_key *keys = lua_newuserdatauv(L, sizeof(table_key) * (nkeys ? nkeys : 1), 0);
+  size_t k = 0;
+  lua_pushnil(L);
+  while (lua_next(L, v)) {
+    lua_pop(L, 1);
+    if (k >= nkeys) luaL_error(L, "torch.save: a table changed while it was being saved");
+    if (lua_isinteger(L, -1)) {
+      keys[k++] = (table_key){true, lua_tointeger(L, -1), NULL, 0};
+    } else if (lua_type(L, -1) == LUA_TSTRING) {
+      keys[k].is_int = false;
+      keys[k].s = lua_tolstring(L, -1, &keys[k].len);
+      k++;
+    } else {
+      luaL_error(L, "torch.save: table keys must be strings or integers, got a %s key %s", luaL_typename(L, -1),
+                 where(L, path));
+    }
+  }
+  qsort(keys, k, sizeof *keys, key_order);
+
+  cJSON *obj = attach(L, parent, key, cJSON_CreateObject());
+  cJSON *pairs = check_mem(L, cJSON_AddArrayToObject(obj, "table"));
+  for (size_t i = 0; i < k; i++) {
+    cJSON *pair = attach(L, pairs, NULL, cJSON_CreateArray());
+    luaL_checkstack(L, 8, "torch.save: tables nested too deeply");
+    if (keys[i].is_int) {
+      char buf[32];
+      snprintf(buf, sizeof buf, "%lld", (long long)keys[i].i);
+      attach_tagged(L, pair, NULL, "int", buf);
+      lua_pushinteger(L, keys[i].i);
+    } else {
+      lua_pushlstring(L, keys[i].s, keys[i].len);
+      attach_string(L, pair, NULL, lua_gettop(L));
+    }
+    /* the child's flat name: parent.key */
+    if (path) {
+      lua_pushvalue(L, path);
+      lua_pushliteral(L, ".");
+      lua_pushvalue(L, -3);
+      lua_concat(L, 3); /* integers print as decimals */
+    } else {
+      lua_pushvalue(L, -1);
+      lua_tolstring(L, -1, NULL);
+    }
+    lua_pushvalue(L, -2);
+    lua_rawget(L, v);
+    save_value(L, c, pair, NULL, lua_gettop(L), lua_gettop(L) - 1, depth + 1);
+    lua_pop(L, 3); /* key, name, value */
+  }
+  lua_pop(L, 1); /* keys */
+  lua_pushvalue(L, v);
+  lua_pushnil(L);
+  lua_rawset(L, c->visiting);
+}
+
+static void save_value(lua_State *L, save_ctx *c, cJSON *parent, const char *key, int v, int path, int depth) {
+  switch (lua_type(L, v)) {
+  case LUA_TBOOLEAN: attach(L, parent, key, cJSON_CreateBool(lua_toboolean(L, v))); return;
+  case LUA_TNUMBER: attach_number(L, parent, key, v); return;
+  case LUA_TSTRING: attach_string(L, parent, key, v); return;
+  case LUA_TTABLE: save_table(L, c, parent, key, v, path, depth); return;
+  case LUA_TUSERDATA:
+    if (lt_test(L, v)) {
+      save_tensor(L, c, parent, key, v, path);
+      return;
+    }
+    break;
+  default: break;
+  }
+  luaL_error(L, "torch.save: cannot save a %s %s (only tensors, numbers, booleans, strings and tables of them)",
+             luaL_typename(L, v), where(L, path));
+}
+
+static int l_save(lua_State *L) {
+  const char *path = luaL_checkstring(L, 2);
+  lua_settop(L, 2);
+  save_ctx c = {0};
+  for (int i = 0; i < 5; i++) lua_newtable(L);
+  c.names = 3, c.tensors = 4, c.seen = 5, c.taken = 6, c.visiting = 7;
+  json_box *box = push_json_box(L);
+  box->root = check_mem(L, cJSON_CreateObject());
+  check_mem(L, cJSON_AddStringToObject(box->root, "format", TREE_FORMAT));
+  save_value(L, &c, box->root, "root", 1, 0, 0);
+  box->text = check_mem(L, cJSON_PrintUnformatted(box->root));
+
+  /* C arrays for the core, owned by userdata */
+  const char **names = lua_newuserdatauv(L, sizeof(char *) * (size_t)(c.n ? c.n : 1), 0);
+  ts_tensor **tensors = lua_newuserdatauv(L, sizeof(ts_tensor *) * (size_t)(c.n ? c.n : 1), 0);
+  for (int i = 0; i < c.n; i++) {
+    lua_rawgeti(L, c.names, i + 1);
+    names[i] = lua_tostring(L, -1); /* anchored in c.names */
+    lua_pop(L, 1);
+    lua_rawgeti(L, c.tensors, i + 1);
+    tensors[i] = lt_test(L, -1);
+    lua_pop(L, 1);
+  }
+  const char *mkey = META_KEY, *mval = box->text;
+  LT_TRY(L, ts_safetensors_save(path, c.n, names, tensors, 1, &mkey, &mval));
+  return 0;
+}
+
+/* ---- torch.load ----------------------------------------------------------- */
+
+typedef struct load_ctx {
+  const char *path;
+  int by_name; /* stack index: flat name -> tensor */
+} load_ctx;
+
+static int corrupt(lua_State *L, const load_ctx *c, const char *what) {
+  return luaL_error(L, "torch.load: '%s': corrupt tensh metadata (%s); torch.load(path, {flat = true}) reads "
+                    "the tensors alone", c->path, what);
+}
+
+static const char *tag_text(lua_State *L, const load_ctx *c, const cJSON *o) {
+  if (!cJSON_IsString(o)) corrupt(L, c, "a tagged value is not a string");
+  return o->valuestring;
+}
+
+static void push_hex(lua_State *L, const load_ctx *c, const char *h) {
+  size_t n = strlen(h);
+  if (n % 2) corrupt(L, c, "odd-length bytes");
+  luaL_Buffer b;
+  char *p = luaL_buffinitsize(L, &b, n / 2 + 1);
+  for (size_t i = 0; i < n; i += 2) {
+    int v = 0;
+    for (int k = 0; k < 2; k++) {
+      char ch = h[i + k];
+      int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+      if (d < 0) corrupt(L, c, "bad hex digit in bytes");
+      v = v * 16 + d;
+    }
+    p[i / 2] = (char)v;
+  }
+  luaL_pushresultsize(&b, n / 2);
+}
+
+static void push_int(lua_State *L, const load_ctx *c, const char *s) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end) corrupt(L, c, "bad integer");
+  lua_pushinteger(L, (lua_Integer)v);
+}
+
+/* Pushes the Lua value an encoded tree node stands for. */
+static void load_value(lua_State *L, const load_ctx *c, const cJSON *j) {
+  luaL_checkstack(L, 8, "torch.load: tables nested too deeply");
+  if (cJSON_IsBool(j)) {
+    lua_pushboolean(L, cJSON_IsTrue(j));
+    return;
+  }
+  if (cJSON_IsString(j)) {
+    lua_pushstring(L, j->valuestring);
+    return;
+  }
+  if (!cJSON_IsObject(j) || !j->child || j->child->next) corrupt(L, c, "a node is not a value");
+  const cJSON *v = j->child;
+  const char *tag = v->string;
+  if (strcmp(tag, "tensor") == 0) {
+    if (lua_getfield(L, c->by_name, tag_text(L, c, v)) == LUA_TNIL)
+      luaL_error(L, "torch.load: '%s': corrupt tensh metadata (it names tensor '%s', which is not in the file)",
+                 c->path, v->valuestring);
+  } else if (strcmp(tag, "int") == 0) {
+    push_int(L, c, tag_text(L, c, v));
+  } else if (strcmp(tag, "float") == 0) {
+    const char *s = tag_text(L, c, v);
+    char *end;
+    double d = strtod(s, &end);
+    if (end == s || *end) corrupt(L, c, "bad float");
+    lua_pushnumber(L, d);
+  } else if (strcmp(tag, "bytes") == 0) {
+    push_hex(L, c, tag_text(L, c, v));
+  } else if (strcmp(tag, "table") == 0) {
+    if (!cJSON_IsArray(v)) corrupt(L, c, "a table is not a list of pairs");
+    lua_createtable(L, 0, 0);
+    for (const cJSON *pair = v->child; pair; pair = pair->next) {
+      if (!cJSON_IsArray(pair) || cJSON_GetArraySize(pair) != 2) corrupt(L, c, "a table entry is not a [key, value] pair");
+      const cJSON *k = pair->child;
+      if (cJSON_IsString(k)) lua_pushstring(L, k->valuestring);
+      else if (cJSON_IsObject(k) && k->child && !k->child->next && strcmp(k->child->string, "int") == 0)
+        push_int(L, c, tag_text(L, c, k->child));
+      else if (cJSON_IsObject(k) && k->child && !k->child->next && strcmp(k->child->string, "bytes") == 0)
+        push_hex(L, c, tag_text(L, c, k->child));
+      else corrupt(L, c, "a table key is not a string or an integer");
+      lua_pushvalue(L, -1);
+      if (lua_rawget(L, -3) != LUA_TNIL) corrupt(L, c, "a table has a key twice");
+      lua_pop(L, 1);
+      load_value(L, c, k->next);
+      lua_rawset(L, -3);
+    }
+  } else {
+    corrupt(L, c, "unknown node type");
+  }
+}
+
+static ts_device load_device(lua_State *L, int opts) {
+  ts_device dev = TS_DEVICE_CPU;
+  if (!opts) return dev;
+  int t = lua_getfield(L, opts, "map_location");
+  if (t == LUA_TSTRING) {
+    if (ts_device_parse(lua_tostring(L, -1), &dev)) lt_errorf(L, "torch.load: map_location: %s", ts_last_error());
+  } else if (t != LUA_TNIL) {
+    dev = lt_check_device(L, lua_gettop(L));
+  }
+  lua_pop(L, 1);
+  if (dev.type == TS_CUDA && !ts_backends[TS_CUDA])
+    luaL_error(L, "torch.load: CUDA is not available (no GPU, driver or CUDA build); cuda.is_available() is false");
+  return dev;
+}
+
+static int l_load(lua_State *L) {
+  load_ctx c = {luaL_checkstring(L, 1), 0};
+  int opts = lt_opts_index(L, 2);
+  if (!opts && !lua_isnoneornil(L, 2)) return luaL_typeerror(L, 2, "options table ({map_location=, flat=})");
+  if (opts) { /* a misspelt option would otherwise be ignored silently */
+    lua_pushnil(L);
+    while (lua_next(L, opts)) {
+      lua_pop(L, 1);
+      const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
+      if (strcmp(k, "map_location") != 0 && strcmp(k, "flat") != 0)
+        return luaL_error(L, "torch.load: unknown option '%s' (expected map_location or flat)", k);
+    }
+  }
+  bool flat = lt_opt_bool(L, opts, "flat", false);
+  ts_device dev = load_device(L, opts);
+  lua_settop(L, 2);
+
+  file_box *fb = push_file_box(L); /* 3 */
+  LT_TRY(L, ts_safetensors_open(c.path, &fb->sf));
+  ts_safetensors *sf = fb->sf;
+
+  lua_createtable(L, 0, sf->nmeta); /* 4: the metadata strings */
+  const char *doc = NULL;
+  for (int i = 0; i < sf->nmeta; i++) {
+    lua_pushstring(L, sf->meta_values[i]);
+    lua_setfield(L, 4, sf->meta_keys[i]);
+    if (strcmp(sf->meta_keys[i], META_KEY) == 0) doc = sf->meta_values[i];
+  }
+  /* the tree is checked before any tensor data is read */
+  json_box *jb = push_json_box(L); /* 5 */
+  if (doc && !flat) {
+    jb->root = cJSON_Parse(doc);
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(jb->root, "format");
+    if (!cJSON_IsObject(jb->root)) corrupt(L, &c, "not a JSON object");
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, TREE_FORMAT) != 0)
+      luaL_error(L, "torch.load: '%s': written in tensh format '%s', which this tensh (reading '%s') does not "
+                 "know; torch.load(path, {flat = true}) reads the tensors alone", c.path,
+                 cJSON_IsString(fmt) ? fmt->valuestring : "?", TREE_FORMAT);
+    if (!cJSON_GetObjectItemCaseSensitive(jb->root, "root")) corrupt(L, &c, "no root");
+  }
+
+  lua_createtable(L, 0, sf->n); /* 6: name -> tensor, read in data order */
+  c.by_name = 6;
+  char devname[32];
+  ts_device_str(dev, devname, sizeof devname);
+  for (int i = 0; i < sf->n; i++) {
+    ts_tensor **slot = lt_newslot(L);
+    LT_TRY(L, ts_safetensors_read(sf, i, slot));
+    lt_gc_debt(L);
+    if (dev.type != TS_CPU) { /* the device backend's copy, as t:to(dev) does it */
+      lua_getfield(L, -1, "to");
+      lua_insert(L, -2);
+      lua_pushstring(L, devname);
+      lua_call(L, 2, 1);
+    }
+    lua_setfield(L, c.by_name, sf->entries[i].name);
+  }
+  if (jb->root) load_value(L, &c, cJSON_GetObjectItemCaseSensitive(jb->root, "root"));
+  else lua_pushvalue(L, c.by_name);
+  /* close the file now rather than when the collector gets to the box */
+  ts_safetensors_close(fb->sf);
+  fb->sf = NULL;
+  lua_pushvalue(L, 4);
+  return 2;
+}
+
+void lt_open_save(lua_State *L) {
+  static const luaL_Reg fns[] = {{"save", l_save}, {"load", l_load}, {NULL, NULL}};
+  lt_register(L, fns, NULL);
+}
