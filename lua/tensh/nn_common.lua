@@ -11,7 +11,7 @@ function M.raise(msg, ...)
   while true do
     local info = debug.getinfo(level, "S")
     if not info then level = 0 break end
-    if info.what ~= "C" and not info.source:find("^@lua/tensh%.nn") then break end
+    if info.what ~= "C" and not info.source:find("^@lua/tensh[./]nn") then break end
     level = level + 1
   end
   error(msg, level)

@@ -76,10 +76,17 @@ function F.hardswish(x, ...)
   return y
 end
 
+-- relu6(x + 3) / 6, with PyTorch's gradient: 1/6 strictly inside (-3, 3), else 0
 function F.hardsigmoid(x, ...)
   check_tensor("hardsigmoid", x)
   local a = args("hardsigmoid", {"inplace"}, ...)
-  local y = (x + 3):clamp(0, 6):div(6)
+  local inside, high
+  do
+    local _ <close> = torch.no_grad()
+    inside = x:gt(-3):logical_and(x:lt(3))
+    high = x:ge(3):to(x.dtype)
+  end
+  local y = torch.where(inside, x / 6 + 0.5, high)
   if a.inplace and can_inplace(x) then return x:copy_(y) end
   return y
 end
@@ -259,20 +266,7 @@ function F.embedding(input, weight, ...)
     if pad < -n or pad >= n then raise("embedding: padding_idx %d must be within num_embeddings (%d)", pad, n) end
     if pad < 0 then pad = pad + n end
   end
-  local out = torch.embedding(weight, input)
-  local grad = weight.requires_grad and torch.is_grad_enabled()
-  if grad and out.grad_fn == nil then
-    -- embedding's own backward is not wired yet: index_select carries the gradient
-    local sizes = input.shape:totable()
-    sizes[#sizes + 1] = weight.shape[1]
-    out = weight:index_select(0, input:reshape(-1)):view(sizes)
-  end
-  if grad and pad ~= nil then
-    -- same values, but positions holding padding_idx take no gradient
-    local mask = input:ne(pad):unsqueeze(-1)
-    out = torch.where(mask, out, out:detach())
-  end
-  return out
+  return torch.embedding(weight, input, pad ~= nil and {padding_idx = pad} or nil)
 end
 
 function F.one_hot(t, num_classes)
