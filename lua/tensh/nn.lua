@@ -579,6 +579,10 @@ end
 
 -- ---- the rest of the namespace --------------------------------------------------------
 
+-- files loaded below (losses, nn_utils) may require "tensh.nn" themselves:
+-- they get this table rather than a second load
+package.loaded["tensh.nn"] = nn
+
 nn.functional = require "tensh.nn_functional"
 nn.F = nn.functional
 nn.init = require "tensh.nn_init"

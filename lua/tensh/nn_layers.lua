@@ -550,7 +550,10 @@ return function(nn)
     local keys = rawget(self, "_modules").keys
     local n = #keys
     if math.type(k) ~= "integer" then raise("%s: index must be an integer, got %s", self:_get_name(), tostring(k)) end
-    if k < -n or k >= n then raise("%s: index %d is out of range for %d modules", self:_get_name(), k, n) end
+    if k < -n or k >= n then
+      raise("%s: index %d is out of range for %d modules (indices count from 0; iterate with pairs())",
+        self:_get_name(), k, n)
+    end
     if k < 0 then k = k + n end
     return keys[k + 1]
   end
