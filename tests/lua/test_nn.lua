@@ -1075,6 +1075,20 @@ test("nn.init: bounds and moments of each distribution, in place on parameters",
   init.ones_(w)
   close(w:sum(), 20000, 0, 0, "ones_")
   eq(w.is_leaf, true, "in place under no_grad: still a leaf")
+  -- the layers' own initialisation: weight and bias uniform within 1/sqrt(fan_in), reaching it
+  local function max_abs(t)
+    local m2 = 0
+    for _, v in ipairs(T.flat(t)) do m2 = math.max(m2, math.abs(v)) end
+    return m2
+  end
+  for _, layer in ipairs({nn.Linear(100, 300), nn.Conv2d(8, 300, 3, {groups = 2})}) do
+    local fan_in = init._calculate_fan_in_and_fan_out(layer.weight)
+    local b = 1 / math.sqrt(fan_in)
+    for _, name in ipairs({"weight", "bias"}) do
+      local mx2 = max_abs(layer[name])
+      ok(mx2 <= b and mx2 > 0.95 * b, ("%s %s: bound %g, max %g"):format(layer:_get_name(), name, b, mx2))
+    end
+  end
   -- conv fans count the receptive field
   local fi, fo = init._calculate_fan_in_and_fan_out(torch.empty(8, 4, 3, 3))
   eq(fi .. "," .. fo, "36,72", "conv fans")
