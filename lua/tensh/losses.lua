@@ -1,0 +1,363 @@
+-- Functional losses with PyTorch's semantics (torch.nn.functional.*_loss),
+-- built only from differentiable tensor ops so autograd gives the gradients.
+-- nn.lua exposes them as nn.functional.* and wraps them in the loss modules.
+-- Class indices count from 0; reduction is "mean" | "sum" | "none".
+local M = {}
+
+local floating = {["torch.float32"] = true, ["torch.float64"] = true, ["torch.float16"] = true, ["torch.bfloat16"] = true}
+
+local function typename(v)
+  if torch.is_tensor(v) then return "Tensor" end
+  return type(v)
+end
+
+-- Errors point at the first caller outside this file (the user's line).
+local THIS = debug.getinfo(1, "S").source
+local function fail(msg, ...)
+  local level = 1
+  while true do
+    local info = debug.getinfo(level + 1, "S")
+    if not info or info.source ~= THIS then break end
+    level = level + 1
+  end
+  error(msg:format(...), level + 1)
+end
+
+local function check_tensor(fn, name, pos, v)
+  if not torch.is_tensor(v) then
+    fail("%s: argument '%s' (position %d) must be a tensor, not %s", fn, name, pos, typename(v))
+  end
+end
+
+local function check_floating(fn, name, v)
+  if not floating[v.dtype] then
+    fail("%s: expected a floating point %s, got %s; convert it with :float()", fn, name, v.dtype)
+  end
+end
+
+-- Rejects option keys the function does not take (a typo should not pass silently).
+local function check_opts(fn, opts, allowed)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" or torch.is_tensor(opts) then
+    fail("%s: options must be a table, got %s", fn, typename(opts))
+  end
+  for k in pairs(opts) do
+    if not allowed[k] then
+      local names = {}
+      for a in pairs(allowed) do names[#names + 1] = a end
+      table.sort(names)
+      fail("%s: unexpected option '%s' (expected one of: %s)", fn, tostring(k), table.concat(names, ", "))
+    end
+  end
+  return opts
+end
+
+local function check_reduction(fn, r)
+  r = r == nil and "mean" or r
+  if r ~= "mean" and r ~= "sum" and r ~= "none" then
+    fail("%s: %s is not a valid value for reduction (expected \"mean\", \"sum\" or \"none\")", fn, tostring(r))
+  end
+  return r
+end
+
+local function check_optional_tensor(fn, name, v)
+  if v ~= nil and not torch.is_tensor(v) then
+    fail("%s: option '%s' must be a tensor, not %s", fn, name, typename(v))
+  end
+end
+
+local function reduce(loss, reduction)
+  if reduction == "mean" then return loss:mean() end
+  if reduction == "sum" then return loss:sum() end
+  return loss
+end
+
+local function same_shape(a, b) return a.shape == b.shape end
+
+-- ---- negative log-likelihood over class indices ----------------------------
+
+-- Checks the class-index target against lp (N, C, d1...) and returns the
+-- mask of non-ignored targets (N, d1...) and the targets with the ignored
+-- ones set to 0, so they can index.
+local function class_targets(fn, lp, target, ignore_index)
+  if target.dtype ~= "torch.int64" then
+    fail("%s: expected target dtype torch.int64 for class indices, got %s; convert it with :long()", fn, target.dtype)
+  end
+  local want = {lp.shape[0]}
+  for d = 2, lp:dim() - 1 do want[#want + 1] = lp.shape[d] end
+  want = torch.Size(want)
+  if target.shape ~= want then
+    fail("%s: expected target of size %s (class indices) for input of size %s, got target of size %s",
+      fn, tostring(want), tostring(lp.shape), tostring(target.shape))
+  end
+  local valid = target:ne(ignore_index)
+  local C = lp.shape[1]
+  if target:numel() > 0 then
+    local kept = target:masked_select(valid)
+    if kept:numel() > 0 then
+      local lo, hi = kept:min():item(), kept:max():item()
+      local bad = lo < 0 and lo or (hi >= C and hi or nil)
+      if bad then
+        fail("%s: target %d is out of bounds (class indices must be in [0, %d] for C = %d, or ignore_index = %d)",
+          fn, bad, C - 1, C, ignore_index)
+      end
+    end
+  end
+  return valid, torch.where(valid, target, 0)
+end
+
+local function check_weight(fn, weight, C, dtype)
+  if weight == nil then return end
+  if weight:dim() ~= 1 or weight.shape[0] ~= C then
+    fail("%s: weight should be defined for all %d classes (a tensor of size torch.Size([%d])), got size %s",
+      fn, C, C, tostring(weight.shape))
+  end
+  if weight.dtype ~= dtype then
+    fail("%s: weight dtype %s does not match input dtype %s", fn, weight.dtype, dtype)
+  end
+end
+
+-- weight (C) viewed as (1, C, 1, ...) to broadcast against lp (N, C, d1...)
+local function weight_view(weight, ndim)
+  local shape = {}
+  for d = 1, ndim do shape[d] = 1 end
+  shape[2] = weight.shape[0]
+  return weight:view(table.unpack(shape))
+end
+
+-- lp (N, C, d1...) log-probabilities; safe (N, d1...) indices; valid (N, d1...)
+-- Returns the per-element loss (N, d1...) and the per-element weights (N, d1...).
+local function nll_terms(lp, safe, valid, weight)
+  local picked = lp:gather(1, safe:unsqueeze(1)):squeeze(1)
+  local w
+  if weight then
+    w = weight:gather(0, safe:reshape(-1)):reshape(safe.shape) * valid:to(lp.dtype)
+  else
+    w = valid:to(lp.dtype)
+  end
+  -- where, not a product with 0: an ignored -inf log-probability must not give NaN
+  return torch.where(valid, -(picked * w), 0), w
+end
+
+local function nll_reduce(loss, w, reduction)
+  if reduction == "none" then return loss end
+  if reduction == "sum" then return loss:sum() end
+  return loss:sum() / w:sum() -- the weighted mean: the weights of the non-ignored targets
+end
+
+-- 1-D input (C) with a 0-dim target is a batch of one: add the batch dim
+local function batch_of_one(input, target)
+  if input:dim() == 1 then
+    return input:unsqueeze(0), torch.is_tensor(target) and target:dim() == 0 and target:unsqueeze(0) or target, true
+  end
+  return input, target, false
+end
+
+local nll_opts = {weight = true, ignore_index = true, reduction = true}
+
+-- nll_loss(input (N, C, d1...) log-probabilities, target (N, d1...) int64,
+--          {weight = (C), ignore_index = -100, reduction = "mean"})
+function M.nll_loss(input, target, opts)
+  local fn = "nll_loss"
+  check_tensor(fn, "input", 1, input)
+  check_tensor(fn, "target", 2, target)
+  opts = check_opts(fn, opts, nll_opts)
+  local reduction = check_reduction(fn, opts.reduction)
+  local ignore_index = opts.ignore_index or -100
+  check_optional_tensor(fn, "weight", opts.weight)
+  check_floating(fn, "input", input)
+  if input:dim() < 1 then fail("%s: expected input with 1 or more dimensions (got 0)", fn) end
+  local one
+  input, target, one = batch_of_one(input, target)
+  check_weight(fn, opts.weight, input.shape[1], input.dtype)
+  local valid, safe = class_targets(fn, input, target, ignore_index)
+  local loss, w = nll_terms(input, safe, valid, opts.weight)
+  local out = nll_reduce(loss, w, reduction)
+  if one and reduction == "none" then out = out:squeeze(0) end
+  return out
+end
+
+local ce_opts = {weight = true, ignore_index = true, reduction = true, label_smoothing = true}
+
+-- cross_entropy(input (N, C, d1...) logits, target (N, d1...) int64 class
+-- indices or (N, C, d1...) class probabilities,
+-- {weight = (C), ignore_index = -100, reduction = "mean", label_smoothing = 0})
+function M.cross_entropy(input, target, opts)
+  local fn = "cross_entropy"
+  check_tensor(fn, "input", 1, input)
+  check_tensor(fn, "target", 2, target)
+  opts = check_opts(fn, opts, ce_opts)
+  local reduction = check_reduction(fn, opts.reduction)
+  local ignore_index = opts.ignore_index or -100
+  local eps = opts.label_smoothing or 0
+  local weight = opts.weight
+  check_optional_tensor(fn, "weight", weight)
+  if type(eps) ~= "number" or eps < 0 or eps > 1 then
+    fail("%s: label_smoothing must be between 0.0 and 1.0, got %s", fn, tostring(eps))
+  end
+  check_floating(fn, "input", input)
+  if input:dim() < 1 then fail("%s: expected input with 1 or more dimensions (got 0)", fn) end
+  local probs = same_shape(input, target)
+  local one
+  input, target, one = batch_of_one(input, target)
+  local C = input.shape[1]
+  check_weight(fn, weight, C, input.dtype)
+  local lp = input:log_softmax(1)
+  local out
+  if probs then
+    if not floating[target.dtype] then
+      fail("%s: a target of the input's size %s holds class probabilities and must be floating point, got %s",
+        fn, tostring(input.shape), target.dtype)
+    end
+    if ignore_index >= 0 then fail("%s: ignore_index is not supported for class-probability targets", fn) end
+    if eps > 0 then target = target * (1 - eps) + eps / C end
+    local prod = lp * target
+    if weight then prod = prod * weight_view(weight, lp:dim()) end
+    if reduction == "none" then
+      out = -prod:sum(1)
+    elseif reduction == "sum" then
+      out = -prod:sum()
+    elseif input:numel() == 0 then
+      out = prod:sum() * (0 / 0)
+    else
+      out = -prod:sum() / (input:numel() // C)
+    end
+  else
+    local valid, safe = class_targets(fn, lp, target, ignore_index)
+    local loss, w = nll_terms(lp, safe, valid, weight)
+    out = nll_reduce(loss, w, reduction)
+    if eps > 0 then
+      local smooth = weight and -(lp * weight_view(weight, lp:dim())):sum(1) or -lp:sum(1)
+      smooth = torch.where(valid, smooth, 0)
+      if reduction == "none" then
+        -- keep smooth as is
+      elseif reduction == "sum" then
+        smooth = smooth:sum()
+      else
+        smooth = smooth:sum() / w:sum()
+      end
+      out = out * (1 - eps) + smooth * (eps / C)
+    end
+  end
+  if one and reduction == "none" then out = out:squeeze(0) end
+  return out
+end
+
+-- ---- regression losses -----------------------------------------------------
+
+-- Same-size operands: PyTorch broadcasts here with a warning, which is almost
+-- always a bug (a (N, 1) output against an (N) target), so we refuse it.
+local function check_pair(fn, input, target)
+  if not same_shape(input, target) then
+    fail("%s: target size %s is different from input size %s; reshape one of them so the sizes match",
+      fn, tostring(target.shape), tostring(input.shape))
+  end
+  check_floating(fn, "input", input)
+  check_floating(fn, "target", target)
+end
+
+local red_opts = {reduction = true}
+
+function M.mse_loss(input, target, opts)
+  local fn = "mse_loss"
+  check_tensor(fn, "input", 1, input)
+  check_tensor(fn, "target", 2, target)
+  opts = check_opts(fn, opts, red_opts)
+  local reduction = check_reduction(fn, opts.reduction)
+  check_pair(fn, input, target)
+  local d = input - target
+  return reduce(d * d, reduction)
+end
+
+function M.l1_loss(input, target, opts)
+  local fn = "l1_loss"
+  check_tensor(fn, "input", 1, input)
+  check_tensor(fn, "target", 2, target)
+  opts = check_opts(fn, opts, red_opts)
+  local reduction = check_reduction(fn, opts.reduction)
+  check_pair(fn, input, target)
+  return reduce((input - target):abs(), reduction)
+end
+
+-- 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta; beta = 0 is l1_loss
+function M.smooth_l1_loss(input, target, opts)
+  local fn = "smooth_l1_loss"
+  check_tensor(fn, "input", 1, input)
+  check_tensor(fn, "target", 2, target)
+  opts = check_opts(fn, opts, {reduction = true, beta = true})
+  local reduction = check_reduction(fn, opts.reduction)
+  local beta = opts.beta or 1.0
+  if type(beta) ~= "number" or beta < 0 then
+    fail("%s: beta must be a non-negative number, got %s", fn, tostring(beta))
+  end
+  check_pair(fn, input, target)
+  local d = (input - target):abs()
+  if beta == 0 then return reduce(d, reduction) end
+  return reduce(torch.where(d:lt(beta), d * d * (0.5 / beta), d - 0.5 * beta), reduction)
+end
+
+-- ---- binary losses ---------------------------------------------------------
+
+local function check_broadcast_weight(fn, name, w, shape)
+  if w == nil then return end
+  local ok = pcall(torch.broadcast_shapes, w.shape, shape)
+  if not ok then
+    fail("%s: %s of size %s cannot be broadcast to the input size %s", fn, name, tostring(w.shape), tostring(shape))
+  end
+end
+
+local bin_opts = {weight = true, reduction = true}
+
+-- binary_cross_entropy(input probabilities, target, {weight, reduction}):
+-- each log clamped to >= -100 as PyTorch, so 0 and 1 give finite losses
+function M.binary_cross_entropy(input, target, opts)
+  local fn = "binary_cross_entropy"
+  check_tensor(fn, "input", 1, input)
+  check_tensor(fn, "target", 2, target)
+  opts = check_opts(fn, opts, bin_opts)
+  local reduction = check_reduction(fn, opts.reduction)
+  check_optional_tensor(fn, "weight", opts.weight)
+  check_pair(fn, input, target)
+  check_broadcast_weight(fn, "weight", opts.weight, input.shape)
+  if input:numel() > 0 then
+    local x = input:detach()
+    local lo, hi = x:min():item(), x:max():item()
+    if not (lo >= 0 and hi <= 1) then
+      fail("%s: all elements of input should be between 0 and 1 (got values in [%g, %g]); apply sigmoid, or use binary_cross_entropy_with_logits",
+        fn, lo, hi)
+    end
+  end
+  local log_p = input:log():clamp({min = -100})
+  local log_q = (-input):log1p():clamp({min = -100})
+  local loss = (target - 1) * log_q - target * log_p
+  if opts.weight then loss = loss * opts.weight end
+  return reduce(loss, reduction)
+end
+
+-- binary_cross_entropy_with_logits(input logits, target, {weight, pos_weight (C), reduction}):
+-- (1 - t) x + lw (m + log(e^-m + e^(-x-m))), m = max(-x, 0), lw = 1 + (pos_weight - 1) t,
+-- which never exponentiates a positive number
+function M.binary_cross_entropy_with_logits(input, target, opts)
+  local fn = "binary_cross_entropy_with_logits"
+  check_tensor(fn, "input", 1, input)
+  check_tensor(fn, "target", 2, target)
+  opts = check_opts(fn, opts, {weight = true, pos_weight = true, reduction = true})
+  local reduction = check_reduction(fn, opts.reduction)
+  check_optional_tensor(fn, "weight", opts.weight)
+  check_optional_tensor(fn, "pos_weight", opts.pos_weight)
+  check_pair(fn, input, target)
+  check_broadcast_weight(fn, "weight", opts.weight, input.shape)
+  check_broadcast_weight(fn, "pos_weight", opts.pos_weight, input.shape)
+  local m = (-input):clamp({min = 0})
+  local softplus_neg = ((-m):exp() + (-input - m):exp()):log() + m -- log(1 + e^-x)
+  local loss
+  if opts.pos_weight then
+    loss = (1 - target) * input + ((opts.pos_weight - 1) * target + 1) * softplus_neg
+  else
+    loss = (1 - target) * input + softplus_neg
+  end
+  if opts.weight then loss = loss * opts.weight end
+  return reduce(loss, reduction)
+end
+
+return M

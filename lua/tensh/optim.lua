@@ -1,0 +1,836 @@
+-- The global `optim`: SGD, Adam, AdamW, RMSprop with PyTorch's update rules
+-- (torch/optim/*.py, the single-tensor foreach=False path), parameter groups,
+-- state_dict/load_state_dict in PyTorch's layout, and optim.lr_scheduler.
+-- Updates run under torch.no_grad(), so in-place ops on leaves are allowed.
+local optim = {}
+
+local THIS = debug.getinfo(1, "S").source
+-- Errors point at the first caller outside this file (the user's line).
+local function fail(msg, ...)
+  local level = 1
+  while true do
+    local info = debug.getinfo(level + 1, "S")
+    if not info or info.source ~= THIS then break end
+    level = level + 1
+  end
+  error(msg:format(...), level + 1)
+end
+
+local function typename(v)
+  if torch.is_tensor(v) then return "tensor" end
+  return type(v)
+end
+
+local function is_plain_table(v) return type(v) == "table" and not torch.is_tensor(v) end
+
+local function shallow_copy(v)
+  if type(v) ~= "table" then return v end
+  local t = {}
+  for k, x in pairs(v) do t[k] = x end
+  return t
+end
+
+local function sorted_keys(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  return keys
+end
+
+local function show(v)
+  if type(v) == "table" and not torch.is_tensor(v) then
+    local parts = {}
+    for i, x in ipairs(v) do parts[i] = show(x) end
+    return "{" .. table.concat(parts, ", ") .. "}"
+  end
+  return tostring(v)
+end
+
+local function check_opts(name, opts, allowed)
+  if opts == nil then return {} end
+  if not is_plain_table(opts) then fail("%s: options must be a table, got %s", name, typename(opts)) end
+  for k in pairs(opts) do
+    if allowed[k] == nil then
+      fail("%s: unexpected option '%s' (expected one of: %s)", name, tostring(k), table.concat(sorted_keys(allowed), ", "))
+    end
+  end
+  return opts
+end
+
+-- ---- Optimizer: the base class ---------------------------------------------
+
+local Optimizer = {}
+Optimizer.__index = Optimizer
+optim.Optimizer = Optimizer
+
+-- Defines an optimizer class. defaults: hyperparameters and their default
+-- values (a key with default `false` is a flag); validate(name, group) checks
+-- one group's hyperparameters; update(self, group) does one step over a group.
+function Optimizer.extend(base, name, defaults, validate, update)
+  local cls = setmetatable({__name = name, defaults = defaults, _validate = validate, _update = update},
+    {__index = base, __call = function(c, params, opts) return c.new(c, params, opts) end})
+  cls.__index = cls
+  cls.__tostring = base.__tostring
+  return cls
+end
+
+function Optimizer.new(cls, params, opts)
+  local name = cls.__name
+  opts = check_opts(name, opts, cls.defaults)
+  local defaults = {}
+  for k, v in pairs(cls.defaults) do defaults[k] = shallow_copy(v) end
+  for k, v in pairs(opts) do defaults[k] = shallow_copy(v) end
+  cls._validate(name, defaults)
+  local self = setmetatable({defaults = defaults, param_groups = {}, state = {}}, cls)
+  if torch.is_tensor(params) or type(params) ~= "table" then
+    fail("%s: params should be a list of tensors or a list of parameter groups, but got %s", name, typename(params))
+  end
+  if #params == 0 then fail("%s: optimizer got an empty parameter list", name) end
+  if is_plain_table(params[1]) then
+    for _, g in ipairs(params) do self:add_param_group(g) end
+  else
+    self:add_param_group({params = params})
+  end
+  return self
+end
+
+-- add_param_group({params = {...}, lr = ..., ...}): missing hyperparameters
+-- come from the optimizer's defaults
+function Optimizer:add_param_group(group)
+  local name = self.__name
+  if not is_plain_table(group) then fail("%s: a parameter group must be a table, got %s", name, typename(group)) end
+  local g = {}
+  -- every key is kept: schedulers add their own (initial_lr, max_lr, ...)
+  for k, v in pairs(group) do g[k] = shallow_copy(v) end
+  local params = group.params
+  if torch.is_tensor(params) then params = {params} end
+  if type(params) ~= "table" then fail("%s: a parameter group needs 'params', a list of tensors, got %s", name, typename(params)) end
+  g.params = {}
+  local seen = {}
+  for i, p in ipairs(params) do
+    if not torch.is_tensor(p) then
+      fail("%s: optimizer can only optimize tensors, but parameter %d is a %s", name, i, typename(p))
+    end
+    if not p.requires_grad then
+      fail("%s: optimizer can only optimize tensors that require grad (parameter %d does not; create it with {requires_grad = true} or call :requires_grad_())", name, i)
+    end
+    if not p.is_leaf then
+      fail("%s: can't optimize a non-leaf tensor (parameter %d); optimize the leaf it was computed from, or :detach():requires_grad_() it", name, i)
+    end
+    if seen[p] then fail("%s: parameter %d appears twice in one parameter group", name, i) end
+    seen[p] = true
+    g.params[i] = p
+  end
+  for _, other in ipairs(self.param_groups) do
+    for _, p in ipairs(other.params) do
+      if seen[p] then fail("%s: some parameters appear in more than one parameter group", name) end
+    end
+  end
+  for k, v in pairs(self.defaults) do
+    if g[k] == nil then g[k] = shallow_copy(v) end
+  end
+  self._validate(name, g)
+  self.param_groups[#self.param_groups + 1] = g
+end
+
+-- zero_grad({set_to_none = true}): drops the grads, or zeroes them in place
+function Optimizer:zero_grad(opts)
+  opts = check_opts(self.__name .. ":zero_grad", opts, {set_to_none = true})
+  local to_none = opts.set_to_none ~= false
+  for _, g in ipairs(self.param_groups) do
+    for _, p in ipairs(g.params) do
+      if p.grad ~= nil then
+        if to_none then
+          p.grad = nil
+        else
+          torch.no_grad(function() p.grad:zero_() end)
+        end
+      end
+    end
+  end
+end
+
+-- step([closure]): the closure recomputes the loss (with grad enabled) and
+-- its value is returned
+function Optimizer:step(closure)
+  local loss
+  if closure ~= nil then
+    if type(closure) ~= "function" then fail("%s:step: closure must be a function, got %s", self.__name, typename(closure)) end
+    loss = torch.enable_grad(closure)
+  end
+  torch.no_grad(function()
+    for _, g in ipairs(self.param_groups) do self:_update(g) end
+  end)
+  return loss
+end
+
+-- state_dict(): {state = {[i] = {...}}, param_groups = {{params = {i...}, lr = ...}}}
+-- with parameters numbered from 0 across the groups, as PyTorch. The state's
+-- tensors are the optimizer's own (not copies), as PyTorch.
+function Optimizer:state_dict()
+  local index, n = {}, 0
+  local groups = {}
+  for gi, g in ipairs(self.param_groups) do
+    local packed = {}
+    for k, v in pairs(g) do
+      if k ~= "params" then packed[k] = shallow_copy(v) end
+    end
+    packed.params = {}
+    for i, p in ipairs(g.params) do
+      if index[p] == nil then index[p] = n; n = n + 1 end
+      packed.params[i] = index[p]
+    end
+    groups[gi] = packed
+  end
+  local state = {}
+  for p, st in pairs(self.state) do
+    local i = index[p]
+    if i ~= nil then
+      local s = {}
+      for k, v in pairs(st) do
+        if k == "step" then s[k] = torch.tensor(v, {dtype = "float32"}) else s[k] = v end -- PyTorch keeps step as a float32 tensor
+      end
+      state[i] = s
+    end
+  end
+  return {state = state, param_groups = groups}
+end
+
+-- load_state_dict(sd): the groups must match in number and sizes; the state's
+-- tensors are copied, cast to each parameter's dtype and device
+function Optimizer:load_state_dict(sd)
+  local name = self.__name
+  if not is_plain_table(sd) or not is_plain_table(sd.param_groups) or not is_plain_table(sd.state) then
+    fail("%s:load_state_dict: expected a table with 'state' and 'param_groups' (from state_dict()), got %s", name, typename(sd))
+  end
+  local saved = sd.param_groups
+  if #saved ~= #self.param_groups then
+    fail("%s:load_state_dict: loaded state dict has a different number of parameter groups (%d) than the optimizer (%d)",
+      name, #saved, #self.param_groups)
+  end
+  local by_index = {}
+  for gi, g in ipairs(self.param_groups) do
+    local sg = saved[gi]
+    if not is_plain_table(sg) or not is_plain_table(sg.params) then
+      fail("%s:load_state_dict: parameter group %d has no 'params' list", name, gi - 1)
+    end
+    if #sg.params ~= #g.params then
+      fail("%s:load_state_dict: loaded state dict contains a parameter group that doesn't match the size of optimizer's group (group %d: %d parameters saved, %d in the optimizer)",
+        name, gi - 1, #sg.params, #g.params)
+    end
+    for i, idx in ipairs(sg.params) do by_index[idx] = g.params[i] end
+  end
+  local state = {}
+  for idx, st in pairs(sd.state) do
+    local p = by_index[idx]
+    if p == nil then fail("%s:load_state_dict: state for parameter %s, which no group lists", name, tostring(idx)) end
+    local s = {}
+    for _, k in ipairs(sorted_keys(st)) do
+      local v = st[k]
+      if k == "step" then
+        s[k] = torch.is_tensor(v) and v:item() or v
+      elseif torch.is_tensor(v) then
+        if v.shape ~= p.shape then
+          fail("%s:load_state_dict: state '%s' of parameter %s has size %s but the parameter has size %s",
+            name, k, tostring(idx), tostring(v.shape), tostring(p.shape))
+        end
+        s[k] = v:detach():to(p.device):to(p.dtype):clone()
+      else
+        s[k] = shallow_copy(v)
+      end
+    end
+    state[p] = s
+  end
+  local groups = {}
+  for gi, g in ipairs(self.param_groups) do
+    local ng = {}
+    for k, v in pairs(saved[gi]) do
+      if k ~= "params" then ng[k] = shallow_copy(v) end
+    end
+    ng.params = g.params
+    self._validate(name, ng)
+    groups[gi] = ng
+  end
+  self.state = state
+  self.param_groups = groups
+end
+
+function Optimizer:__tostring()
+  local lines = {self.__name .. " ("}
+  for gi, g in ipairs(self.param_groups) do
+    lines[#lines + 1] = "Parameter Group " .. (gi - 1)
+    for _, k in ipairs(sorted_keys(g)) do
+      if k ~= "params" then lines[#lines + 1] = "    " .. k .. ": " .. show(g[k]) end
+    end
+  end
+  lines[#lines + 1] = ")"
+  return table.concat(lines, "\n")
+end
+
+-- ---- validation of hyperparameters -----------------------------------------
+
+local function check_number(name, group, key, ok, what)
+  local v = group[key]
+  if type(v) ~= "number" or not ok(v) then
+    fail("%s: invalid %s value: %s (expected %s)", name, key, show(v), what)
+  end
+end
+
+local function check_flag(name, group, key)
+  if type(group[key]) ~= "boolean" then fail("%s: %s must be true or false, got %s", name, key, show(group[key])) end
+end
+
+local function nonneg(v) return v >= 0 end
+
+local function check_lr(name, g) check_number(name, g, "lr", nonneg, "lr >= 0") end
+
+local function check_betas(name, g)
+  local b = g.betas
+  if not is_plain_table(b) or #b ~= 2 then fail("%s: betas must be a list of two numbers, got %s", name, show(b)) end
+  for i = 1, 2 do
+    if type(b[i]) ~= "number" or b[i] < 0 or b[i] >= 1 then
+      fail("%s: invalid beta parameter at index %d: %s (expected 0 <= beta < 1)", name, i - 1, show(b[i]))
+    end
+  end
+end
+
+-- ---- SGD ---------------------------------------------------------------------
+
+local function sgd_validate(name, g)
+  check_lr(name, g)
+  check_number(name, g, "momentum", nonneg, "momentum >= 0")
+  check_number(name, g, "dampening", function() return true end, "a number")
+  check_number(name, g, "weight_decay", nonneg, "weight_decay >= 0")
+  check_flag(name, g, "nesterov")
+  check_flag(name, g, "maximize")
+  if g.nesterov and (g.momentum <= 0 or g.dampening ~= 0) then
+    fail("%s: Nesterov momentum requires a momentum and zero dampening (got momentum %s, dampening %s)",
+      name, show(g.momentum), show(g.dampening))
+  end
+end
+
+local function sgd_update(self, g)
+  local lr, wd, momentum, dampening = g.lr, g.weight_decay, g.momentum, g.dampening
+  for _, p in ipairs(g.params) do
+    local grad = p.grad
+    if grad ~= nil then
+      if g.maximize then grad = -grad end
+      if wd ~= 0 then grad = grad:add(p, {alpha = wd}) end
+      if momentum ~= 0 then
+        local st = self.state[p]
+        if st == nil then st = {}; self.state[p] = st end
+        local buf = st.momentum_buffer
+        if buf == nil then
+          buf = grad:clone()
+          st.momentum_buffer = buf
+        else
+          buf:mul_(momentum):add_(grad, {alpha = 1 - dampening})
+        end
+        if g.nesterov then grad = grad:add(buf, {alpha = momentum}) else grad = buf end
+      end
+      p:add_(grad, {alpha = -lr})
+    end
+  end
+end
+
+optim.SGD = Optimizer:extend("SGD",
+  {lr = 1e-3, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false, maximize = false},
+  sgd_validate, sgd_update)
+
+-- ---- Adam and AdamW ------------------------------------------------------------
+
+local function adam_validate(name, g)
+  check_lr(name, g)
+  check_number(name, g, "eps", nonneg, "eps >= 0")
+  check_betas(name, g)
+  check_number(name, g, "weight_decay", nonneg, "weight_decay >= 0")
+  check_flag(name, g, "amsgrad")
+  check_flag(name, g, "maximize")
+end
+
+-- decoupled: AdamW's weight decay (p *= 1 - lr wd) instead of Adam's (g += wd p)
+local function adam_update(self, g, decoupled)
+  local lr, wd, eps = g.lr, g.weight_decay, g.eps
+  local beta1, beta2 = g.betas[1], g.betas[2]
+  for _, p in ipairs(g.params) do
+    local grad = p.grad
+    if grad ~= nil then
+      if g.maximize then grad = -grad end
+      local st = self.state[p]
+      if st == nil then
+        st = {step = 0, exp_avg = torch.zeros_like(p), exp_avg_sq = torch.zeros_like(p)}
+        if g.amsgrad then st.max_exp_avg_sq = torch.zeros_like(p) end
+        self.state[p] = st
+      end
+      st.step = st.step + 1
+      if wd ~= 0 then
+        if decoupled then p:mul_(1 - lr * wd) else grad = grad:add(p, {alpha = wd}) end
+      end
+      st.exp_avg:mul_(beta1):add_(grad, {alpha = 1 - beta1})
+      st.exp_avg_sq:mul_(beta2):add_(grad * grad, {alpha = 1 - beta2})
+      local bias_correction1 = 1 - beta1 ^ st.step
+      local bias_correction2 = 1 - beta2 ^ st.step
+      local step_size = lr / bias_correction1
+      local bc2_sqrt = math.sqrt(bias_correction2)
+      local denom
+      if g.amsgrad then
+        if st.max_exp_avg_sq == nil then st.max_exp_avg_sq = torch.zeros_like(p) end
+        st.max_exp_avg_sq:maximum_(st.exp_avg_sq)
+        denom = st.max_exp_avg_sq:sqrt()
+      else
+        denom = st.exp_avg_sq:sqrt()
+      end
+      denom:div_(bc2_sqrt):add_(eps)
+      p:add_(st.exp_avg / denom, {alpha = -step_size})
+    end
+  end
+end
+
+local adam_defaults = {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0, amsgrad = false, maximize = false}
+optim.Adam = Optimizer:extend("Adam", adam_defaults, adam_validate,
+  function(self, g) return adam_update(self, g, false) end)
+
+local adamw_defaults = shallow_copy(adam_defaults)
+adamw_defaults.betas = {0.9, 0.999}
+adamw_defaults.weight_decay = 1e-2
+optim.AdamW = Optimizer:extend("AdamW", adamw_defaults, adam_validate,
+  function(self, g) return adam_update(self, g, true) end)
+
+-- ---- RMSprop -------------------------------------------------------------------
+
+local function rmsprop_validate(name, g)
+  check_lr(name, g)
+  check_number(name, g, "alpha", nonneg, "alpha >= 0")
+  check_number(name, g, "eps", nonneg, "eps >= 0")
+  check_number(name, g, "weight_decay", nonneg, "weight_decay >= 0")
+  check_number(name, g, "momentum", nonneg, "momentum >= 0")
+  check_flag(name, g, "centered")
+  check_flag(name, g, "maximize")
+end
+
+local function rmsprop_update(self, g)
+  local lr, alpha, eps, wd, momentum = g.lr, g.alpha, g.eps, g.weight_decay, g.momentum
+  for _, p in ipairs(g.params) do
+    local grad = p.grad
+    if grad ~= nil then
+      if g.maximize then grad = -grad end
+      local st = self.state[p]
+      if st == nil then
+        st = {step = 0, square_avg = torch.zeros_like(p)}
+        self.state[p] = st
+      end
+      if momentum > 0 and st.momentum_buffer == nil then st.momentum_buffer = torch.zeros_like(p) end
+      if g.centered and st.grad_avg == nil then st.grad_avg = torch.zeros_like(p) end
+      st.step = st.step + 1
+      if wd ~= 0 then grad = grad:add(p, {alpha = wd}) end
+      st.square_avg:mul_(alpha):add_(grad * grad, {alpha = 1 - alpha})
+      local avg
+      if g.centered then
+        st.grad_avg:mul_(alpha):add_(grad, {alpha = 1 - alpha})
+        avg = (st.square_avg - st.grad_avg * st.grad_avg):sqrt_()
+      else
+        avg = st.square_avg:sqrt()
+      end
+      avg:add_(eps)
+      if momentum > 0 then
+        st.momentum_buffer:mul_(momentum):add_(grad / avg)
+        p:add_(st.momentum_buffer, {alpha = -lr})
+      else
+        p:add_(grad / avg, {alpha = -lr})
+      end
+    end
+  end
+end
+
+optim.RMSprop = Optimizer:extend("RMSprop",
+  {lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0, momentum = 0, centered = false, maximize = false},
+  rmsprop_validate, rmsprop_update)
+
+-- ---- lr_scheduler ----------------------------------------------------------------
+-- As torch.optim.lr_scheduler: each scheduler sets group.lr on construction
+-- (step 0) and on every step(); get_lr() is PyTorch's recursive (chainable)
+-- form, computed from the groups' current lr exactly as PyTorch's step() does,
+-- and step(epoch) uses the closed form where PyTorch has one.
+local lr_scheduler = {}
+optim.lr_scheduler = lr_scheduler
+
+local LRScheduler = {}
+LRScheduler.__index = LRScheduler
+lr_scheduler.LRScheduler = LRScheduler
+
+local function is_optimizer(v)
+  return is_plain_table(v) and is_plain_table(v.param_groups)
+end
+
+local function positive_int(name, key, v)
+  local n = type(v) == "number" and math.tointeger(v) or nil
+  if n == nil or n <= 0 then fail("%s: %s must be a positive integer, got %s", name, key, show(v)) end
+  return n
+end
+
+-- Defines a scheduler class: init(self, opts) reads its options before the
+-- first step; get_lr(self) -> list of lrs; closed(self) -> list, optional.
+function LRScheduler.extend(base, name, allowed, init, get_lr, closed)
+  allowed.last_epoch = true
+  local cls = setmetatable({__name = name, _allowed = allowed, _init = init, get_lr = get_lr, _get_closed_form_lr = closed},
+    {__index = base, __call = function(c, opt, opts) return c.new(c, opt, opts) end})
+  cls.__index = cls
+  cls.__tostring = base.__tostring
+  return cls
+end
+
+function LRScheduler.new(cls, optimizer, opts)
+  local name = cls.__name
+  if not is_optimizer(optimizer) then
+    fail("%s: expected an optimizer (with param_groups) as argument 1, got %s", name, typename(optimizer))
+  end
+  opts = check_opts(name, opts, cls._allowed)
+  local self = setmetatable({optimizer = optimizer}, cls)
+  local last_epoch = opts.last_epoch or -1
+  if math.type(last_epoch) ~= "integer" then fail("%s: last_epoch must be an integer, got %s", name, show(last_epoch)) end
+  cls._init(self, opts, last_epoch)
+  local groups = optimizer.param_groups
+  if last_epoch == -1 then
+    for _, g in ipairs(groups) do
+      if g.initial_lr == nil then g.initial_lr = g.lr end
+    end
+  else
+    for i, g in ipairs(groups) do
+      if g.initial_lr == nil then
+        fail("%s: param 'initial_lr' is not specified in param_groups[%d] when resuming an optimizer", name, i - 1)
+      end
+    end
+  end
+  self.base_lrs = {}
+  for i, g in ipairs(groups) do self.base_lrs[i] = g.initial_lr end
+  self.last_epoch = last_epoch
+  self._step_count = 0
+  self:step()
+  return self
+end
+
+-- step([epoch]): one more epoch (or iteration); an explicit epoch uses the closed form
+function LRScheduler:step(epoch)
+  self._step_count = self._step_count + 1
+  local values
+  if epoch == nil then
+    self.last_epoch = self.last_epoch + 1
+    values = self:get_lr()
+  else
+    if math.type(epoch) ~= "integer" then fail("%s:step: epoch must be an integer, got %s", self.__name, show(epoch)) end
+    self.last_epoch = epoch
+    values = self._get_closed_form_lr and self:_get_closed_form_lr() or self:get_lr()
+  end
+  local groups = self.optimizer.param_groups
+  self._last_lr = {}
+  for i, g in ipairs(groups) do
+    g.lr = values[i]
+    self._last_lr[i] = g.lr
+  end
+end
+
+function LRScheduler:get_last_lr()
+  return shallow_copy(self._last_lr)
+end
+
+-- state_dict(): every field but the optimizer (as PyTorch's __dict__ minus optimizer)
+local unsaved = {optimizer = true, _lambdas = true}
+
+local function deep_copy(v)
+  if not is_plain_table(v) then return v end
+  local t = {}
+  for k, x in pairs(v) do t[k] = deep_copy(x) end
+  return t
+end
+
+function LRScheduler:state_dict()
+  local sd = {}
+  for k, v in pairs(self) do
+    if not unsaved[k] then sd[k] = deep_copy(v) end
+  end
+  return sd
+end
+
+function LRScheduler:load_state_dict(sd)
+  if not is_plain_table(sd) then
+    fail("%s:load_state_dict: expected a table from state_dict(), got %s", self.__name, typename(sd))
+  end
+  for k, v in pairs(sd) do
+    if not unsaved[k] then self[k] = deep_copy(v) end
+  end
+end
+
+function LRScheduler:__tostring()
+  return ("%s(last_epoch=%d, last_lr=%s)"):format(self.__name, self.last_epoch, show(self._last_lr))
+end
+
+local function current_lrs(self)
+  local t = {}
+  for i, g in ipairs(self.optimizer.param_groups) do t[i] = g.lr end
+  return t
+end
+
+local function check_gamma(name, v)
+  if type(v) ~= "number" then fail("%s: gamma must be a number, got %s", name, show(v)) end
+  return v
+end
+
+-- StepLR(opt, {step_size, gamma = 0.1}): lr *= gamma every step_size epochs
+lr_scheduler.StepLR = LRScheduler:extend("StepLR", {step_size = true, gamma = true},
+  function(self, o)
+    self.step_size = positive_int("StepLR", "step_size", o.step_size)
+    self.gamma = check_gamma("StepLR", o.gamma or 0.1)
+  end,
+  function(self)
+    if self.last_epoch == 0 or self.last_epoch % self.step_size ~= 0 then return current_lrs(self) end
+    local t = current_lrs(self)
+    for i = 1, #t do t[i] = t[i] * self.gamma end
+    return t
+  end,
+  function(self)
+    local t = {}
+    for i, b in ipairs(self.base_lrs) do t[i] = b * self.gamma ^ (self.last_epoch // self.step_size) end
+    return t
+  end)
+
+-- MultiStepLR(opt, {milestones, gamma = 0.1}): lr *= gamma at each milestone
+-- (a milestone listed k times multiplies by gamma^k, as PyTorch's Counter)
+lr_scheduler.MultiStepLR = LRScheduler:extend("MultiStepLR", {milestones = true, gamma = true},
+  function(self, o)
+    local ms = o.milestones
+    if not is_plain_table(ms) then fail("MultiStepLR: milestones must be a list of integers, got %s", show(ms)) end
+    self.milestones = {}
+    for i, m in ipairs(ms) do
+      if math.type(m) ~= "integer" then fail("MultiStepLR: milestones[%d] must be an integer, got %s", i, show(m)) end
+      self.milestones[m] = (self.milestones[m] or 0) + 1
+    end
+    self.gamma = check_gamma("MultiStepLR", o.gamma or 0.1)
+  end,
+  function(self)
+    local k = self.milestones[self.last_epoch]
+    local t = current_lrs(self)
+    if k == nil then return t end
+    for i = 1, #t do t[i] = t[i] * self.gamma ^ k end
+    return t
+  end,
+  function(self)
+    local passed = 0 -- bisect_right over the sorted milestones
+    for m, k in pairs(self.milestones) do
+      if m <= self.last_epoch then passed = passed + k end
+    end
+    local t = {}
+    for i, b in ipairs(self.base_lrs) do t[i] = b * self.gamma ^ passed end
+    return t
+  end)
+
+-- ExponentialLR(opt, {gamma}): lr *= gamma every epoch
+lr_scheduler.ExponentialLR = LRScheduler:extend("ExponentialLR", {gamma = true},
+  function(self, o) self.gamma = check_gamma("ExponentialLR", o.gamma) end,
+  function(self)
+    local t = current_lrs(self)
+    if self.last_epoch == 0 then return t end
+    for i = 1, #t do t[i] = t[i] * self.gamma end
+    return t
+  end,
+  function(self)
+    local t = {}
+    for i, b in ipairs(self.base_lrs) do t[i] = b * self.gamma ^ self.last_epoch end
+    return t
+  end)
+
+-- LambdaLR(opt, {lr_lambda = f or {f per group}}): lr = base_lr * f(epoch)
+lr_scheduler.LambdaLR = LRScheduler:extend("LambdaLR", {lr_lambda = true},
+  function(self, o)
+    local f, n = o.lr_lambda, #self.optimizer.param_groups
+    local fs = {}
+    if type(f) == "function" then
+      for i = 1, n do fs[i] = f end
+    elseif is_plain_table(f) and #f == n then
+      for i = 1, n do
+        if type(f[i]) ~= "function" then fail("LambdaLR: lr_lambda[%d] must be a function, got %s", i, typename(f[i])) end
+        fs[i] = f[i]
+      end
+    else
+      fail("LambdaLR: lr_lambda must be a function or a list of %d functions (one per group), got %s", n, show(f))
+    end
+    self._lambdas = fs -- left out of state_dict, as PyTorch leaves out plain functions
+  end,
+  function(self)
+    local t = {}
+    for i, b in ipairs(self.base_lrs) do t[i] = b * self._lambdas[i](self.last_epoch) end
+    return t
+  end)
+
+-- CosineAnnealingLR(opt, {T_max, eta_min = 0}): PyTorch's recursive form in
+-- step(), which follows the cosine from whatever lr the groups hold
+lr_scheduler.CosineAnnealingLR = LRScheduler:extend("CosineAnnealingLR", {T_max = true, eta_min = true},
+  function(self, o)
+    self.T_max = positive_int("CosineAnnealingLR", "T_max", o.T_max)
+    self.eta_min = o.eta_min or 0
+    if type(self.eta_min) ~= "number" then fail("CosineAnnealingLR: eta_min must be a number, got %s", show(self.eta_min)) end
+  end,
+  function(self)
+    local e, T, eta = self.last_epoch, self.T_max, self.eta_min
+    local t = current_lrs(self)
+    if e == 0 then return t end
+    if self._step_count == 1 and e > 0 then
+      for i, b in ipairs(self.base_lrs) do t[i] = eta + (b - eta) * (1 + math.cos(e * math.pi / T)) / 2 end
+    elseif (e - 1 - T) % (2 * T) == 0 then
+      for i, b in ipairs(self.base_lrs) do t[i] = t[i] + (b - eta) * (1 - math.cos(math.pi / T)) / 2 end
+    else
+      for i = 1, #t do
+        t[i] = (1 + math.cos(math.pi * e / T)) / (1 + math.cos(math.pi * (e - 1) / T)) * (t[i] - eta) + eta
+      end
+    end
+    return t
+  end,
+  function(self)
+    local t = {}
+    for i, b in ipairs(self.base_lrs) do
+      t[i] = self.eta_min + (b - self.eta_min) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+    end
+    return t
+  end)
+
+-- LinearLR(opt, {start_factor = 1/3, end_factor = 1, total_iters = 5})
+lr_scheduler.LinearLR = LRScheduler:extend("LinearLR", {start_factor = true, end_factor = true, total_iters = true},
+  function(self, o)
+    local s, e = o.start_factor or 1 / 3, o.end_factor or 1.0
+    if type(s) ~= "number" or s > 1 or s <= 0 then
+      fail("LinearLR: start_factor must be in (0, 1], got %s", show(s))
+    end
+    if type(e) ~= "number" or e > 1 or e < 0 then
+      fail("LinearLR: end_factor must be in [0, 1], got %s", show(e))
+    end
+    self.start_factor, self.end_factor = s, e
+    self.total_iters = positive_int("LinearLR", "total_iters", o.total_iters or 5)
+  end,
+  function(self)
+    local e, s, f, n = self.last_epoch, self.start_factor, self.end_factor, self.total_iters
+    local t = current_lrs(self)
+    if e == 0 then
+      for i = 1, #t do t[i] = t[i] * s end
+    elseif e <= n then
+      for i = 1, #t do t[i] = t[i] * (1.0 + (f - s) / (n * s + (e - 1) * (f - s))) end
+    end
+    return t
+  end,
+  function(self)
+    local t = {}
+    local e, s, f, n = self.last_epoch, self.start_factor, self.end_factor, self.total_iters
+    for i, b in ipairs(self.base_lrs) do t[i] = b * (s + (f - s) * math.min(n, e) / n) end
+    return t
+  end)
+
+-- OneCycleLR(opt, {max_lr, total_steps or (epochs, steps_per_epoch), pct_start = 0.3,
+-- anneal_strategy = "cos", cycle_momentum = true, base_momentum = 0.85,
+-- max_momentum = 0.95, div_factor = 25, final_div_factor = 1e4, three_phase = false})
+local function per_group(name, key, v, n)
+  if type(v) == "number" then
+    local t = {}
+    for i = 1, n do t[i] = v end
+    return t
+  end
+  if is_plain_table(v) and #v == n then
+    for i = 1, n do
+      if type(v[i]) ~= "number" then fail("%s: %s[%d] must be a number, got %s", name, key, i, show(v[i])) end
+    end
+    return shallow_copy(v)
+  end
+  fail("%s: %s must be a number or a list of %d numbers (one per group), got %s", name, key, n, show(v))
+end
+
+local function anneal(strategy, start, stop, pct)
+  if strategy == "cos" then return stop + (start - stop) / 2.0 * (math.cos(math.pi * pct) + 1) end
+  return (stop - start) * pct + start
+end
+
+lr_scheduler.OneCycleLR = LRScheduler:extend("OneCycleLR",
+  {max_lr = true, total_steps = true, epochs = true, steps_per_epoch = true, pct_start = true, anneal_strategy = true,
+   cycle_momentum = true, base_momentum = true, max_momentum = true, div_factor = true, final_div_factor = true,
+   three_phase = true},
+  function(self, o, last_epoch)
+    local name = "OneCycleLR"
+    local groups = self.optimizer.param_groups
+    if o.total_steps ~= nil then
+      self.total_steps = positive_int(name, "total_steps", o.total_steps)
+    elseif o.epochs ~= nil and o.steps_per_epoch ~= nil then
+      self.total_steps = positive_int(name, "epochs", o.epochs) * positive_int(name, "steps_per_epoch", o.steps_per_epoch)
+    else
+      fail("%s: you must define either total_steps OR (epochs AND steps_per_epoch)", name)
+    end
+    local pct = o.pct_start or 0.3
+    if type(pct) ~= "number" or pct < 0 or pct > 1 then fail("%s: expected a number between 0 and 1 for pct_start, got %s", name, show(pct)) end
+    local strategy = o.anneal_strategy or "cos"
+    if strategy ~= "cos" and strategy ~= "linear" then
+      fail("%s: anneal_strategy must be one of 'cos' or 'linear', got %s", name, show(strategy))
+    end
+    self.anneal_strategy = strategy
+    local N = self.total_steps
+    if o.three_phase then
+      self._schedule_phases = {
+        {end_step = pct * N - 1, start_lr = "initial_lr", end_lr = "max_lr", start_momentum = "max_momentum", end_momentum = "base_momentum"},
+        {end_step = 2 * pct * N - 2, start_lr = "max_lr", end_lr = "initial_lr", start_momentum = "base_momentum", end_momentum = "max_momentum"},
+        {end_step = N - 1, start_lr = "initial_lr", end_lr = "min_lr", start_momentum = "max_momentum", end_momentum = "max_momentum"},
+      }
+    else
+      self._schedule_phases = {
+        {end_step = pct * N - 1, start_lr = "initial_lr", end_lr = "max_lr", start_momentum = "max_momentum", end_momentum = "base_momentum"},
+        {end_step = N - 1, start_lr = "max_lr", end_lr = "min_lr", start_momentum = "base_momentum", end_momentum = "max_momentum"},
+      }
+    end
+    if o.max_lr == nil then fail("%s: max_lr is required", name) end
+    local max_lrs = per_group(name, "max_lr", o.max_lr, #groups)
+    local div, final_div = o.div_factor or 25.0, o.final_div_factor or 1e4
+    if last_epoch == -1 then
+      for i, g in ipairs(groups) do
+        g.initial_lr = max_lrs[i] / div
+        g.max_lr = max_lrs[i]
+        g.min_lr = g.initial_lr / final_div
+      end
+    end
+    self.cycle_momentum = o.cycle_momentum ~= false
+    if self.cycle_momentum then
+      local defaults = self.optimizer.defaults or {}
+      if defaults.momentum == nil and defaults.betas == nil then
+        fail("%s: optimizer must support momentum or beta1 with the cycle_momentum option enabled", name)
+      end
+      self.use_beta1 = defaults.betas ~= nil
+      local maxm = per_group(name, "max_momentum", o.max_momentum or 0.95, #groups)
+      local basem = per_group(name, "base_momentum", o.base_momentum or 0.85, #groups)
+      if last_epoch == -1 then
+        for i, g in ipairs(groups) do
+          if self.use_beta1 then g.betas = {maxm[i], g.betas[2]} else g.momentum = maxm[i] end
+          g.max_momentum = maxm[i]
+          g.base_momentum = basem[i]
+        end
+      end
+    end
+  end,
+  function(self)
+    local step = self.last_epoch
+    if step > self.total_steps then
+      fail("OneCycleLR: tried to step %d times; the specified number of total steps is %d", step, self.total_steps)
+    end
+    local lrs = {}
+    local phases = self._schedule_phases
+    for gi, g in ipairs(self.optimizer.param_groups) do
+      local start_step, lr, mom = 0, nil, nil
+      for i, ph in ipairs(phases) do
+        if step <= ph.end_step or i == #phases then
+          local pct = (step - start_step) / (ph.end_step - start_step)
+          lr = anneal(self.anneal_strategy, g[ph.start_lr], g[ph.end_lr], pct)
+          if self.cycle_momentum then mom = anneal(self.anneal_strategy, g[ph.start_momentum], g[ph.end_momentum], pct) end
+          break
+        end
+        start_step = ph.end_step
+      end
+      lrs[gi] = lr
+      if self.cycle_momentum then
+        if self.use_beta1 then g.betas = {mom, g.betas[2]} else g.momentum = mom end
+      end
+    end
+    return lrs
+  end)
+
+return optim
