@@ -20,6 +20,7 @@ METRICS = {
     "add_bandwidth": ("gb_per_s", True, 1.0),
     "matmul": ("tflops", True, 0.9),
     "softmax_rows": ("gb_per_s", True, None),
+    "mlp_seed003": ("ms_per_step", False, None),  # a training step: Linear/ReLU, cross-entropy, Adam
 }
 ABSOLUTE = {"startup": ("ms", 20.0)}  # bench -> (key, upper bound)
 

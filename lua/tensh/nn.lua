@@ -1,0 +1,606 @@
+-- nn: PyTorch's torch.nn in Lua. This file holds the Module class (attribute
+-- registration, traversal, device/dtype moves, train/eval, state_dict,
+-- printing) and nn.Parameter; the layers, nn.functional and nn.init live in
+-- tensh.nn_layers, tensh.nn_functional and tensh.nn_init. All math goes
+-- through torch ops: nothing here loops over elements.
+local torch = torch
+local util = require "tensh.nn_common"
+local raise, shape_str = util.raise, util.shape_str
+
+local nn = {}
+local is_tensor = torch.is_tensor
+
+-- Tensors made by nn.Parameter (or registered as parameters), weakly held:
+-- a parameter frozen with requires_grad = false stays a parameter.
+local param_set = setmetatable({}, {__mode = "k"})
+
+-- nn.Parameter(t[, requires_grad = true]): a leaf sharing t's storage.
+function nn.Parameter(t, requires_grad)
+  if t == nil then t = torch.empty(0) end
+  if not is_tensor(t) then raise("nn.Parameter: expected a tensor, got %s", type(t)) end
+  if requires_grad == nil then requires_grad = true end
+  local p = t:detach()
+  p.requires_grad = requires_grad and true or false
+  param_set[p] = true
+  return p
+end
+
+function nn.is_parameter(t) return is_tensor(t) and param_set[t] == true end
+
+-- A tensor assigned to a module attribute becomes a parameter when it was
+-- made by nn.Parameter, or is a leaf that requires grad.
+local function as_parameter(v)
+  if not is_tensor(v) then return false end
+  if param_set[v] then return true end
+  if v.requires_grad and v.is_leaf then
+    param_set[v] = true
+    return true
+  end
+  return false
+end
+
+-- ---- ordered dicts: registration order is PyTorch's iteration order ----------
+
+local function od_new() return {keys = {}, vals = {}, pos = {}} end
+local function od_has(od, k) return od.pos[k] ~= nil end
+local function od_set(od, k, v)
+  if not od.pos[k] then
+    od.keys[#od.keys + 1] = k
+    od.pos[k] = #od.keys
+  end
+  od.vals[k] = v
+end
+local function od_del(od, k)
+  local i = od.pos[k]
+  if not i then return end
+  table.remove(od.keys, i)
+  od.pos[k], od.vals[k] = nil, nil
+  for j = i, #od.keys do od.pos[od.keys[j]] = j end
+end
+local function od_insert(od, i, k, v) -- before position i (1-based)
+  table.insert(od.keys, i, k)
+  od.vals[k] = v
+  for j = i, #od.keys do od.pos[od.keys[j]] = j end
+end
+util.od_new, util.od_set, util.od_del, util.od_insert = od_new, od_set, od_del, od_insert
+
+-- ---- classes ------------------------------------------------------------------
+
+local Module = {}
+nn.Module = Module
+
+local function is_module(v)
+  if type(v) ~= "table" then return false end
+  local mt = getmetatable(v)
+  return type(mt) == "table" and rawget(mt, "__tensh_module") == true and rawget(v, "_modules") ~= nil
+end
+nn.is_module = is_module
+util.is_module = is_module
+
+-- Attribute lookup: parameters, buffers, submodules, plain attributes, then
+-- the class (so a user's self.forward = f overrides the method).
+local function instance_index(self, k)
+  local cls = getmetatable(self)
+  if type(k) == "number" then
+    local gi = cls.__getitem
+    if gi then return gi(self, k) end
+  end
+  local v = rawget(self, "_parameters").vals[k]
+  if v ~= nil then return v end
+  v = rawget(self, "_buffers").vals[k]
+  if v ~= nil then return v end
+  v = rawget(self, "_modules").vals[k]
+  if v ~= nil then return v end
+  v = rawget(self, "_attrs")[k]
+  if v ~= nil then return v end
+  return cls[k]
+end
+
+local function type_name(v)
+  if is_tensor(v) then return "tensor" end
+  if is_module(v) then return v:_get_name() end
+  return type(v)
+end
+
+-- Attribute assignment: modules and parameters are registered (in order),
+-- buffers keep their slot, anything else is a plain attribute.
+local function instance_newindex(self, k, v)
+  local cls = getmetatable(self)
+  if type(k) == "number" and cls.__setitem then return cls.__setitem(self, k, v) end
+  local params, bufs, mods, attrs = rawget(self, "_parameters"), rawget(self, "_buffers"),
+    rawget(self, "_modules"), rawget(self, "_attrs")
+  if is_module(v) then
+    od_del(params, k); od_del(bufs, k); attrs[k] = nil
+    od_set(mods, k, v)
+  elseif as_parameter(v) then
+    od_del(mods, k); od_del(bufs, k); attrs[k] = nil
+    od_set(params, k, v)
+  elseif od_has(params, k) then
+    if v ~= nil then
+      raise("cannot assign '%s' as parameter '%s' (nn.Parameter(t), a tensor that requires grad, or nil expected)",
+        type_name(v), tostring(k))
+    end
+    params.vals[k] = nil
+  elseif od_has(bufs, k) then
+    if v ~= nil and not is_tensor(v) then
+      raise("cannot assign '%s' as buffer '%s' (tensor or nil expected)", type_name(v), tostring(k))
+    end
+    bufs.vals[k] = v
+  elseif od_has(mods, k) then
+    if v ~= nil then
+      raise("cannot assign '%s' as child module '%s' (nn.Module or nil expected)", type_name(v), tostring(k))
+    end
+    mods.vals[k] = nil
+  else
+    attrs[k] = v
+  end
+end
+
+local function instance_call(self, ...) return self:forward(...) end
+
+-- metamethods are looked up raw, so each class carries its own copies
+local METAMETHODS = {"__index", "__newindex", "__call", "__tostring", "__len", "__pairs", "__getitem", "__setitem",
+  "__close", "__concat"}
+
+local function construct(cls, ...)
+  local self = setmetatable({
+    _parameters = od_new(), _buffers = od_new(), _modules = od_new(),
+    _attrs = {training = true}, _non_persistent = {},
+  }, cls)
+  self:init(...)
+  return self
+end
+
+local function class_tostring(cls) return "<class " .. rawget(cls, "__name") .. ">" end
+
+-- Module:extend("Net"): a subclass; Net(...) constructs and calls Net:init(...).
+function Module.extend(parent, name)
+  if type(parent) ~= "table" or rawget(parent, "__tensh_module") ~= true then
+    raise("extend: call it on a class, as nn.Module:extend(\"Net\")")
+  end
+  if type(name) ~= "string" or not name:match("^[%a_][%w_]*$") then
+    raise("extend: expected a class name such as \"Net\", got %s", type(name) == "string" and ("%q"):format(name) or type(name))
+  end
+  local cls = {__name = name, __tensh_module = true}
+  for _, mm in ipairs(METAMETHODS) do cls[mm] = rawget(parent, mm) end
+  return setmetatable(cls, {__index = parent, __call = construct, __tostring = class_tostring})
+end
+
+Module.__name, Module.__tensh_module = "Module", true
+Module.__index, Module.__newindex, Module.__call = instance_index, instance_newindex, instance_call
+setmetatable(Module, {__call = construct, __tostring = class_tostring})
+
+function Module:init() end
+
+function Module:forward()
+  local name = self:_get_name()
+  raise("%s: forward() is not implemented (define function %s:forward(...))", name, name)
+end
+
+function Module:_get_name() return getmetatable(self).__name end
+
+-- ---- registration -------------------------------------------------------------
+
+local function check_name(self, what, name)
+  if type(name) ~= "string" then raise("%s: name must be a string, got %s", what, type(name)) end
+  if name == "" then raise("%s: name can't be empty", what) end
+  if name:find(".", 1, true) then raise("%s: name can't contain \".\", got %q", what, name) end
+  local _ = self
+end
+
+function Module:register_buffer(name, t, opts)
+  check_name(self, "register_buffer", name)
+  if t ~= nil and not is_tensor(t) then
+    raise("register_buffer: cannot assign '%s' as buffer '%s' (tensor or nil expected)", type_name(t), name)
+  end
+  local params, mods, attrs = rawget(self, "_parameters"), rawget(self, "_modules"), rawget(self, "_attrs")
+  if od_has(params, name) or od_has(mods, name) or attrs[name] ~= nil then
+    raise("register_buffer: attribute '%s' already exists", name)
+  end
+  local persistent = true
+  if type(opts) == "table" and opts.persistent ~= nil then persistent = opts.persistent
+  elseif type(opts) == "boolean" then persistent = opts end
+  od_set(rawget(self, "_buffers"), name, t)
+  rawget(self, "_non_persistent")[name] = (not persistent) or nil
+end
+
+function Module:register_parameter(name, p)
+  check_name(self, "register_parameter", name)
+  if p ~= nil and not is_tensor(p) then
+    raise("register_parameter: cannot assign '%s' as parameter '%s' (nn.Parameter(t) or nil expected)", type_name(p), name)
+  end
+  local bufs, mods, attrs = rawget(self, "_buffers"), rawget(self, "_modules"), rawget(self, "_attrs")
+  if od_has(bufs, name) or od_has(mods, name) or attrs[name] ~= nil then
+    raise("register_parameter: attribute '%s' already exists", name)
+  end
+  if p ~= nil then param_set[p] = true end
+  od_set(rawget(self, "_parameters"), name, p)
+end
+
+function Module:add_module(name, m)
+  if type(name) ~= "string" then raise("add_module: name must be a string, got %s", type(name)) end
+  if name:find(".", 1, true) then raise("add_module: module name can't contain \".\", got %q", name) end
+  if name == "" then raise("add_module: module name can't be empty") end
+  if m ~= nil and not is_module(m) then raise("add_module: %s is not a Module subclass", type_name(m)) end
+  local params, bufs, attrs = rawget(self, "_parameters"), rawget(self, "_buffers"), rawget(self, "_attrs")
+  if od_has(params, name) or od_has(bufs, name) or attrs[name] ~= nil then
+    raise("add_module: attribute '%s' already exists", name)
+  end
+  od_set(rawget(self, "_modules"), name, m)
+end
+Module.register_module = Module.add_module
+
+-- ---- traversal ------------------------------------------------------------------
+
+local function join(prefix, name) return prefix == "" and name or prefix .. "." .. name end
+
+-- {name, module} pairs, depth first, self first, each module once
+local function collect_modules(self, prefix, memo, out)
+  if memo[self] then return out end
+  memo[self] = true
+  out[#out + 1] = {prefix, self}
+  local mods = rawget(self, "_modules")
+  for _, k in ipairs(mods.keys) do
+    local m = mods.vals[k]
+    if m ~= nil then collect_modules(m, join(prefix, k), memo, out) end
+  end
+  return out
+end
+
+local function list_iter(list)
+  local i = 0
+  return function()
+    i = i + 1
+    local e = list[i]
+    if e then return e[1], e[2] end
+  end
+end
+
+local function recurse_opt(opts)
+  if type(opts) == "table" and opts.recurse ~= nil then return opts.recurse end
+  if type(opts) == "boolean" then return opts end
+  return true
+end
+
+-- {name, tensor} pairs from each module's `field` (_parameters or _buffers), no duplicates
+local function collect_members(self, field, opts)
+  local prefix = type(opts) == "table" and opts.prefix or ""
+  local mods = recurse_opt(opts) and collect_modules(self, prefix, {}, {}) or {{prefix, self}}
+  local seen, out = {}, {}
+  for _, e in ipairs(mods) do
+    local od = rawget(e[2], field)
+    for _, k in ipairs(od.keys) do
+      local v = od.vals[k]
+      if v ~= nil and not seen[v] then
+        seen[v] = true
+        out[#out + 1] = {join(e[1], k), v}
+      end
+    end
+  end
+  return out
+end
+
+local function values(pairs_list)
+  local out = {}
+  for i, e in ipairs(pairs_list) do out[i] = e[2] end
+  return out
+end
+
+-- m:parameters() -> list in registration order (own first, then children)
+function Module:parameters(opts) return values(collect_members(self, "_parameters", opts)) end
+-- for name, p in m:named_parameters() do ... end
+function Module:named_parameters(opts) return list_iter(collect_members(self, "_parameters", opts)) end
+function Module:buffers(opts) return values(collect_members(self, "_buffers", opts)) end
+function Module:named_buffers(opts) return list_iter(collect_members(self, "_buffers", opts)) end
+
+local function collect_children(self)
+  local mods, seen, out = rawget(self, "_modules"), {}, {}
+  for _, k in ipairs(mods.keys) do
+    local m = mods.vals[k]
+    if m ~= nil and not seen[m] then
+      seen[m] = true
+      out[#out + 1] = {k, m}
+    end
+  end
+  return out
+end
+function Module:children() return values(collect_children(self)) end
+function Module:named_children() return list_iter(collect_children(self)) end
+function Module:modules() return values(collect_modules(self, "", {}, {})) end
+function Module:named_modules(opts)
+  return list_iter(collect_modules(self, type(opts) == "table" and opts.prefix or "", {}, {}))
+end
+
+function Module:get_submodule(target)
+  if target == "" then return self end
+  local m = self
+  for atom in tostring(target):gmatch("[^.]+") do
+    local sub = is_module(m) and rawget(m, "_modules").vals[atom]
+    if not sub then raise("get_submodule: %s has no submodule `%s`", m:_get_name(), atom) end
+    m = sub
+  end
+  return m
+end
+
+-- ---- modes, gradients, apply ----------------------------------------------------
+
+function Module:train(mode)
+  if mode == nil then mode = true end
+  if type(mode) ~= "boolean" then raise("train: training mode is expected to be boolean, got %s", type(mode)) end
+  for _, m in ipairs(self:modules()) do rawget(m, "_attrs").training = mode end
+  return self
+end
+function Module:eval() return self:train(false) end
+
+function Module:requires_grad_(flag)
+  if flag == nil then flag = true end
+  for _, p in ipairs(self:parameters()) do p.requires_grad = flag end
+  return self
+end
+
+-- set_to_none (default true, as PyTorch 2) drops .grad; else zeroes it in place
+function Module:zero_grad(opts)
+  local to_none = true
+  if type(opts) == "table" and opts.set_to_none ~= nil then to_none = opts.set_to_none
+  elseif type(opts) == "boolean" then to_none = opts end
+  for _, p in ipairs(self:parameters()) do
+    local g = p.grad
+    if g ~= nil then
+      if to_none then
+        p.grad = nil
+      else
+        local _ <close> = torch.no_grad()
+        g:zero_()
+      end
+    end
+  end
+end
+
+-- fn on every submodule (children first), then on self
+function Module:apply(fn)
+  if type(fn) ~= "function" and not (getmetatable(fn) or {}).__call then
+    raise("apply: expected a function, got %s", type(fn))
+  end
+  for _, c in ipairs(self:children()) do c:apply(fn) end
+  fn(self)
+  return self
+end
+
+-- ---- device and dtype moves ------------------------------------------------------
+
+local FLOAT = {["torch.float32"] = true, ["torch.float64"] = true, ["torch.float16"] = true, ["torch.bfloat16"] = true}
+
+-- (device string or nil, dtype string or nil) from Module:to's arguments
+local function parse_to(...)
+  local dev, dtype
+  local function take(a)
+    if a == nil then return end
+    if is_tensor(a) then dev, dtype = tostring(a.device), a.dtype return end
+    if type(a) == "table" and getmetatable(a) == nil then -- options
+      if a.device ~= nil then take(torch.device(a.device)) end
+      if a.dtype ~= nil then take(a.dtype) end
+      return
+    end
+    local okd, d = pcall(torch.device, a)
+    if okd then
+      -- canonical form ("cuda" -> "cuda:0"), and an error now if it does not exist
+      local ok, t = pcall(torch.empty, 0, {device = tostring(d)})
+      if not ok then raise("to: %s", tostring(t):gsub("^[^:]*:%d+: ", "")) end
+      dev = tostring(t.device)
+      return
+    end
+    local okt, t = pcall(torch.empty, 0, {dtype = a})
+    if not okt then
+      raise("to: expected a device (\"cpu\", \"cuda:0\"), a dtype (\"float16\", torch.float64) or a tensor, got %s",
+        type(a) == "string" and ("%q"):format(a) or type(a))
+    end
+    dtype = t.dtype
+  end
+  for i = 1, select("#", ...) do take((select(i, ...))) end
+  if dtype and not FLOAT[dtype] then
+    raise("to: nn.Module.to only accepts floating point dtypes, but got desired dtype=%s", dtype)
+  end
+  return dev, dtype
+end
+
+-- t moved to dev and, if it is floating point, cast to dtype; t itself when nothing changes
+local function move(t, dev, dtype)
+  local out = t
+  if dev and tostring(out.device) ~= dev then out = out:to(dev) end
+  if dtype and FLOAT[out.dtype] and out.dtype ~= dtype then out = out:to(dtype) end
+  return out
+end
+
+-- Moves every parameter and buffer; a parameter that changes is replaced by a
+-- new one (same requires_grad, grad moved along); tied parameters stay tied.
+function Module:_apply_move(dev, dtype)
+  local done = {}
+  local _ <close> = torch.no_grad()
+  for _, m in ipairs(self:modules()) do
+    local params, bufs = rawget(m, "_parameters"), rawget(m, "_buffers")
+    for _, k in ipairs(params.keys) do
+      local p = params.vals[k]
+      if p ~= nil then
+        local np = done[p]
+        if np == nil then
+          local moved = move(p, dev, dtype)
+          if rawequal(moved, p) then
+            np = p
+          else
+            np = nn.Parameter(moved, p.requires_grad)
+            local g = p.grad
+            if g ~= nil then np.grad = move(g, dev, dtype) end
+          end
+          done[p] = np
+        end
+        params.vals[k] = np
+      end
+    end
+    for _, k in ipairs(bufs.keys) do
+      local b = bufs.vals[k]
+      if b ~= nil then
+        local nb = done[b]
+        if nb == nil then nb = move(b, dev, dtype); done[b] = nb end
+        bufs.vals[k] = nb
+      end
+    end
+  end
+  return self
+end
+
+-- m:to("cuda"), m:to("float16"), m:to(dev, dtype), m:to({device =, dtype =}), m:to(tensor)
+function Module:to(...)
+  local dev, dtype = parse_to(...)
+  return self:_apply_move(dev, dtype)
+end
+function Module:cuda(i) return self:to(i and ("cuda:" .. i) or "cuda") end
+function Module:cpu() return self:to("cpu") end
+function Module:half() return self:_apply_move(nil, "torch.float16") end
+function Module:float() return self:_apply_move(nil, "torch.float32") end
+function Module:double() return self:_apply_move(nil, "torch.float64") end
+function Module:bfloat16() return self:_apply_move(nil, "torch.bfloat16") end
+function Module:type(dtype) return self:to(dtype) end
+
+-- ---- state_dict ----------------------------------------------------------------------
+
+-- name -> live tensor for every parameter and persistent buffer, in order
+local function state_entries(self, prefix, out)
+  local params, bufs = rawget(self, "_parameters"), rawget(self, "_buffers")
+  local np = rawget(self, "_non_persistent")
+  for _, k in ipairs(params.keys) do
+    local p = params.vals[k]
+    if p ~= nil then out[#out + 1] = {prefix .. k, p} end
+  end
+  for _, k in ipairs(bufs.keys) do
+    local b = bufs.vals[k]
+    if b ~= nil and not np[k] then out[#out + 1] = {prefix .. k, b} end
+  end
+  local mods = rawget(self, "_modules")
+  for _, k in ipairs(mods.keys) do
+    local m = mods.vals[k]
+    if m ~= nil then state_entries(m, prefix .. k .. ".", out) end
+  end
+  return out
+end
+
+-- A flat table name -> detached tensor (sharing storage), buffers included.
+function Module:state_dict(opts)
+  local prefix = type(opts) == "table" and opts.prefix or ""
+  local sd = {}
+  for _, e in ipairs(state_entries(self, prefix, {})) do sd[e[1]] = e[2]:detach() end
+  return sd
+end
+
+-- Copies sd's tensors into the parameters and buffers in place (no_grad).
+-- Checks everything first: on any error nothing is changed. Returns
+-- {missing_keys = {...}, unexpected_keys = {...}} (non-empty only with strict = false).
+function Module:load_state_dict(sd, opts)
+  if type(sd) ~= "table" then raise("load_state_dict: expected a table of name -> tensor, got %s", type(sd)) end
+  local strict = true
+  if type(opts) == "table" and opts.strict ~= nil then strict = opts.strict
+  elseif type(opts) == "boolean" then strict = opts end
+  local entries = state_entries(self, "", {})
+  local expected, missing, unexpected, errors = {}, {}, {}, {}
+  for _, e in ipairs(entries) do
+    local name, dst = e[1], e[2]
+    expected[name] = true
+    local src = sd[name]
+    if src == nil then
+      missing[#missing + 1] = name
+    elseif not is_tensor(src) then
+      errors[#errors + 1] = ('While copying the parameter named "%s", expected a tensor from checkpoint but received %s')
+        :format(name, type_name(src))
+    elseif src.shape ~= dst.shape then
+      errors[#errors + 1] = ("size mismatch for %s: copying a param with shape %s from checkpoint, the shape in current model is %s.")
+        :format(name, shape_str(src), shape_str(dst))
+    end
+  end
+  for k in pairs(sd) do
+    if not expected[k] then unexpected[#unexpected + 1] = tostring(k) end
+  end
+  table.sort(unexpected)
+  local msgs = {}
+  local function quoted(list)
+    local q = {}
+    for i, k in ipairs(list) do q[i] = '"' .. k .. '"' end
+    return table.concat(q, ", ")
+  end
+  if strict and #missing > 0 then msgs[#msgs + 1] = "Missing key(s) in state_dict: " .. quoted(missing) .. ". " end
+  if strict and #unexpected > 0 then msgs[#msgs + 1] = "Unexpected key(s) in state_dict: " .. quoted(unexpected) .. ". " end
+  for _, m in ipairs(errors) do msgs[#msgs + 1] = m end
+  if #msgs > 0 then
+    raise("Error(s) in loading state_dict for %s:\n\t%s", self:_get_name(), table.concat(msgs, "\n\t"))
+  end
+  do
+    local _ <close> = torch.no_grad()
+    for _, e in ipairs(entries) do
+      local src = sd[e[1]]
+      if src ~= nil then e[2]:copy_(src) end
+    end
+  end
+  return {missing_keys = missing, unexpected_keys = unexpected}
+end
+
+-- ---- printing -----------------------------------------------------------------------
+
+function Module:extra_repr() return "" end
+
+-- every line after the first indented by n spaces (PyTorch's _addindent)
+local function addindent(s, n)
+  local pad = string.rep(" ", n)
+  return (s:gsub("\n", "\n" .. pad))
+end
+util.addindent = addindent
+
+function Module:__tostring()
+  local extra = self:extra_repr()
+  local extra_lines = {}
+  if extra ~= nil and extra ~= "" then
+    for line in (extra .. "\n"):gmatch("(.-)\n") do extra_lines[#extra_lines + 1] = line end
+  end
+  local child_lines = {}
+  local mods = rawget(self, "_modules")
+  for _, k in ipairs(mods.keys) do
+    local m = mods.vals[k]
+    local s = m == nil and "None" or addindent(tostring(m), 2)
+    child_lines[#child_lines + 1] = "(" .. k .. "): " .. s
+  end
+  local s = self:_get_name() .. "("
+  if #extra_lines == 1 and #child_lines == 0 then
+    s = s .. extra_lines[1]
+  elseif #extra_lines + #child_lines > 0 then
+    local lines = {}
+    for _, l in ipairs(extra_lines) do lines[#lines + 1] = l end
+    for _, l in ipairs(child_lines) do lines[#lines + 1] = l end
+    s = s .. "\n  " .. table.concat(lines, "\n  ") .. "\n"
+  end
+  return s .. ")"
+end
+
+-- ---- the rest of the namespace --------------------------------------------------------
+
+-- files loaded below (losses, nn_utils) may require "tensh.nn" themselves:
+-- they get this table rather than a second load
+package.loaded["tensh.nn"] = nn
+
+nn.functional = require "tensh.nn_functional"
+nn.F = nn.functional
+nn.init = require "tensh.nn_init"
+require "tensh.nn_layers"(nn)
+
+-- functional losses and nn.utils come from their own files when the build has them
+local function optional(name)
+  local ok, mod = pcall(require, name)
+  if ok then return mod end
+  if not tostring(mod):find("module '" .. name .. "' not found", 1, true) then error(mod, 0) end
+  return nil
+end
+local losses = optional "tensh.losses"
+if type(losses) == "table" then
+  for k, v in pairs(losses) do
+    if nn.functional[k] == nil then nn.functional[k] = v end
+  end
+end
+nn.utils = optional "tensh.nn_utils"
+
+return nn

@@ -1,0 +1,126 @@
+-- Helpers shared by the nn files: errors raised at the user's line, shapes
+-- and values written as PyTorch writes them (for messages and repr), and
+-- PyTorch-style argument lists (positional values, then an options table).
+local M = {}
+
+-- error(msg) at the first stack level outside the nn files, so a message
+-- points at the user's line rather than into the library
+function M.raise(msg, ...)
+  if select("#", ...) > 0 then msg = msg:format(...) end
+  local level = 2
+  while true do
+    local info = debug.getinfo(level, "S")
+    if not info then level = 0 break end
+    if info.what ~= "C" and not info.source:find("^@lua/tensh[./]nn") then break end
+    level = level + 1
+  end
+  error(msg, level)
+end
+
+-- Python's tuple text: (2, 3), (5,), ()
+function M.tuple(list)
+  if #list == 1 then return "(" .. M.pyval(list[1]) .. ",)" end
+  local parts = {}
+  for i, v in ipairs(list) do parts[i] = M.pyval(v) end
+  return "(" .. table.concat(parts, ", ") .. ")"
+end
+
+-- a tensor's shape as a tuple: (32, 784)
+function M.shape_str(t) return M.tuple(t.shape:totable()) end
+
+-- Python's repr of a float: the shortest text that reads back, 1.0 not 1,
+-- 1e-05 not 1e-5, fixed notation for exponents in [-4, 16)
+function M.pyfloat(x)
+  if x ~= x then return "nan" end
+  if x == math.huge then return "inf" end
+  if x == -math.huge then return "-inf" end
+  local s
+  for p = 1, 17 do
+    s = ("%." .. (p - 1) .. "e"):format(x)
+    if tonumber(s) == x then break end
+  end
+  local sign, mant, exp = s:match("^(-?)([%d.]+)e([-+]%d+)$")
+  exp = tonumber(exp)
+  local digits = mant:gsub("%.", "")
+  if exp >= -4 and exp < 16 then
+    local out
+    if exp < 0 then
+      out = "0." .. string.rep("0", -exp - 1) .. digits
+    elseif #digits <= exp + 1 then
+      out = digits .. string.rep("0", exp + 1 - #digits) .. ".0"
+    else
+      out = digits:sub(1, exp + 1) .. "." .. digits:sub(exp + 2)
+    end
+    return sign .. out
+  end
+  local m = #digits > 1 and (digits:sub(1, 1) .. "." .. digits:sub(2)) or digits
+  return ("%s%se%s%02d"):format(sign, m, exp < 0 and "-" or "+", math.abs(exp))
+end
+
+-- Python's repr of a Lua value as PyTorch's extra_repr prints it
+function M.pyval(v)
+  if v == nil then return "None" end
+  if v == true then return "True" end
+  if v == false then return "False" end
+  if math.type(v) == "integer" then return tostring(v) end
+  if type(v) == "number" then return M.pyfloat(v) end
+  if type(v) == "table" then return M.tuple(v) end
+  return tostring(v)
+end
+
+-- A table of options (string keys, or empty) rather than a list of sizes.
+function M.is_opts(v)
+  if type(v) ~= "table" or getmetatable(v) ~= nil then return false end
+  local k = next(v)
+  return k == nil or type(k) == "string"
+end
+
+-- Arguments as PyTorch takes them: positional values named by `names`, then
+-- an optional options table; an option given both ways is an error.
+-- Returns a table name -> value.
+function M.args(fn, names, ...)
+  local n = select("#", ...)
+  local out, opts = {}, nil
+  local last = n > 0 and select(n, ...) or nil
+  if n > 0 and M.is_opts(last) then opts, n = last, n - 1 end
+  if n > #names then M.raise("%s: expected at most %d positional arguments, got %d", fn, #names, n) end
+  for i = 1, n do out[names[i]] = (select(i, ...)) end
+  if opts then
+    local known = {}
+    for _, k in ipairs(names) do known[k] = true end
+    for k, v in pairs(opts) do
+      if not known[k] then M.raise("%s: unknown option '%s'", fn, tostring(k)) end
+      if out[k] ~= nil then M.raise("%s: '%s' given both as an argument and as an option", fn, k) end
+      out[k] = v
+    end
+  end
+  return out
+end
+
+function M.check_int(fn, what, v, min)
+  if math.type(v) ~= "integer" then
+    if type(v) == "number" and v == math.floor(v) then v = math.tointeger(v)
+    else M.raise("%s: %s must be an integer, got %s", fn, what, type(v) == "number" and M.pyfloat(v) or type(v)) end
+  end
+  if min and v < min then M.raise("%s: %s must be at least %d, got %d", fn, what, min, v) end
+  return v
+end
+
+-- an integer or a list of `n` integers -> a list of n integers
+function M.ntuple(fn, what, v, n, min)
+  if type(v) == "number" then
+    local i = M.check_int(fn, what, v, min)
+    local out = {}
+    for k = 1, n do out[k] = i end
+    return out
+  end
+  if type(v) == "table" and #v == n then
+    local out = {}
+    for k = 1, n do out[k] = M.check_int(fn, what, v[k], min) end
+    return out
+  end
+  M.raise("%s: %s must be an integer or a list of %d integers, got %s", fn, what, n,
+    type(v) == "table" and ("a list of %d"):format(#v) or type(v))
+end
+
+return M

@@ -1,0 +1,108 @@
+-- Seed 003's training step, the twin of ../shared/peers/mlp_seed003.py: an
+-- MLP 1024-2048-512-10 with ReLU, batch 128, Adam (default options),
+-- cross-entropy; milliseconds per step (zero_grad, forward, loss, backward,
+-- step), the median of 100 after 10 warm-up steps. One JSON line on stdout.
+-- Run: build/tensh scripts/bench/mlp_seed003.lua [--device cpu|cuda]
+-- (threads: OMP_NUM_THREADS / OPENBLAS_NUM_THREADS, as run.sh sets them).
+-- Where optim or the functional losses are not in the build, an Adam and a
+-- cross-entropy written here with torch ops stand in (the "optimizer" and
+-- "loss" fields say which ran).
+local clock = torch._clock
+
+local device = (cuda and cuda.is_available()) and "cuda" or "cpu"
+for i = 1, #arg do
+  if arg[i] == "--device" and arg[i + 1] then device = arg[i + 1] end
+  local d = arg[i]:match("^%-%-device=(.+)$")
+  if d then device = d end
+end
+
+local function sync()
+  if device ~= "cpu" then cuda.synchronize() end
+end
+
+-- median of `iters` timed calls in ms after `warmup` calls (the peer's
+-- common.time_ms); garbage is collected outside the timed region, as
+-- CPython's refcounting frees each step's tensors at once
+local function time_ms(fn, warmup, iters)
+  for _ = 1, warmup do fn() end
+  sync()
+  local times = {}
+  for i = 1, iters do
+    collectgarbage()
+    local t = clock()
+    fn()
+    sync()
+    times[i] = (clock() - t) * 1e3
+  end
+  table.sort(times)
+  return times[iters // 2 + 1]
+end
+
+-- Adam with PyTorch's defaults (lr 1e-3, betas 0.9/0.999, eps 1e-8), used
+-- only when optim is missing
+local function inline_adam(params, lr)
+  local state, t = {}, 0
+  local b1, b2, eps = 0.9, 0.999, 1e-8
+  local opt = {}
+  function opt.zero_grad()
+    for _, p in ipairs(params) do p.grad = nil end
+  end
+  function opt.step()
+    t = t + 1
+    local _ <close> = torch.no_grad()
+    local c1, c2 = 1 - b1 ^ t, 1 - b2 ^ t
+    for i, p in ipairs(params) do
+      local g = p.grad
+      if g then
+        local s = state[i]
+        if not s then
+          s = {m = torch.zeros_like(p), v = torch.zeros_like(p)}
+          state[i] = s
+        end
+        s.m:mul_(b1):add_(g, {alpha = 1 - b1})
+        s.v:mul_(b2):add_(g * g, {alpha = 1 - b2})
+        local denom = (s.v / c2):sqrt():add_(eps)
+        p:sub_(s.m / denom * (lr / c1))
+      end
+    end
+  end
+  return opt
+end
+
+torch.manual_seed(0)
+local model = nn.Sequential(nn.Linear(1024, 2048), nn.ReLU(), nn.Linear(2048, 512), nn.ReLU(),
+  nn.Linear(512, 10)):to(device)
+local data = torch.randn(128, 1024, {device = device})
+local target = torch.randint(0, 10, {128}, {device = device})
+
+local crit, loss_kind
+if nn.functional.cross_entropy then
+  crit, loss_kind = nn.CrossEntropyLoss(), "nn.CrossEntropyLoss"
+else
+  crit, loss_kind = function(logits, y)
+    return -torch.log_softmax(logits, 1):gather(1, y:unsqueeze(1)):mean()
+  end, "inline"
+end
+
+local opt, opt_kind
+if optim and optim.Adam then
+  local o = optim.Adam(model:parameters())
+  opt = {zero_grad = function() o:zero_grad() end, step = function() o:step() end}
+  opt_kind = "optim.Adam"
+else
+  opt, opt_kind = inline_adam(model:parameters(), 1e-3), "inline Adam"
+end
+
+local function step()
+  opt.zero_grad()
+  local loss = crit(model(data), target)
+  loss:backward()
+  opt.step()
+end
+
+local ms = time_ms(step, 10, 100)
+local threads = tonumber(os.getenv("OMP_NUM_THREADS") or "") or 0
+print(('{"bench": "mlp_seed003", "impl": "tensh", "device": %q, "ms_per_step": %.4f, "threads": %d, '
+  .. '"optimizer": %q, "loss": %q, "version": %q}'):format(device, math.floor(ms * 1e4 + 0.5) / 1e4, threads,
+  opt_kind, loss_kind, torch.__version__))
+io.stdout:flush()
