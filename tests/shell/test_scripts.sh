@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The user-facing scripts, each on tiny settings: they run, print what they
+# promise, and a resumed training run ends exactly where an uninterrupted one
+# does. usage: test_scripts.sh BUILD_DIR; ends with
+# "shell:test_scripts: N passed, N failed, N skipped".
+set -u
+build=${1:-build}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+case $build in /*) ;; *) build=$root/$build ;; esac
+tensh=$build/tensh
+name=shell:test_scripts
+passed=0 failed=0 skipped=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$root"
+
+fail() { failed=$((failed + 1)); echo "FAIL $name: $1: $2"; [ $# -ge 3 ] && tail -n 15 "$3" | sed 's/^/    | /'; }
+skip() { skipped=$((skipped + 1)); echo "SKIP $name: $1: $2"; }
+# check CASE PATTERN -- CMD...: CMD exits 0 and its output matches the extended regexp
+check() {
+  local case=$1 pat=$2
+  shift 3
+  if ! timeout 300 "$@" >"$tmp/out" 2>&1; then
+    fail "$case" "exit code $?" "$tmp/out"
+  elif ! grep -qE -- "$pat" "$tmp/out"; then
+    fail "$case" "output does not match /$pat/" "$tmp/out"
+  else
+    passed=$((passed + 1))
+  fi
+}
+
+check "tour" "torch.Size\(\[2, 2, 3\]\)" -- "$tensh" scripts/tour.lua
+check "device_info" "cuda.is_available\(\): (true|false)" -- "$tensh" scripts/device_info.lua
+check "--help" "usage: tensh scripts/train_fashion_mnist.lua" -- "$tensh" scripts/train_fashion_mnist.lua --help
+check "cpu_vs_gpu" "cpu +3 steps: .* ms/step" -- "$tensh" scripts/cpu_vs_gpu.lua --steps 3 --batch-size 16
+check "grad_accumulation" "step +2: loss" -- "$tensh" scripts/grad_accumulation.lua --steps 2
+check "cifar10 (synthetic)" "epoch 1: test accuracy" -- "$tensh" scripts/cifar10_mobilenet.lua --synthetic 256 --epochs 1 \
+  --batch-size 64 --workers 1
+if "$tensh" scripts/train_fashion_mnist.lua --bogus >"$tmp/out" 2>&1; then
+  fail "unknown option" "exit code 0"
+elif grep -q "unknown option '--bogus'" "$tmp/out"; then passed=$((passed + 1)); else fail "unknown option" "message" "$tmp/out"; fi
+
+fm=/usr/share/datasets/fashion-mnist
+if [ -f "$fm/train-images-idx3-ubyte.gz" ] || [ -f "$fm/train-images-idx3-ubyte" ]; then
+  common=(--limit 600 --batch-size 100 --workers 1 --logdir "$tmp/runs")
+  for model in mlp cnn; do
+    check "train $model, 2 epochs" "final test accuracy" -- \
+      "$tensh" scripts/train_fashion_mnist.lua --model $model --epochs 2 --out "$tmp/a" "${common[@]}"
+    straight=$(grep "final test accuracy" "$tmp/out")
+    check "train $model, epoch 1" "epoch 1:" -- \
+      "$tensh" scripts/train_fashion_mnist.lua --model $model --epochs 1 --out "$tmp/b" "${common[@]}"
+    check "train $model, resume to epoch 2" "resuming after epoch 1" -- \
+      "$tensh" scripts/train_fashion_mnist.lua --model $model --epochs 2 --out "$tmp/b" --resume "${common[@]}"
+    resumed=$(grep "final test accuracy" "$tmp/out" | sed "s#$tmp/b#$tmp/a#")
+    if [ "$straight" = "$resumed" ] && [ -n "$straight" ]; then passed=$((passed + 1))
+    else fail "resume is exact ($model)" "straight: '$straight', resumed: '$resumed'"; fi
+  done
+  ls "$tmp/runs"/fashion_mnist_mlp/*tfevents* >/dev/null 2>&1 && passed=$((passed + 1)) ||
+    fail "TensorBoard logs" "no event file under $tmp/runs/fashion_mnist_mlp"
+else
+  skip "train_fashion_mnist" "Debian's dataset-fashion-mnist is not installed ($fm)"
+fi
+
+echo "$name: $passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
