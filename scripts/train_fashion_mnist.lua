@@ -18,6 +18,7 @@ local args = cli.parse(arg, "Train a classifier on Fashion-MNIST (Debian's datas
   {"limit", 0, "use only this many training samples (0: all), for quick runs"},
   {"seed", 42, "random seed"},
   {"resume", false, "continue from the last checkpoint in --out"},
+  {"stop-after", 0, "stop after this epoch (0: run them all); --resume continues the same run"},
 })
 
 local device = cli.device(args.device)
@@ -47,6 +48,9 @@ end
 
 local model = make_model(args.model):to(device)
 local opt = optim.Adam(model:parameters(), {lr = args.lr})
+-- the learning rate decays along a cosine over the whole run, step by step
+local steps_per_epoch = (#train_set + args.batch_size - 1) // args.batch_size
+local sched = optim.lr_scheduler.CosineAnnealingLR(opt, {T_max = args.epochs * steps_per_epoch})
 local criterion = nn.CrossEntropyLoss()
 local ckpt_path = ("%s/fashion_mnist_%s.safetensors"):format(args.out, args.model)
 
@@ -56,6 +60,7 @@ if args.resume then
   if not ok then error(("--resume: no checkpoint to resume from (%s)"):format(ck), 0) end
   model:load_state_dict(ck.model)
   opt:load_state_dict(ck.optim)
+  sched:load_state_dict(ck.sched)
   torch.set_rng_state(ck.rng)
   start_epoch, step = ck.epoch + 1, ck.step
   print(("resuming after epoch %d (step %d) from %s"):format(ck.epoch, step, ckpt_path))
@@ -91,6 +96,7 @@ for epoch = start_epoch, args.epochs do
     local loss = criterion(model(x), y)
     loss:backward()
     opt:step()
+    sched:step()
     step = step + 1
     local l = loss:item()
     running = running + l
@@ -105,8 +111,12 @@ for epoch = start_epoch, args.epochs do
   writer:flush()
   print(("epoch %d: mean loss %.4f, test accuracy %.2f %%, %.1f s"):format(epoch, running / #loader, 100 * acc, secs))
   os.execute(("mkdir -p '%s'"):format(args.out))
-  torch.save({model = model:state_dict(), optim = opt:state_dict(), epoch = epoch, step = step,
+  torch.save({model = model:state_dict(), optim = opt:state_dict(), sched = sched:state_dict(), epoch = epoch, step = step,
     rng = torch.get_rng_state(), accuracy = acc}, ckpt_path)
+  if epoch == args.stop_after then
+    print(("stopping after epoch %d as asked; continue with --resume"):format(epoch))
+    break
+  end
 end
 writer:close()
 if acc then print(("final test accuracy: %.2f %% (checkpoint %s)"):format(100 * acc, ckpt_path)) end

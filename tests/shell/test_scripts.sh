@@ -33,7 +33,7 @@ check "tour" "torch.Size\(\[2, 2, 3\]\)" -- "$tensh" scripts/tour.lua
 check "device_info" "cuda.is_available\(\): (true|false)" -- "$tensh" scripts/device_info.lua
 check "--help" "usage: tensh scripts/train_fashion_mnist.lua" -- "$tensh" scripts/train_fashion_mnist.lua --help
 check "cpu_vs_gpu" "cpu +3 steps: .* ms/step" -- "$tensh" scripts/cpu_vs_gpu.lua --steps 3 --batch-size 16
-check "grad_accumulation" "step +2: loss" -- "$tensh" scripts/grad_accumulation.lua --steps 2
+check "grad_accumulation" "step +1: loss" -- "$tensh" scripts/grad_accumulation.lua --steps 2
 check "cifar10 (synthetic)" "epoch 1: test accuracy" -- "$tensh" scripts/cifar10_mobilenet.lua --synthetic 256 --epochs 1 \
   --batch-size 64 --workers 1
 if "$tensh" scripts/train_fashion_mnist.lua --bogus >"$tmp/out" 2>&1; then
@@ -47,8 +47,8 @@ if [ -f "$fm/train-images-idx3-ubyte.gz" ] || [ -f "$fm/train-images-idx3-ubyte"
     check "train $model, 2 epochs" "final test accuracy" -- \
       "$tensh" scripts/train_fashion_mnist.lua --model $model --epochs 2 --out "$tmp/a" "${common[@]}"
     straight=$(grep "final test accuracy" "$tmp/out")
-    check "train $model, epoch 1" "epoch 1:" -- \
-      "$tensh" scripts/train_fashion_mnist.lua --model $model --epochs 1 --out "$tmp/b" "${common[@]}"
+    check "train $model, epoch 1 then stop" "stopping after epoch 1" -- \
+      "$tensh" scripts/train_fashion_mnist.lua --model $model --epochs 2 --stop-after 1 --out "$tmp/b" "${common[@]}"
     check "train $model, resume to epoch 2" "resuming after epoch 1" -- \
       "$tensh" scripts/train_fashion_mnist.lua --model $model --epochs 2 --out "$tmp/b" --resume "${common[@]}"
     resumed=$(grep "final test accuracy" "$tmp/out" | sed "s#$tmp/b#$tmp/a#")
