@@ -59,6 +59,19 @@ for r in $(seq "$rounds"); do
     "$py" "$peers/mlp_seed003.py" --device cpu --threads "$threads" >>"$results" || status=1
   fi
 done
+# Fashion-MNIST epochs are long: once, after the rounds, when the dataset is
+# there (BENCH_FASHION_EPOCHS=0 skips them)
+fepochs=${BENCH_FASHION_EPOCHS:-1}
+if [ "$fepochs" -gt 0 ] && [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+  for model in mlp cnn; do
+    echo "bench: fashion_mnist $model, $fepochs epoch(s)" >&2
+    "$tensh" "$here/fashion_mnist.lua" --model $model --epochs "$fepochs" --device cpu >>"$results" || status=1
+    if [ $run_peer = 1 ]; then
+      "$py" "$peers/fashion_mnist.py" --model $model --epochs "$fepochs" --device cpu --threads "$threads" \
+        >>"$results" || status=1
+    fi
+  done
+fi
 if [ -n "$cmp_py" ]; then
   "$cmp_py" "$here/compare.py" <"$results" || status=1
 else
