@@ -222,6 +222,20 @@ static int64_t conv_chunk(const conv_geo *g) {
   return nb < g->N ? nb : g->N;
 }
 
+/* The (rows, C, kh, kw, Ho, Wo) view of a (C*kh*kw, nb, L) contiguous buffer: im2col
+ * writes the whole chunk's columns as one (C*kh*kw, nb*L) matrix, so that each group
+ * takes ONE GEMM per chunk instead of one small GEMM per sample. */
+static ts_tensor cols_view(const ts_tensor *buf, const conv_geo *g, int64_t nb, int64_t rows) {
+  ts_tensor v = *buf;
+  const int64_t L = g->L;
+  v.ndim = 6;
+  int64_t sz[6] = {rows, g->C, g->kh, g->kw, g->Ho, g->Wo};
+  int64_t st[6] = {L, g->kh * g->kw * nb * L, g->kw * nb * L, nb * L, g->Wo, 1};
+  memcpy(v.sizes, sz, sizeof sz);
+  memcpy(v.strides, st, sizeof st);
+  return v;
+}
+
 static ts_status im2col(ts_tensor *x, ts_tensor *cols, const ts_conv2d_params *p) {
   ts_call c = {.op = TS_OP_IM2COL, .nin = 1, .in = &x, .out = {cols}};
   conv_params(p, c.i);
@@ -235,7 +249,7 @@ static ts_status conv_forward(const char *fn, ts_tensor *x, ts_tensor *w, ts_ten
   if (st) return st;
   tmps k = {.n = 0};
   ts_tensor **xc = tmp(&k), **x4 = tmp(&k), **wc = tmp(&k), **wcc = tmp(&k), **bc = tmp(&k), **r = tmp(&k),
-            **cols = tmp(&k);
+            **cols = tmp(&k), **ob = tmp(&k);
   const ts_dtype cd = compute_dtype(x->dtype);
   TRY(to_compute(x, xc));
   TRY(lift4(*xc, x4));
@@ -258,17 +272,23 @@ static ts_status conv_forward(const char *fn, ts_tensor *x, ts_tensor *w, ts_ten
         TRY(ts_copy_(*r, &bv));
       }
       const int64_t nb = conv_chunk(&g), CK = g.C * g.kh * g.kw;
-      TRY(ts_tensor_empty(6, (int64_t[]){nb, g.C, g.kh, g.kw, g.Ho, g.Wo}, cd, x->device, cols));
+      TRY(ts_tensor_empty(3, (int64_t[]){CK, nb, g.L}, cd, x->device, cols));
+      TRY(ts_tensor_empty(3, (int64_t[]){g.O, nb, g.L}, cd, x->device, ob));
       for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
         int64_t rows = g.N - n0 < nb ? g.N - n0 : nb;
-        ts_tensor xv = rows_view(*x4, n0, rows), cv = rows_view(*cols, 0, rows);
+        ts_tensor xv = rows_view(*x4, n0, rows), cv = cols_view(*cols, &g, nb, rows);
         TRY(im2col(&xv, &cv, p));
-        for (int64_t gi = 0; gi < g.G; gi++) {
-          ts_tensor A = view3(*wcc, gi * g.Og * g.K, rows, g.Og, g.K, 0, g.K, 1);
-          ts_tensor B = view3(*cols, gi * g.K * g.L, rows, g.K, g.L, CK * g.L, g.L, 1);
-          ts_tensor O = view3(*r, n0 * g.O * g.L + gi * g.Og * g.L, rows, g.Og, g.L, g.O * g.L, g.L, 1);
-          TRY(bmm(&A, &B, &O, b ? 1 : 0));
+        for (int64_t gi = 0; gi < g.G; gi++) { /* ob[g] (Og, rows*L) = W[g] (Og, K) @ cols[g] (K, rows*L) */
+          ts_tensor A = view3(*wcc, gi * g.Og * g.K, 1, g.Og, g.K, 0, g.K, 1);
+          ts_tensor B = view3(*cols, gi * g.K * nb * g.L, 1, g.K, rows * g.L, 0, nb * g.L, 1);
+          ts_tensor O = view3(*ob, gi * g.Og * nb * g.L, 1, g.Og, rows * g.L, 0, nb * g.L, 1);
+          TRY(bmm(&A, &B, &O, 0));
         }
+        /* (O, rows, L) -> r[n0:n0+rows] (rows, O, L), onto the bias when there is one */
+        ts_tensor src = view3(*ob, 0, rows, g.O, g.L, g.L, nb * g.L, 1);
+        ts_tensor dst = view3(*r, n0 * g.O * g.L, rows, g.O, g.L, g.O * g.L, g.L, 1);
+        if (b) TRY(ts_binary_out(TS_OP_ADD, &dst, &src, &dst));
+        else TRY(ts_copy_(&dst, &src));
       }
     }
   }

@@ -46,20 +46,22 @@ static void valid_range(int64_t off, int64_t s, int64_t p, int64_t W, int64_t Wo
 
 /* ---- im2col / col2im ------------------------------------------------------ */
 
-/* cols (C, kh, kw, Ho, Wo) of one sample; col2im walks the same loops adding back. */
+/* cols (N, C, kh, kw, Ho, Wo) with strides os (unit on the last dim: the op layer
+ * lays it out as (C*kh*kw, N*Ho*Wo) for one GEMM per chunk); col2im walks the
+ * same loops adding back. */
 #define IM2COL(NAME, T)                                                                            \
-  static void NAME(const geo *g, const T *x, T *cols) {                                            \
-    const int64_t planes = g->N * g->C, per = g->kh * g->kw * g->Ho * g->Wo;                       \
-    PARALLEL_IF(planes * per)                                                                      \
+  static void NAME(const geo *g, const T *x, T *cols, const int64_t *os) {                         \
+    const int64_t planes = g->N * g->C;                                                            \
+    PARALLEL_IF(planes * g->kh * g->kw * g->Ho * g->Wo)                                            \
     for (int64_t pl = 0; pl < planes; pl++) {                                                      \
       const T *src = x + (pl / g->C) * g->xs[0] + (pl % g->C) * g->xs[1];                          \
-      T *dst = cols + pl * per;                                                                    \
+      T *dst = cols + (pl / g->C) * os[0] + (pl % g->C) * os[1];                                   \
       for (int64_t i = 0; i < g->kh; i++)                                                          \
         for (int64_t j = 0; j < g->kw; j++) {                                                      \
           int64_t lo, hi;                                                                          \
           valid_range(j * g->dw, g->sw, g->pw, g->W, g->Wo, &lo, &hi);                             \
           for (int64_t y = 0; y < g->Ho; y++) {                                                    \
-            T *row = dst + ((i * g->kw + j) * g->Ho + y) * g->Wo;                                  \
+            T *row = dst + i * os[2] + j * os[3] + y * os[4];                                      \
             int64_t iy = y * g->sh - g->ph + i * g->dh;                                            \
             if (iy < 0 || iy >= g->H) {                                                            \
               memset(row, 0, sizeof(T) * (size_t)g->Wo);                                           \
@@ -68,7 +70,9 @@ static void valid_range(int64_t off, int64_t s, int64_t p, int64_t W, int64_t Wo
             const int64_t base = iy * g->xs[2] + (j * g->dw - g->pw) * g->xs[3];                   \
             const int64_t step = g->sw * g->xs[3];                                                 \
             for (int64_t x0 = 0; x0 < lo; x0++) row[x0] = 0;                                       \
-            for (int64_t x0 = lo; x0 < hi; x0++) row[x0] = src[base + x0 * step];                  \
+            if (step == 1) memcpy(row + lo, src + base + lo, sizeof(T) * (size_t)(hi - lo));      \
+            else                                                                                   \
+              for (int64_t x0 = lo; x0 < hi; x0++) row[x0] = src[base + x0 * step];                \
             for (int64_t x0 = hi; x0 < g->Wo; x0++) row[x0] = 0;                                   \
           }                                                                                        \
         }                                                                                          \
@@ -110,8 +114,8 @@ static ts_status k_im2col(const ts_call *c) {
   ts_tensor *o = c->out[0];
   geo_image(&g, x, o);
   geo_pairs(&g, ts_pack2(o->sizes[2], o->sizes[3]), c->i[0], c->i[1], c->i[2]);
-  if (x->dtype == TS_FLOAT32) im2col_f32(&g, ts_data(x), ts_data(o));
-  else im2col_f64(&g, ts_data(x), ts_data(o));
+  if (x->dtype == TS_FLOAT32) im2col_f32(&g, ts_data(x), ts_data(o), o->strides);
+  else im2col_f64(&g, ts_data(x), ts_data(o), o->strides);
   return ts_check_interrupt();
 }
 
