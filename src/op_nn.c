@@ -222,6 +222,20 @@ static int64_t conv_chunk(const conv_geo *g) {
   return nb < g->N ? nb : g->N;
 }
 
+/* The (rows, C, kh, kw, Ho, Wo) view of a (C*kh*kw, nb, L) contiguous buffer: im2col
+ * writes the whole chunk's columns as one (C*kh*kw, nb*L) matrix, so that each group
+ * takes ONE GEMM per chunk instead of one small GEMM per sample. */
+static ts_tensor cols_view(const ts_tensor *buf, const conv_geo *g, int64_t nb, int64_t rows) {
+  ts_tensor v = *buf;
+  const int64_t L = g->L;
+  v.ndim = 6;
+  int64_t sz[6] = {rows, g->C, g->kh, g->kw, g->Ho, g->Wo};
+  int64_t st[6] = {L, g->kh * g->kw * nb * L, g->kw * nb * L, nb * L, g->Wo, 1};
+  memcpy(v.sizes, sz, sizeof sz);
+  memcpy(v.strides, st, sizeof st);
+  return v;
+}
+
 static ts_status im2col(ts_tensor *x, ts_tensor *cols, const ts_conv2d_params *p) {
   ts_call c = {.op = TS_OP_IM2COL, .nin = 1, .in = &x, .out = {cols}};
   conv_params(p, c.i);
@@ -235,7 +249,7 @@ static ts_status conv_forward(const char *fn, ts_tensor *x, ts_tensor *w, ts_ten
   if (st) return st;
   tmps k = {.n = 0};
   ts_tensor **xc = tmp(&k), **x4 = tmp(&k), **wc = tmp(&k), **wcc = tmp(&k), **bc = tmp(&k), **r = tmp(&k),
-            **cols = tmp(&k);
+            **cols = tmp(&k), **ob = tmp(&k);
   const ts_dtype cd = compute_dtype(x->dtype);
   TRY(to_compute(x, xc));
   TRY(lift4(*xc, x4));
@@ -258,17 +272,23 @@ static ts_status conv_forward(const char *fn, ts_tensor *x, ts_tensor *w, ts_ten
         TRY(ts_copy_(*r, &bv));
       }
       const int64_t nb = conv_chunk(&g), CK = g.C * g.kh * g.kw;
-      TRY(ts_tensor_empty(6, (int64_t[]){nb, g.C, g.kh, g.kw, g.Ho, g.Wo}, cd, x->device, cols));
+      TRY(ts_tensor_empty(3, (int64_t[]){CK, nb, g.L}, cd, x->device, cols));
+      TRY(ts_tensor_empty(3, (int64_t[]){g.O, nb, g.L}, cd, x->device, ob));
       for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
         int64_t rows = g.N - n0 < nb ? g.N - n0 : nb;
-        ts_tensor xv = rows_view(*x4, n0, rows), cv = rows_view(*cols, 0, rows);
+        ts_tensor xv = rows_view(*x4, n0, rows), cv = cols_view(*cols, &g, nb, rows);
         TRY(im2col(&xv, &cv, p));
-        for (int64_t gi = 0; gi < g.G; gi++) {
-          ts_tensor A = view3(*wcc, gi * g.Og * g.K, rows, g.Og, g.K, 0, g.K, 1);
-          ts_tensor B = view3(*cols, gi * g.K * g.L, rows, g.K, g.L, CK * g.L, g.L, 1);
-          ts_tensor O = view3(*r, n0 * g.O * g.L + gi * g.Og * g.L, rows, g.Og, g.L, g.O * g.L, g.L, 1);
-          TRY(bmm(&A, &B, &O, b ? 1 : 0));
+        for (int64_t gi = 0; gi < g.G; gi++) { /* ob[g] (Og, rows*L) = W[g] (Og, K) @ cols[g] (K, rows*L) */
+          ts_tensor A = view3(*wcc, gi * g.Og * g.K, 1, g.Og, g.K, 0, g.K, 1);
+          ts_tensor B = view3(*cols, gi * g.K * nb * g.L, 1, g.K, rows * g.L, 0, nb * g.L, 1);
+          ts_tensor O = view3(*ob, gi * g.Og * nb * g.L, 1, g.Og, rows * g.L, 0, nb * g.L, 1);
+          TRY(bmm(&A, &B, &O, 0));
         }
+        /* (O, rows, L) -> r[n0:n0+rows] (rows, O, L), onto the bias when there is one */
+        ts_tensor src = view3(*ob, 0, rows, g.O, g.L, g.L, nb * g.L, 1);
+        ts_tensor dst = view3(*r, n0 * g.O * g.L, rows, g.O, g.L, g.O * g.L, g.L, 1);
+        if (b) TRY(ts_binary_out(TS_OP_ADD, &dst, &src, &dst));
+        else TRY(ts_copy_(&dst, &src));
       }
     }
   }
@@ -527,10 +547,14 @@ ts_status ts_max_pool2d_backward(ts_tensor *grad_out, ts_tensor *indices, ts_ten
   tmps k = {.n = 0};
   ts_tensor **gc = tmp(&k), **g2 = tmp(&k), **i2 = tmp(&k), **r = tmp(&k), **rv = tmp(&k);
   TRY(to_compute(grad_out, gc));
-  TRY(ts_reshape(*gc, 2, (int64_t[]){P, L}, g2));
-  TRY(ts_reshape(indices, 2, (int64_t[]){P, L}, i2));
-  TRY(ts_full(2, (int64_t[]){P, HW}, 0, compute_dtype(x->dtype), x->device, r));
-  if (P * L > 0) TRY(ts_scatter_(*r, 1, *i2, *g2, true));
+  TRY(ts_contiguous(*gc, g2));
+  TRY(ts_contiguous(indices, i2));
+  TRY(ts_tensor_empty(2, (int64_t[]){P, HW}, compute_dtype(x->dtype), x->device, r));
+  {
+    ts_tensor *in[2] = {*g2, *i2};
+    ts_call c = {.op = TS_OP_MAX_POOL2D_BACKWARD, .nin = 2, .in = in, .out = {*r}, .i = {P, L, HW}};
+    TRY(ts_dispatch(&c));
+  }
   TRY(ts_view(*r, nd, x->sizes, rv));
   TRY(ts_to_dtype(*rv, x->dtype, grad_input));
 done:
@@ -694,6 +718,16 @@ static ts_status bn_check(const char *fn, ts_tensor *x) {
   return check_float(fn, "input", x);
 }
 
+/* A per-channel parameter (C) contiguous in the compute dtype; `fill` everywhere when absent. */
+static ts_status bn_param(ts_tensor *t, double fill, int64_t C, ts_dtype cd, ts_device dev, ts_tensor **out) {
+  if (!t) return ts_full(1, &C, fill, cd, dev, out);
+  ts_tensor *tc = NULL;
+  ts_status st = ts_to_dtype(t, cd, &tc);
+  if (!st) st = ts_contiguous(tc, out);
+  ts_tensor_release(tc);
+  return st;
+}
+
 static ts_status batch_norm_impl(ts_tensor *x, ts_tensor *rm, ts_tensor *rv, ts_tensor *w, ts_tensor *b, bool training,
                         double momentum, double eps, ts_tensor **out, ts_tensor **saved_mean,
                         ts_tensor **saved_invstd) {
@@ -719,14 +753,17 @@ static ts_status batch_norm_impl(ts_tensor *x, ts_tensor *rm, ts_tensor *rv, ts_
                    shape_of(x).s);
   const ts_dtype cd = compute_dtype(x->dtype);
   tmps k = {.n = 0};
-  ts_tensor **xc = tmp(&k), **x3 = tmp(&k), **mean = tmp(&k), **var = tmp(&k), **ve = tmp(&k), **inv = tmp(&k),
-            **t1 = tmp(&k), **t2 = tmp(&k), **t3 = tmp(&k), **t4 = tmp(&k), **scale = tmp(&k), **ms = tmp(&k),
-            **shift = tmp(&k), **s3 = tmp(&k), **h3 = tmp(&k), **y = tmp(&k), **yv = tmp(&k), **wc = tmp(&k),
-            **bc = tmp(&k);
+  ts_tensor **xc = tmp(&k), **x3 = tmp(&k), **x3c = tmp(&k), **mean = tmp(&k), **var = tmp(&k), **ve = tmp(&k),
+            **inv = tmp(&k), **t1 = tmp(&k), **t2 = tmp(&k), **t3 = tmp(&k), **t4 = tmp(&k), **md = tmp(&k),
+            **vd = tmp(&k), **wc = tmp(&k), **bc = tmp(&k), **y = tmp(&k), **yv = tmp(&k);
   TRY(bn_view(x, xc, x3));
-  if (training) {
-    TRY(ts_mean(*x3, 2, (int64_t[]){0, 2}, false, mean));
-    TRY(ts_var(*x3, 2, (int64_t[]){0, 2}, 0, false, var));
+  TRY(ts_contiguous(*x3, x3c));
+  if (training) { /* one direct pass per statistic instead of composed reductions */
+    TRY(ts_tensor_empty(1, &C, cd, x->device, mean));
+    TRY(ts_tensor_empty(1, &C, cd, x->device, var));
+    ts_tensor *in[1] = {*x3c};
+    ts_call c = {.op = TS_OP_BATCH_NORM_STATS, .nin = 1, .in = in, .out = {*mean, *var}};
+    TRY(ts_dispatch(&c));
     if (rm) { /* running = (1 - momentum) * running + momentum * batch, the variance unbiased */
       TRY(mul_s(rm, 1 - momentum, t1));
       TRY(ts_add_scaled(*t1, *mean, momentum, t2));
@@ -736,30 +773,21 @@ static ts_status batch_norm_impl(ts_tensor *x, ts_tensor *rm, ts_tensor *rv, ts_
       TRY(ts_copy_(rv, *t4));
     }
   } else {
-    TRY(ts_to_dtype(rm, cd, mean));
-    TRY(ts_to_dtype(rv, cd, var));
+    TRY(ts_to_dtype(rm, cd, md));
+    TRY(ts_contiguous(*md, mean));
+    TRY(ts_to_dtype(rv, cd, vd));
+    TRY(ts_contiguous(*vd, var));
   }
   TRY(add_s(*var, eps, ve));
   TRY(ts_unary(TS_OP_RSQRT, *ve, inv));
-  /* y = x * scale + shift, scale = invstd * w, shift = b - mean * scale */
-  if (w) {
-    TRY(ts_to_dtype(w, cd, wc));
-    TRY(ts_binary(TS_OP_MUL, *inv, *wc, scale));
-  } else {
-    ts_tensor_retain(*inv);
-    *scale = *inv;
+  TRY(bn_param(w, 1, C, cd, x->device, wc));
+  TRY(bn_param(b, 0, C, cd, x->device, bc));
+  TRY(ts_tensor_empty(3, x3c[0]->sizes, cd, x->device, y));
+  {
+    ts_tensor *in[5] = {*x3c, *mean, *inv, *wc, *bc};
+    ts_call c = {.op = TS_OP_BATCH_NORM_ELEMT, .nin = 5, .in = in, .out = {*y}};
+    TRY(ts_dispatch(&c));
   }
-  TRY(ts_binary(TS_OP_MUL, *mean, *scale, ms));
-  if (b) {
-    TRY(ts_to_dtype(b, cd, bc));
-    TRY(ts_binary(TS_OP_SUB, *bc, *ms, shift));
-  } else {
-    TRY(ts_unary(TS_OP_NEG, *ms, shift));
-  }
-  TRY(ts_reshape(*scale, 3, (int64_t[]){1, C, 1}, s3));
-  TRY(ts_reshape(*shift, 3, (int64_t[]){1, C, 1}, h3));
-  TRY(ts_binary(TS_OP_MUL, *x3, *s3, y));
-  TRY(ts_binary_out(TS_OP_ADD, *y, *h3, *y));
   TRY(ts_view(*y, x->ndim, x->sizes, yv));
   TRY(ts_to_dtype(*yv, x->dtype, out));
   if (saved_mean) *saved_mean = take(mean);
@@ -783,41 +811,37 @@ ts_status ts_batch_norm_backward(ts_tensor *go, ts_tensor *x, ts_tensor *w, ts_t
     return st;
   if (!mean || !invstd) return ts_fail(TS_ERR_ARG, "%s: saved_mean and saved_invstd are required", fn);
   const ts_dtype cd = compute_dtype(x->dtype), pdt = w ? w->dtype : x->dtype;
-  const int64_t red[2] = {0, 2};
   tmps k = {.n = 0};
-  ts_tensor **xc = tmp(&k), **x3 = tmp(&k), **gc = tmp(&k), **g3 = tmp(&k), **m = tmp(&k), **m3 = tmp(&k),
-            **iv = tmp(&k), **i3 = tmp(&k), **xm = tmp(&k), **xhat = tmp(&k), **gxh = tmp(&k), **rb = tmp(&k),
-            **p = tmp(&k), **rw = tmp(&k), **wc = tmp(&k), **w3 = tmp(&k), **r = tmp(&k), **rv = tmp(&k),
-            **fx = tmp(&k), **fw = tmp(&k), **fb = tmp(&k);
+  ts_tensor **xc = tmp(&k), **x3 = tmp(&k), **x3c = tmp(&k), **gc = tmp(&k), **g3 = tmp(&k), **g3c = tmp(&k),
+            **m = tmp(&k), **iv = tmp(&k), **wc = tmp(&k), **sg = tmp(&k), **sgx = tmp(&k), **r = tmp(&k),
+            **rv = tmp(&k), **fx = tmp(&k), **fw = tmp(&k), **fb = tmp(&k);
   TRY(bn_view(x, xc, x3));
+  TRY(ts_contiguous(*x3, x3c));
   TRY(bn_view(go, gc, g3));
-  TRY(ts_to_dtype(mean, cd, m));
-  TRY(ts_reshape(*m, 3, (int64_t[]){1, C, 1}, m3));
-  TRY(ts_to_dtype(invstd, cd, iv));
-  TRY(ts_reshape(*iv, 3, (int64_t[]){1, C, 1}, i3));
-  TRY(ts_binary(TS_OP_SUB, *x3, *m3, xm));
-  TRY(ts_binary(TS_OP_MUL, *xm, *i3, xhat));
-  if (need[2]) TRY(ts_sum(*g3, 2, red, false, rb));
-  if (need[1]) {
-    TRY(ts_binary(TS_OP_MUL, *g3, *xhat, p));
-    TRY(ts_sum(*p, 2, red, false, rw));
+  TRY(ts_contiguous(*g3, g3c));
+  TRY(bn_param(mean, 0, C, cd, x->device, m));
+  TRY(bn_param(invstd, 0, C, cd, x->device, iv));
+  /* the two per-channel sums (of go and of go * xhat) in one pass */
+  TRY(ts_tensor_empty(1, &C, cd, x->device, sg));
+  TRY(ts_tensor_empty(1, &C, cd, x->device, sgx));
+  {
+    ts_tensor *in[4] = {*g3c, *x3c, *m, *iv};
+    ts_call c = {.op = TS_OP_BATCH_NORM_BACKWARD_REDUCE, .nin = 4, .in = in, .out = {*sg, *sgx}};
+    TRY(ts_dispatch(&c));
   }
   if (need[0]) {
-    if (w) {
-      TRY(ts_to_dtype(w, cd, wc));
-      TRY(ts_reshape(*wc, 3, (int64_t[]){1, C, 1}, w3));
-      TRY(ts_binary(TS_OP_MUL, *g3, *w3, gxh));
-    } else {
-      ts_tensor_retain(*g3);
-      *gxh = *g3;
-    }
-    if (training) TRY(norm_backward(*gxh, *xhat, *i3, 2, red, r));
-    else TRY(ts_binary(TS_OP_MUL, *gxh, *i3, r)); /* the statistics are constants */
+    TRY(bn_param(w, 1, C, cd, x->device, wc));
+    TRY(ts_tensor_empty(3, x3c[0]->sizes, cd, x->device, r));
+    const int64_t M = C > 0 ? ts_numel(x) / C : 0;
+    ts_tensor *in[7] = {*g3c, *x3c, *m, *iv, *wc, *sg, *sgx};
+    ts_call c = {.op = TS_OP_BATCH_NORM_BACKWARD_ELEMT, .nin = 7, .in = in, .out = {*r},
+                 .f = {training && M > 0 ? 1.0 / (double)M : 0}}; /* constant statistics: gx = go * w * invstd */
+    TRY(ts_dispatch(&c));
     TRY(ts_view(*r, x->ndim, x->sizes, rv));
     TRY(ts_to_dtype(*rv, x->dtype, fx));
   }
-  if (need[1]) TRY(ts_to_dtype(*rw, pdt, fw));
-  if (need[2]) TRY(ts_to_dtype(*rb, pdt, fb));
+  if (need[1]) TRY(ts_to_dtype(*sgx, pdt, fw));
+  if (need[2]) TRY(ts_to_dtype(*sg, pdt, fb));
   if (need[0]) *gx = take(fx);
   if (need[1]) *gw = take(fw);
   if (need[2]) *gb = take(fb);

@@ -46,20 +46,22 @@ static void valid_range(int64_t off, int64_t s, int64_t p, int64_t W, int64_t Wo
 
 /* ---- im2col / col2im ------------------------------------------------------ */
 
-/* cols (C, kh, kw, Ho, Wo) of one sample; col2im walks the same loops adding back. */
+/* cols (N, C, kh, kw, Ho, Wo) with strides os (unit on the last dim: the op layer
+ * lays it out as (C*kh*kw, N*Ho*Wo) for one GEMM per chunk); col2im walks the
+ * same loops adding back. */
 #define IM2COL(NAME, T)                                                                            \
-  static void NAME(const geo *g, const T *x, T *cols) {                                            \
-    const int64_t planes = g->N * g->C, per = g->kh * g->kw * g->Ho * g->Wo;                       \
-    PARALLEL_IF(planes * per)                                                                      \
+  static void NAME(const geo *g, const T *x, T *cols, const int64_t *os) {                         \
+    const int64_t planes = g->N * g->C;                                                            \
+    PARALLEL_IF(planes * g->kh * g->kw * g->Ho * g->Wo)                                            \
     for (int64_t pl = 0; pl < planes; pl++) {                                                      \
       const T *src = x + (pl / g->C) * g->xs[0] + (pl % g->C) * g->xs[1];                          \
-      T *dst = cols + pl * per;                                                                    \
+      T *dst = cols + (pl / g->C) * os[0] + (pl % g->C) * os[1];                                   \
       for (int64_t i = 0; i < g->kh; i++)                                                          \
         for (int64_t j = 0; j < g->kw; j++) {                                                      \
           int64_t lo, hi;                                                                          \
           valid_range(j * g->dw, g->sw, g->pw, g->W, g->Wo, &lo, &hi);                             \
           for (int64_t y = 0; y < g->Ho; y++) {                                                    \
-            T *row = dst + ((i * g->kw + j) * g->Ho + y) * g->Wo;                                  \
+            T *row = dst + i * os[2] + j * os[3] + y * os[4];                                      \
             int64_t iy = y * g->sh - g->ph + i * g->dh;                                            \
             if (iy < 0 || iy >= g->H) {                                                            \
               memset(row, 0, sizeof(T) * (size_t)g->Wo);                                           \
@@ -68,7 +70,9 @@ static void valid_range(int64_t off, int64_t s, int64_t p, int64_t W, int64_t Wo
             const int64_t base = iy * g->xs[2] + (j * g->dw - g->pw) * g->xs[3];                   \
             const int64_t step = g->sw * g->xs[3];                                                 \
             for (int64_t x0 = 0; x0 < lo; x0++) row[x0] = 0;                                       \
-            for (int64_t x0 = lo; x0 < hi; x0++) row[x0] = src[base + x0 * step];                  \
+            if (step == 1) memcpy(row + lo, src + base + lo, sizeof(T) * (size_t)(hi - lo));      \
+            else                                                                                   \
+              for (int64_t x0 = lo; x0 < hi; x0++) row[x0] = src[base + x0 * step];                \
             for (int64_t x0 = hi; x0 < g->Wo; x0++) row[x0] = 0;                                   \
           }                                                                                        \
         }                                                                                          \
@@ -110,8 +114,8 @@ static ts_status k_im2col(const ts_call *c) {
   ts_tensor *o = c->out[0];
   geo_image(&g, x, o);
   geo_pairs(&g, ts_pack2(o->sizes[2], o->sizes[3]), c->i[0], c->i[1], c->i[2]);
-  if (x->dtype == TS_FLOAT32) im2col_f32(&g, ts_data(x), ts_data(o));
-  else im2col_f64(&g, ts_data(x), ts_data(o));
+  if (x->dtype == TS_FLOAT32) im2col_f32(&g, ts_data(x), ts_data(o), o->strides);
+  else im2col_f64(&g, ts_data(x), ts_data(o), o->strides);
   return ts_check_interrupt();
 }
 
@@ -260,9 +264,32 @@ static ts_status k_conv2d_depthwise_backward(const ts_call *c) {
 #define MAXPOOL(NAME, T)                                                                           \
   static void NAME(const geo *g, const T *x, T *out, int64_t *idx) {                               \
     const int64_t planes = g->N * g->C, L = g->Ho * g->Wo;                                         \
+    const bool fast2 = g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 &&       \
+                       g->pw == 0 && g->dh == 1 && g->dw == 1 && g->xs[3] == 1 &&                  \
+                       2 * g->Ho <= g->H && 2 * g->Wo <= g->W; /* ceil_mode may add a partial window */ \
     PARALLEL_IF(planes * L * g->kh * g->kw)                                                        \
     for (int64_t pl = 0; pl < planes; pl++) {                                                      \
       const T *src = x + (pl / g->C) * g->xs[0] + (pl % g->C) * g->xs[1];                          \
+      if (fast2) { /* 2x2, stride 2, no padding, unit dilation, rows contiguous: no bounds checks */ \
+        for (int64_t y = 0; y < g->Ho; y++) {                                                      \
+          const T *r0 = src + 2 * y * g->xs[2], *r1 = r0 + g->xs[2];                               \
+          T *o = out + pl * L + y * g->Wo;                                                         \
+          int64_t *oi = idx + pl * L + y * g->Wo;                                                  \
+          const int64_t base = 2 * y * g->W;                                                       \
+          for (int64_t x0 = 0; x0 < g->Wo; x0++) {                                                 \
+            T best = r0[2 * x0], v;                                                                \
+            int64_t bi = base + 2 * x0;                                                            \
+            v = r0[2 * x0 + 1];                                                                    \
+            if (v > best || isnan(v)) best = v, bi = base + 2 * x0 + 1;                            \
+            v = r1[2 * x0];                                                                        \
+            if (v > best || isnan(v)) best = v, bi = base + g->W + 2 * x0;                         \
+            v = r1[2 * x0 + 1];                                                                    \
+            if (v > best || isnan(v)) best = v, bi = base + g->W + 2 * x0 + 1;                     \
+            o[x0] = best, oi[x0] = bi;                                                             \
+          }                                                                                        \
+        }                                                                                          \
+        continue;                                                                                  \
+      }                                                                                            \
       for (int64_t y = 0; y < g->Ho; y++)                                                          \
         for (int64_t x0 = 0; x0 < g->Wo; x0++) {                                                   \
           T best = 0;                                                                              \
@@ -435,7 +462,177 @@ static ts_status k_adaptive_avg_pool2d_backward(const ts_call *c) {
   return ts_check_interrupt();
 }
 
+/* ---- batch norm ------------------------------------------------------------- */
+
+/* Per channel c the planes x[n, c, :] of S elements; sums in double, one
+ * channel per thread for the reductions, (n, c) planes for the element passes. */
+#define BATCHNORM(SUF, T)                                                                          \
+  static void bn_stats_##SUF(int64_t N, int64_t C, int64_t S, const T *x, T *mean, T *var) {       \
+    _Pragma("omp parallel for schedule(dynamic, 1) if (N * C * S > TS_PARALLEL_GRAIN)")            \
+    for (int64_t c = 0; c < C; c++) {                                                              \
+      double s = 0;                                                                                \
+      for (int64_t n = 0; n < N; n++) {                                                            \
+        const T *p = x + (n * C + c) * S;                                                          \
+        double dp = 0;                                                                             \
+        _Pragma("omp simd reduction(+ : dp)")                                                      \
+        for (int64_t k = 0; k < S; k++) dp += p[k];                                                \
+        s += dp;                                                                                   \
+      }                                                                                            \
+      const double m = N * S > 0 ? s / (double)(N * S) : NAN;                                      \
+      double v = 0;                                                                                \
+      for (int64_t n = 0; n < N; n++) {                                                            \
+        const T *p = x + (n * C + c) * S;                                                          \
+        double dv = 0;                                                                             \
+        _Pragma("omp simd reduction(+ : dv)")                                                      \
+        for (int64_t k = 0; k < S; k++) {                                                          \
+          double d = (double)p[k] - m;                                                             \
+          dv += d * d;                                                                             \
+        }                                                                                          \
+        v += dv;                                                                                   \
+      }                                                                                            \
+      mean[c] = (T)m, var[c] = (T)(N * S > 0 ? v / (double)(N * S) : NAN);                         \
+    }                                                                                              \
+  }                                                                                                \
+  static void bn_elemt_##SUF(int64_t N, int64_t C, int64_t S, const T *x, const T *mean,           \
+                             const T *inv, const T *w, const T *b, T *y) {                         \
+    _Pragma("omp parallel for schedule(static) if (N * C * S > TS_PARALLEL_GRAIN)")                \
+    for (int64_t pl = 0; pl < N * C; pl++) {                                                       \
+      const int64_t c = pl % C;                                                                    \
+      const T sc = inv[c] * w[c], sh = b[c] - mean[c] * sc;                                        \
+      const T *p = x + pl * S;                                                                     \
+      T *q = y + pl * S;                                                                           \
+      for (int64_t k = 0; k < S; k++) q[k] = p[k] * sc + sh;                                       \
+    }                                                                                              \
+  }                                                                                                \
+  static void bn_bw_reduce_##SUF(int64_t N, int64_t C, int64_t S, const T *go, const T *x,         \
+                                 const T *mean, const T *inv, T *sg, T *sgx) {                     \
+    _Pragma("omp parallel for schedule(dynamic, 1) if (N * C * S > TS_PARALLEL_GRAIN)")            \
+    for (int64_t c = 0; c < C; c++) {                                                              \
+      double a = 0, d = 0;                                                                         \
+      const T m = mean[c];                                                                         \
+      for (int64_t n = 0; n < N; n++) {                                                            \
+        const T *g = go + (n * C + c) * S, *p = x + (n * C + c) * S;                               \
+        double pa = 0, pd = 0;                                                                     \
+        _Pragma("omp simd reduction(+ : pa, pd)")                                                  \
+        for (int64_t k = 0; k < S; k++) pa += g[k], pd += (double)g[k] * (double)(p[k] - m);       \
+        a += pa, d += pd;                                                                          \
+      }                                                                                            \
+      sg[c] = (T)a, sgx[c] = (T)(d * (double)inv[c]);                                              \
+    }                                                                                              \
+  }                                                                                                \
+  static void bn_bw_elemt_##SUF(int64_t N, int64_t C, int64_t S, const T *go, const T *x,          \
+                                const T *mean, const T *inv, const T *w, const T *sg,              \
+                                const T *sgx, double f, T *gx) {                                   \
+    _Pragma("omp parallel for schedule(static) if (N * C * S > TS_PARALLEL_GRAIN)")                \
+    for (int64_t pl = 0; pl < N * C; pl++) {                                                       \
+      const int64_t c = pl % C;                                                                    \
+      /* gx = a * go + b * (x - mean) + d */                                                       \
+      const double iv = inv[c], k = (double)w[c] * iv;                                             \
+      const T a = (T)k, bb = (T)(-k * iv * f * (double)sgx[c]), d = (T)(-k * f * (double)sg[c]);  \
+      const T m = mean[c];                                                                         \
+      const T *g = go + pl * S, *p = x + pl * S;                                                   \
+      T *q = gx + pl * S;                                                                          \
+      for (int64_t j = 0; j < S; j++) q[j] = a * g[j] + bb * (p[j] - m) + d;                       \
+    }                                                                                              \
+  }
+
+BATCHNORM(f32, float)
+BATCHNORM(f64, double)
+
+/* x (N, C, S) from a tensor's sizes: S the product of the trailing dims */
+static void bn_dims(const ts_tensor *x, int64_t *N, int64_t *C, int64_t *S) {
+  *N = x->sizes[0], *C = x->sizes[1], *S = 1;
+  for (int d = 2; d < x->ndim; d++) *S *= x->sizes[d];
+}
+
+#define D(t) ts_data(t)
+
+static ts_status k_batch_norm_stats(const ts_call *c) {
+  int64_t N, C, S;
+  bn_dims(c->in[0], &N, &C, &S);
+  if (c->in[0]->dtype == TS_FLOAT32) bn_stats_f32(N, C, S, D(c->in[0]), D(c->out[0]), D(c->out[1]));
+  else bn_stats_f64(N, C, S, D(c->in[0]), D(c->out[0]), D(c->out[1]));
+  return ts_check_interrupt();
+}
+
+static ts_status k_batch_norm_elemt(const ts_call *c) {
+  int64_t N, C, S;
+  bn_dims(c->in[0], &N, &C, &S);
+  ts_tensor *const *in = c->in;
+  if (in[0]->dtype == TS_FLOAT32) bn_elemt_f32(N, C, S, D(in[0]), D(in[1]), D(in[2]), D(in[3]), D(in[4]), D(c->out[0]));
+  else bn_elemt_f64(N, C, S, D(in[0]), D(in[1]), D(in[2]), D(in[3]), D(in[4]), D(c->out[0]));
+  return ts_check_interrupt();
+}
+
+static ts_status k_batch_norm_backward_reduce(const ts_call *c) {
+  int64_t N, C, S;
+  bn_dims(c->in[0], &N, &C, &S);
+  ts_tensor *const *in = c->in;
+  if (in[0]->dtype == TS_FLOAT32)
+    bn_bw_reduce_f32(N, C, S, D(in[0]), D(in[1]), D(in[2]), D(in[3]), D(c->out[0]), D(c->out[1]));
+  else bn_bw_reduce_f64(N, C, S, D(in[0]), D(in[1]), D(in[2]), D(in[3]), D(c->out[0]), D(c->out[1]));
+  return ts_check_interrupt();
+}
+
+static ts_status k_batch_norm_backward_elemt(const ts_call *c) {
+  int64_t N, C, S;
+  bn_dims(c->in[0], &N, &C, &S);
+  ts_tensor *const *in = c->in;
+  if (in[0]->dtype == TS_FLOAT32)
+    bn_bw_elemt_f32(N, C, S, D(in[0]), D(in[1]), D(in[2]), D(in[3]), D(in[4]), D(in[5]), D(in[6]), c->f[0],
+                    D(c->out[0]));
+  else
+    bn_bw_elemt_f64(N, C, S, D(in[0]), D(in[1]), D(in[2]), D(in[3]), D(in[4]), D(in[5]), D(in[6]), c->f[0],
+                    D(c->out[0]));
+  return ts_check_interrupt();
+}
+
+/* ---- max-pool backward ------------------------------------------------------- */
+
+/* Returns an out-of-range index, or -1 when all were in [0, HW) (those out of range
+ * are skipped: the indices may come from the user through torch._backward). */
+#define MAXPOOL_BW(NAME, T)                                                                        \
+  static int64_t NAME(int64_t P, int64_t L, int64_t HW, const T *go, const int64_t *idx, T *gi) {  \
+    int64_t bad = -1;                                                                              \
+    _Pragma("omp parallel for schedule(static) if (P * (L + HW) > TS_PARALLEL_GRAIN)")             \
+    for (int64_t pl = 0; pl < P; pl++) {                                                           \
+      T *dst = gi + pl * HW;                                                                       \
+      const T *g = go + pl * L;                                                                    \
+      const int64_t *ix = idx + pl * L;                                                            \
+      memset(dst, 0, sizeof(T) * (size_t)HW);                                                      \
+      for (int64_t l = 0; l < L; l++) {                                                            \
+        if ((uint64_t)ix[l] >= (uint64_t)HW) {                                                     \
+          _Pragma("omp atomic write") bad = ix[l];                                                 \
+          continue;                                                                                \
+        }                                                                                          \
+        dst[ix[l]] += g[l];                                                                        \
+      }                                                                                            \
+    }                                                                                              \
+    return bad;                                                                                    \
+  }
+
+MAXPOOL_BW(maxpool_bw_f32, float)
+MAXPOOL_BW(maxpool_bw_f64, double)
+
+static ts_status k_max_pool2d_backward(const ts_call *c) {
+  const int64_t P = c->i[0], L = c->i[1], HW = c->i[2];
+  int64_t bad;
+  if (c->out[0]->dtype == TS_FLOAT32) bad = maxpool_bw_f32(P, L, HW, D(c->in[0]), D(c->in[1]), D(c->out[0]));
+  else bad = maxpool_bw_f64(P, L, HW, D(c->in[0]), D(c->in[1]), D(c->out[0]));
+  if (bad >= 0 || bad < -1)
+    return ts_fail(TS_ERR_INDEX, "max_pool2d_backward: index %lld is out of bounds for an input plane of %lld elements",
+                   (long long)bad, (long long)HW);
+  return ts_check_interrupt();
+}
+
+#undef D
+
 void ts_cpu_register_nn(ts_kernel *k) {
+  k[TS_OP_BATCH_NORM_STATS] = k_batch_norm_stats;
+  k[TS_OP_BATCH_NORM_ELEMT] = k_batch_norm_elemt;
+  k[TS_OP_BATCH_NORM_BACKWARD_REDUCE] = k_batch_norm_backward_reduce;
+  k[TS_OP_BATCH_NORM_BACKWARD_ELEMT] = k_batch_norm_backward_elemt;
+  k[TS_OP_MAX_POOL2D_BACKWARD] = k_max_pool2d_backward;
   k[TS_OP_IM2COL] = k_im2col;
   k[TS_OP_COL2IM] = k_col2im;
   k[TS_OP_CONV2D_DEPTHWISE] = k_conv2d_depthwise;
