@@ -125,6 +125,7 @@ void ts_rng_set_state(uint64_t seed, uint64_t offset);
 #include "op_reduce.h"
 #include "op_linalg.h"
 #include "op_index.h"
+#include "op_optim.h"
 #include "op_nn.h"
 
 #endif

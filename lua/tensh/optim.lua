@@ -348,41 +348,69 @@ local function adam_validate(name, g)
   check_flag(name, g, "maximize")
 end
 
+-- Whether the fused step (torch._adam_step, one C call for the whole group)
+-- can take these tensors: float32/float64, one dtype, contiguous.
+local function fusable(p, st)
+  local dt = p.dtype
+  if dt ~= torch.float32 and dt ~= torch.float64 then return false end
+  for _, t in ipairs({p, p.grad, st.exp_avg, st.exp_avg_sq, st.max_exp_avg_sq}) do
+    if t.dtype ~= dt or not t:is_contiguous() or t.device ~= p.device then return false end
+  end
+  return true
+end
+
 -- decoupled: AdamW's weight decay (p *= 1 - lr wd) instead of Adam's (g += wd p)
 local function adam_update(self, g, decoupled)
   local lr, wd, eps = g.lr, g.weight_decay, g.eps
   local beta1, beta2 = g.betas[1], g.betas[2]
+  local active, fuse, step = {}, torch._adam_step ~= nil, nil
   for _, p in ipairs(g.params) do
-    local grad = p.grad
-    if grad ~= nil then
-      if g.maximize then grad = -grad end
+    if p.grad ~= nil then
       local st = self.state[p]
       if st == nil then
         st = {step = 0, exp_avg = torch.zeros_like(p), exp_avg_sq = torch.zeros_like(p)}
-        if g.amsgrad then st.max_exp_avg_sq = torch.zeros_like(p) end
         self.state[p] = st
       end
+      if g.amsgrad and st.max_exp_avg_sq == nil then st.max_exp_avg_sq = torch.zeros_like(p) end
       st.step = st.step + 1
-      if wd ~= 0 then
-        if decoupled then p:mul_(1 - lr * wd) else grad = grad:add(p, {alpha = wd}) end
-      end
-      st.exp_avg:mul_(beta1):add_(grad, {alpha = 1 - beta1})
-      st.exp_avg_sq:mul_(beta2):add_(grad * grad, {alpha = 1 - beta2})
-      local bias_correction1 = 1 - beta1 ^ st.step
-      local bias_correction2 = 1 - beta2 ^ st.step
-      local step_size = lr / bias_correction1
-      local bc2_sqrt = math.sqrt(bias_correction2)
-      local denom
-      if g.amsgrad then
-        if st.max_exp_avg_sq == nil then st.max_exp_avg_sq = torch.zeros_like(p) end
-        st.max_exp_avg_sq:maximum_(st.exp_avg_sq)
-        denom = st.max_exp_avg_sq:sqrt()
-      else
-        denom = st.exp_avg_sq:sqrt()
-      end
-      denom:div_(bc2_sqrt):add_(eps)
-      p:add_(st.exp_avg / denom, {alpha = -step_size})
+      active[#active + 1] = p
+      if step == nil then step = st.step elseif step ~= st.step then fuse = false end
+      fuse = fuse and fusable(p, st)
     end
+  end
+  if #active == 0 then return end
+  if fuse then -- one C call for the group (the same update, element by element)
+    local ps, gs, ms, vs, vms = {}, {}, {}, {}, {}
+    for i, p in ipairs(active) do
+      local st = self.state[p]
+      ps[i], gs[i], ms[i], vs[i], vms[i] = p, p.grad, st.exp_avg, st.exp_avg_sq, st.max_exp_avg_sq
+    end
+    torch._adam_step(ps, gs, ms, vs, g.amsgrad and vms or nil, {step = step, lr = lr, beta1 = beta1, beta2 = beta2,
+      eps = eps, weight_decay = wd, amsgrad = g.amsgrad, maximize = g.maximize, decoupled = decoupled})
+    return
+  end
+  for _, p in ipairs(active) do
+    local grad = p.grad
+    if g.maximize then grad = -grad end
+    local st = self.state[p]
+    if wd ~= 0 then
+      if decoupled then p:mul_(1 - lr * wd) else grad = grad:add(p, {alpha = wd}) end
+    end
+    st.exp_avg:mul_(beta1):add_(grad, {alpha = 1 - beta1})
+    st.exp_avg_sq:mul_(beta2):add_(grad * grad, {alpha = 1 - beta2})
+    local bias_correction1 = 1 - beta1 ^ st.step
+    local bias_correction2 = 1 - beta2 ^ st.step
+    local step_size = lr / bias_correction1
+    local bc2_sqrt = math.sqrt(bias_correction2)
+    local denom
+    if g.amsgrad then
+      st.max_exp_avg_sq:maximum_(st.exp_avg_sq)
+      denom = st.max_exp_avg_sq:sqrt()
+    else
+      denom = st.exp_avg_sq:sqrt()
+    end
+    denom:div_(bc2_sqrt):add_(eps)
+    p:add_(st.exp_avg / denom, {alpha = -step_size})
   end
 end
 

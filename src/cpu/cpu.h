@@ -14,6 +14,7 @@ void ts_cpu_register_random(ts_kernel *k);
 void ts_cpu_register_reduce(ts_kernel *k);
 void ts_cpu_register_linalg(ts_kernel *k);
 void ts_cpu_register_index(ts_kernel *k);
+void ts_cpu_register_optim(ts_kernel *k);
 void ts_cpu_register_nn(ts_kernel *k);
 
 /* Parameters handed to loops through the iterator's ctx. err is set (never

@@ -80,6 +80,7 @@ void lt_open_print(lua_State *L);
 void lt_open_cuda(lua_State *L);
 void lt_open_save(lua_State *L);
 void lt_open_autograd(lua_State *L);
+void lt_open_optim(lua_State *L); /* loptim.c: torch._adam_step */
 /* autograd's tensor fields: t.grad_fn (nil or {name = ...}); t.grad = g and
  * t.requires_grad = b (returns false for any other key) */
 void lt_push_grad_fn(lua_State *L, ts_tensor *t);

@@ -57,6 +57,7 @@ int luaopen_tensh(lua_State *L) {
   lt_open_nn_ops(L);
   lt_open_print(L);
   lt_open_autograd(L);
+  lt_open_optim(L);
   lt_open_cuda(L);
   lt_open_save(L);
   lt_open_data(L);

@@ -545,4 +545,24 @@ test("each optimizer trains a small regression and a classifier to near-zero los
   end
 end)
 
+T.test("the fused Adam/AdamW step matches the op-by-op one", function()
+  for _, cfg in ipairs({{"Adam", {}}, {"AdamW", {weight_decay = 0.1}}, {"Adam", {amsgrad = true, weight_decay = 0.01}},
+                        {"Adam", {maximize = true}}}) do
+    local base = torch.randn(4, 3, {dtype = "float64"})
+    local fused = base:clone():requires_grad_()           -- contiguous: takes torch._adam_step
+    local plain = base:t():contiguous():t():requires_grad_() -- non-contiguous: the op-by-op path
+    T.ok(not plain:is_contiguous(), "the second parameter is not contiguous")
+    local o1 = optim[cfg[1]]({fused}, cfg[2])
+    local o2 = optim[cfg[1]]({plain}, cfg[2])
+    for step = 1, 5 do
+      local g = torch.randn(4, 3, {dtype = "float64"})
+      fused.grad = g:clone()
+      plain.grad = g:t():contiguous():t()
+      o1:step()
+      o2:step()
+    end
+    T.close(fused, plain:contiguous(), 1e-12, 1e-12, cfg[1] .. " fused vs op-by-op")
+  end
+end)
+
 T.run()
