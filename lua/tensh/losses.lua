@@ -11,17 +11,8 @@ local function typename(v)
   return type(v)
 end
 
--- Errors point at the first caller outside this file (the user's line).
-local THIS = debug.getinfo(1, "S").source
-local function fail(msg, ...)
-  local level = 1
-  while true do
-    local info = debug.getinfo(level + 1, "S")
-    if not info or info.source ~= THIS then break end
-    level = level + 1
-  end
-  error(msg:format(...), level + 1)
-end
+-- errors point at the user's line, outside the library
+local fail = require("tensh.errors").raise
 
 local function check_tensor(fn, name, pos, v)
   if not torch.is_tensor(v) then

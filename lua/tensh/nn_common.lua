@@ -3,19 +3,8 @@
 -- PyTorch-style argument lists (positional values, then an options table).
 local M = {}
 
--- error(msg) at the first stack level outside the nn files, so a message
--- points at the user's line rather than into the library
-function M.raise(msg, ...)
-  if select("#", ...) > 0 then msg = msg:format(...) end
-  local level = 2
-  while true do
-    local info = debug.getinfo(level, "S")
-    if not info then level = 0 break end
-    if info.what ~= "C" and not info.source:find("^@lua/tensh[./]nn") then break end
-    level = level + 1
-  end
-  error(msg, level)
-end
+-- error(msg) at the user's line, outside the library (lua/tensh/errors.lua)
+M.raise = require("tensh.errors").raise
 
 -- Python's tuple text: (2, 3), (5,), ()
 function M.tuple(list)

@@ -3,16 +3,8 @@
 -- skip parameters whose .grad is nil.
 local M = {}
 
-local THIS = debug.getinfo(1, "S").source
-local function fail(msg, ...)
-  local level = 1
-  while true do
-    local info = debug.getinfo(level + 1, "S")
-    if not info or info.source ~= THIS then break end
-    level = level + 1
-  end
-  error(msg:format(...), level + 1)
-end
+-- errors point at the user's line, outside the library
+local fail = require("tensh.errors").raise
 
 -- params: a tensor or a list of tensors -> the list of their non-nil grads
 local function grads_of(fn, params)

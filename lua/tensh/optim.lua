@@ -4,17 +4,8 @@
 -- Updates run under torch.no_grad(), so in-place ops on leaves are allowed.
 local optim = {}
 
-local THIS = debug.getinfo(1, "S").source
--- Errors point at the first caller outside this file (the user's line).
-local function fail(msg, ...)
-  local level = 1
-  while true do
-    local info = debug.getinfo(level + 1, "S")
-    if not info or info.source ~= THIS then break end
-    level = level + 1
-  end
-  error(msg:format(...), level + 1)
-end
+-- errors point at the user's line, outside the library
+local fail = require("tensh.errors").raise
 
 local function typename(v)
   if torch.is_tensor(v) then return "tensor" end
