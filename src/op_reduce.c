@@ -380,68 +380,46 @@ ts_status ts_allclose(ts_tensor *a, ts_tensor *b, double rtol, double atol, bool
   return st;
 }
 
+/* ---- autograd: the public reductions run their kernels with grad mode off
+ * (no nodes for the internal views), then record one node (grad_reduce.c) ---- */
+
+#define RECORDED(call, kind, ndims, dims, param)                                         \
+  TS_AG_OFF(prev);                                                                       \
+  ts_status st = call;                                                                   \
+  TS_AG_RESTORE(prev);                                                                   \
+  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce(kind, x, ndims, dims, *out, NULL, param); \
+  return st
+
 ts_status ts_sum(ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
-  TS_AG_OFF(prev);
-  ts_status st = sum_impl(x, ndims, dims, keepdim, out);
-  TS_AG_RESTORE(prev);
-  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce("sum", x, ndims, dims, *out, NULL, 0);
-  return st;
+  RECORDED(sum_impl(x, ndims, dims, keepdim, out), "sum", ndims, dims, 0);
 }
 
 ts_status ts_mean(ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
-  TS_AG_OFF(prev);
-  ts_status st = mean_impl(x, ndims, dims, keepdim, out);
-  TS_AG_RESTORE(prev);
-  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce("mean", x, ndims, dims, *out, NULL, 0);
-  return st;
+  RECORDED(mean_impl(x, ndims, dims, keepdim, out), "mean", ndims, dims, 0);
 }
 
 ts_status ts_prod(ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
-  TS_AG_OFF(prev);
-  ts_status st = prod_impl(x, ndims, dims, keepdim, out);
-  TS_AG_RESTORE(prev);
-  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce("prod", x, ndims, dims, *out, NULL, 0);
-  return st;
+  RECORDED(prod_impl(x, ndims, dims, keepdim, out), "prod", ndims, dims, 0);
 }
 
 ts_status ts_logsumexp(ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
-  TS_AG_OFF(prev);
-  ts_status st = logsumexp_impl(x, ndims, dims, keepdim, out);
-  TS_AG_RESTORE(prev);
-  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce("logsumexp", x, ndims, dims, *out, NULL, 0);
-  return st;
+  RECORDED(logsumexp_impl(x, ndims, dims, keepdim, out), "logsumexp", ndims, dims, 0);
 }
 
 ts_status ts_var(ts_tensor *x, int ndims, const int64_t *dims, double correction, bool keepdim, ts_tensor **out) {
-  TS_AG_OFF(prev);
-  ts_status st = var_impl(x, ndims, dims, correction, keepdim, out);
-  TS_AG_RESTORE(prev);
-  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce("var", x, ndims, dims, *out, NULL, correction);
-  return st;
+  RECORDED(var_impl(x, ndims, dims, correction, keepdim, out), "var", ndims, dims, correction);
 }
 
 ts_status ts_std(ts_tensor *x, int ndims, const int64_t *dims, double correction, bool keepdim, ts_tensor **out) {
-  TS_AG_OFF(prev);
-  ts_status st = std_impl(x, ndims, dims, correction, keepdim, out);
-  TS_AG_RESTORE(prev);
-  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce("std", x, ndims, dims, *out, NULL, correction);
-  return st;
+  RECORDED(std_impl(x, ndims, dims, correction, keepdim, out), "std", ndims, dims, correction);
 }
 
 ts_status ts_norm(ts_tensor *x, double p, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
-  TS_AG_OFF(prev);
-  ts_status st = norm_impl(x, p, ndims, dims, keepdim, out);
-  TS_AG_RESTORE(prev);
-  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce("norm", x, ndims, dims, *out, NULL, p);
-  return st;
+  RECORDED(norm_impl(x, p, ndims, dims, keepdim, out), "norm", ndims, dims, p);
 }
 
 ts_status ts_amax(ts_op op, ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
-  TS_AG_OFF(prev);
-  ts_status st = amax_impl(op, x, ndims, dims, keepdim, out);
-  TS_AG_RESTORE(prev);
-  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce("amax", x, ndims, dims, *out, NULL, 0);
-  return st;
+  RECORDED(amax_impl(op, x, ndims, dims, keepdim, out), "amax", ndims, dims, 0);
 }
 
 ts_status ts_max_dim(ts_op op, ts_tensor *x, int64_t dim, bool keepdim, ts_tensor **values, ts_tensor **indices) {
@@ -453,25 +431,13 @@ ts_status ts_max_dim(ts_op op, ts_tensor *x, int64_t dim, bool keepdim, ts_tenso
 }
 
 ts_status ts_cumsum(ts_tensor *x, int64_t dim, ts_tensor **out) {
-  TS_AG_OFF(prev);
-  ts_status st = cumsum_impl(x, dim, out);
-  TS_AG_RESTORE(prev);
-  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce("cumsum", x, 1, &dim, *out, NULL, 0);
-  return st;
+  RECORDED(cumsum_impl(x, dim, out), "cumsum", 1, &dim, 0);
 }
 
 ts_status ts_softmax(ts_tensor *x, int64_t dim, ts_tensor **out) {
-  TS_AG_OFF(prev);
-  ts_status st = softmax_impl(x, dim, out);
-  TS_AG_RESTORE(prev);
-  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce("softmax", x, 1, &dim, *out, NULL, 0);
-  return st;
+  RECORDED(softmax_impl(x, dim, out), "softmax", 1, &dim, 0);
 }
 
 ts_status ts_log_softmax(ts_tensor *x, int64_t dim, ts_tensor **out) {
-  TS_AG_OFF(prev);
-  ts_status st = log_softmax_impl(x, dim, out);
-  TS_AG_RESTORE(prev);
-  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce("log_softmax", x, 1, &dim, *out, NULL, 0);
-  return st;
+  RECORDED(log_softmax_impl(x, dim, out), "log_softmax", 1, &dim, 0);
 }
