@@ -158,7 +158,8 @@ ts_status ts_unary_p(ts_op op, ts_tensor *x, const int64_t *ip, const double *fp
   ts_dtype compute = x->dtype, result = x->dtype;
   ts_status st = unary_dtype(op, x->dtype, fractional, &compute, &result);
   if (st) return st;
-  cast_set cs = {.n = 0};
+  cast_set cs;
+  cs.n = 0; /* no initialiser: zeroing the boxes costs more than a small op */
   ts_tensor *xc, *r = NULL;
   if ((st = cast_operand(&cs, 0, x, compute, &xc))) return st;
   if (!(st = ts_tensor_empty(x->ndim, x->sizes, result, x->device, &r))) {
@@ -217,7 +218,8 @@ static ts_status binary_impl(ts_op op, ts_tensor *a, ts_tensor *b, double alpha,
   }
   if (given && (st = check_out_shape(fn, nd, sizes, given))) return st;
 
-  cast_set cs = {.n = 0};
+  cast_set cs;
+  cs.n = 0; /* no initialiser: zeroing the boxes costs more than a small op */
   ts_tensor *ac, *bc, *r = NULL;
   if ((st = cast_operand(&cs, 0, a, compute, &ac)) || (st = cast_operand(&cs, 1, b, compute, &bc))) {
     cast_set_free(&cs);
@@ -284,7 +286,8 @@ static ts_status ternary(ts_op op, ts_tensor *const in3[3], int first_cast, ts_d
   int64_t sizes[TS_MAX_DIMS];
   ts_status st = ts_check_same_device(fn, 3, in3);
   if (st || (st = broadcast_n(fn, 3, in3, &nd, sizes))) return st;
-  cast_set cs = {.n = 0};
+  cast_set cs;
+  cs.n = 0; /* no initialiser: zeroing the boxes costs more than a small op */
   ts_tensor *c[3] = {in3[0], in3[1], in3[2]}, *r = NULL;
   for (int k = first_cast; k < 3 && !st; k++) st = cast_operand(&cs, k, in3[k], dt, &c[k]);
   if (!st) st = ts_tensor_empty(nd, sizes, dt, result_device(3, in3), &r);
