@@ -1,9 +1,14 @@
-/* Helpers for scripts/bench/: a monotonic wall clock. os.clock() is CPU time
- * (summed over threads, so it misreads parallel kernels) and os.time() counts
- * whole seconds, so neither can time an op. Underscored: not part of the API. */
+/* Timing and threads: torch._clock(), a monotonic wall clock for scripts/bench
+ * (os.clock() is CPU time summed over threads, os.time() whole seconds), and
+ * torch.set_num_threads / get_num_threads as PyTorch's (OpenMP's team size and
+ * OpenBLAS's threads together). */
 #include "lt.h"
 
+#include <cblas.h>
 #include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* torch._clock() -> seconds (float) on CLOCK_MONOTONIC; only differences mean anything */
 static int l_clock(lua_State *L) {
@@ -13,7 +18,27 @@ static int l_clock(lua_State *L) {
   return 1;
 }
 
+static int l_set_num_threads(lua_State *L) {
+  int64_t n = lt_checkint(L, 1);
+  if (n < 1 || n > 4096) return lt_errorf(L, "set_num_threads: expected a number of threads >= 1, got %lld", (long long)n);
+#ifdef _OPENMP
+  omp_set_num_threads((int)n);
+#endif
+  openblas_set_num_threads((int)n);
+  return 0;
+}
+
+static int l_get_num_threads(lua_State *L) {
+#ifdef _OPENMP
+  lua_pushinteger(L, omp_get_max_threads());
+#else
+  lua_pushinteger(L, 1);
+#endif
+  return 1;
+}
+
 void lt_open_bench(lua_State *L) {
-  static const luaL_Reg fns[] = {{"_clock", l_clock}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"_clock", l_clock}, {"set_num_threads", l_set_num_threads},
+                                 {"get_num_threads", l_get_num_threads}, {NULL, NULL}};
   lt_register(L, fns, NULL);
 }

@@ -284,4 +284,15 @@ test("bad arguments name the function and the argument", function()
   close(torch.ones(2), {1, 1}) -- the session goes on
 end)
 
+test("set_num_threads / get_num_threads", function()
+  local n = torch.get_num_threads()
+  ok(n >= 1, "at least one thread")
+  torch.set_num_threads(1)
+  eq(torch.get_num_threads(), 1, "set to 1")
+  T.close(torch.ones(100000):sum(), 100000) -- kernels still work on one thread
+  torch.set_num_threads(n)
+  eq(torch.get_num_threads(), n, "restored")
+  raises(function() torch.set_num_threads(0) end, "expected a number of threads >= 1")
+end)
+
 T.run()
