@@ -5,8 +5,9 @@
  * cols (n, C, kh, kw, Ho, Wo), and one BMM per group multiplies the group's
  * weight (Og, K) by its rows of cols (K, L), L = Ho*Wo, writing straight into
  * the output (bias pre-filled, beta 1). Chunks bound cols to ~64 MB. The
- * backward reuses the buffer: grad_weight accumulates grad_out @ cols^T per
- * sample, grad_input is COL2IM of W^T @ grad_out. Depthwise convolution
+ * backward uses the same layout, grad_out reordered to (O, n*L) per chunk:
+ * grad_weight accumulates grad_out @ cols^T, grad_input is COL2IM of
+ * W^T @ grad_out, one GEMM per group per chunk for each. Depthwise convolution
  * (one input channel per group) has direct kernels, forward and backward:
  * its GEMMs are too thin to pay.
  *
@@ -319,7 +320,7 @@ static ts_status conv_backward(const char *fn, ts_tensor *go, ts_tensor *x, ts_t
   tmps k = {.n = 0};
   ts_tensor **gc = tmp(&k), **g4 = tmp(&k), **gcc = tmp(&k), **xc = tmp(&k), **x4 = tmp(&k), **wc = tmp(&k),
             **wcc = tmp(&k), **cols = tmp(&k), **rgi = tmp(&k), **rgw = tmp(&k), **rgb = tmp(&k), **fgi = tmp(&k),
-            **fgw = tmp(&k), **fgb = tmp(&k);
+            **fgw = tmp(&k), **fgb = tmp(&k), **gt = tmp(&k);
   const ts_dtype cd = compute_dtype(x->dtype);
   TRY(ts_to_dtype(go, cd, gc));
   TRY(lift4(*gc, g4));
@@ -338,29 +339,36 @@ static ts_status conv_backward(const char *fn, ts_tensor *go, ts_tensor *x, ts_t
     conv_params(p, c.i);
     TRY(ts_dispatch(&c));
   } else if ((need[0] || need[1]) && g.N > 0) {
-    const int64_t nb = conv_chunk(&g), CK = g.C * g.kh * g.kw;
-    TRY(ts_tensor_empty(6, (int64_t[]){nb, g.C, g.kh, g.kw, g.Ho, g.Wo}, cd, x->device, cols));
+    /* The forward's layout: cols (C*kh*kw, nb, L) and grad_out reordered to (O, nb, L), so
+     * that each group takes one GEMM per chunk for each gradient. */
+    const int64_t nb = conv_chunk(&g), CK = g.C * g.kh * g.kw, NL = nb * g.L;
+    TRY(ts_tensor_empty(3, (int64_t[]){CK, nb, g.L}, cd, x->device, cols));
+    TRY(ts_tensor_empty(3, (int64_t[]){g.O, nb, g.L}, cd, x->device, gt));
     int64_t ip[4];
     conv_params(p, ip);
     for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
-      int64_t rows = g.N - n0 < nb ? g.N - n0 : nb;
-      ts_tensor cv = rows_view(*cols, 0, rows);
-      if (need[1]) { /* grad_weight[g] += grad_out[n, g] (Og, L) @ cols[n, g]^T (L, K), sample by sample */
+      int64_t rows = g.N - n0 < nb ? g.N - n0 : nb, RL = rows * g.L;
+      ts_tensor cv = cols_view(*cols, &g, nb, rows);
+      { /* grad_out[n0:n0+rows] (rows, O, L) -> gt (O, rows, L) */
+        ts_tensor src = view3(*gcc, n0 * g.O * g.L, rows, g.O, g.L, g.O * g.L, g.L, 1);
+        ts_tensor dst = view3(*gt, 0, rows, g.O, g.L, g.L, NL, 1);
+        TRY(ts_copy_(&dst, &src));
+      }
+      if (need[1]) { /* grad_weight[g] (Og, K) += gt[g] (Og, rows*L) @ cols[g]^T (rows*L, K) */
         ts_tensor xv = rows_view(*x4, n0, rows);
         TRY(im2col(&xv, &cv, p));
-        for (int64_t j = 0; j < rows; j++)
-          for (int64_t gi2 = 0; gi2 < g.G; gi2++) {
-            ts_tensor A = view3(*gcc, (n0 + j) * g.O * g.L + gi2 * g.Og * g.L, 1, g.Og, g.L, 0, g.L, 1);
-            ts_tensor B = view3(*cols, j * CK * g.L + gi2 * g.K * g.L, 1, g.L, g.K, 0, 1, g.L);
-            ts_tensor O = view3(*rgw, gi2 * g.Og * g.K, 1, g.Og, g.K, 0, g.K, 1);
-            TRY(bmm(&A, &B, &O, 1));
-          }
-      }
-      if (need[0]) { /* cols[n, g] = W[g]^T (K, Og) @ grad_out[n, g] (Og, L), then col2im */
         for (int64_t gi2 = 0; gi2 < g.G; gi2++) {
-          ts_tensor A = view3(*wcc, gi2 * g.Og * g.K, rows, g.K, g.Og, 0, 1, g.K);
-          ts_tensor B = view3(*gcc, n0 * g.O * g.L + gi2 * g.Og * g.L, rows, g.Og, g.L, g.O * g.L, g.L, 1);
-          ts_tensor O = view3(*cols, gi2 * g.K * g.L, rows, g.K, g.L, CK * g.L, g.L, 1);
+          ts_tensor A = view3(*gt, gi2 * g.Og * NL, 1, g.Og, RL, 0, NL, 1);
+          ts_tensor B = view3(*cols, gi2 * g.K * NL, 1, RL, g.K, 0, 1, NL);
+          ts_tensor O = view3(*rgw, gi2 * g.Og * g.K, 1, g.Og, g.K, 0, g.K, 1);
+          TRY(bmm(&A, &B, &O, 1));
+        }
+      }
+      if (need[0]) { /* cols[g] (K, rows*L) = W[g]^T (K, Og) @ gt[g] (Og, rows*L), then col2im */
+        for (int64_t gi2 = 0; gi2 < g.G; gi2++) {
+          ts_tensor A = view3(*wcc, gi2 * g.Og * g.K, 1, g.K, g.Og, 0, 1, g.K);
+          ts_tensor B = view3(*gt, gi2 * g.Og * NL, 1, g.Og, RL, 0, NL, 1);
+          ts_tensor O = view3(*cols, gi2 * g.K * NL, 1, g.K, RL, 0, NL, 1);
           TRY(bmm(&A, &B, &O, 0));
         }
         ts_tensor iv = rows_view(*rgi, n0, rows), *cin = &cv;
