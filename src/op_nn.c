@@ -351,13 +351,19 @@ static ts_status conv_backward(const char *fn, ts_tensor *go, ts_tensor *x, ts_t
       TRY(ts_tensor_empty(3, (int64_t[]){nb, g.Og, g.K}, cd, x->device, part));
       TRY(ts_full(2, (int64_t[]){1, nb}, 1, cd, x->device, ones));
     }
-    TRY(ts_tensor_empty(3, (int64_t[]){g.O, nb, g.L}, cd, x->device, gt));
+    if (!small || !ts_is_contiguous(*g4)) TRY(ts_tensor_empty(3, (int64_t[]){g.O, nb, g.L}, cd, x->device, gt));
     int64_t ip[4];
     conv_params(p, ip);
     for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
       int64_t rows = g.N - n0 < nb ? g.N - n0 : nb, RL = rows * g.L;
       ts_tensor cv = cols_view(*cols, &g, nb, rows);
-      { /* grad_out[n0:n0+rows] (rows, O, Ho, Wo), any strides (often an expanded scalar) -> gt (O, rows, L) */
+      /* grad_out's (Og, L) matrices: sample j of group q at go_off + j*go_bs + q*go_gs, rows go_rs apart.
+       * The per-sample products read a contiguous grad_out in place; the rest reads gt. */
+      const bool direct = small && ts_is_contiguous(*g4);
+      ts_tensor *gsrc = direct ? *g4 : *gt;
+      const int64_t go_off = direct ? n0 * g.O * g.L : 0, go_bs = direct ? g.O * g.L : g.L,
+                    go_rs = direct ? g.L : NL, go_gs = g.Og * go_rs;
+      if (!direct) { /* grad_out[n0:n0+rows] (rows, O, Ho, Wo), any strides (often an expanded scalar) -> gt (O, rows, L) */
         ts_tensor src = rows_view(*g4, n0, rows), dst = *gt[0];
         dst.ndim = 4;
         int64_t sz[4] = {rows, g.O, g.Ho, g.Wo}, st4[4] = {g.L, NL, g.Wo, 1};
@@ -371,7 +377,7 @@ static ts_status conv_backward(const char *fn, ts_tensor *go, ts_tensor *x, ts_t
         for (int64_t gi2 = 0; gi2 < g.G; gi2++) {
           ts_tensor O = view3(*rgw, gi2 * g.Og * g.K, 1, g.Og, g.K, 0, g.K, 1);
           if (small) { /* per-sample products (rows, Og, K), then ones (1, rows) @ them, onto grad_weight */
-            ts_tensor A = view3(*gt, gi2 * g.Og * NL, rows, g.Og, g.L, g.L, NL, 1);
+            ts_tensor A = view3(gsrc, go_off + gi2 * go_gs, rows, g.Og, g.L, go_bs, go_rs, 1);
             ts_tensor B = view3(*cols, gi2 * g.K * NL, rows, g.L, g.K, g.L, 1, NL);
             ts_tensor P = view3(*part, 0, rows, g.Og, g.K, g.Og * g.K, g.K, 1);
             TRY(bmm(&A, &B, &P, 0));
@@ -390,7 +396,7 @@ static ts_status conv_backward(const char *fn, ts_tensor *go, ts_tensor *x, ts_t
         for (int64_t gi2 = 0; gi2 < g.G; gi2++) {
           const int64_t bt = small ? rows : 1, cl = small ? g.L : RL; /* small: one product per sample */
           ts_tensor A = view3(*wcc, gi2 * g.Og * g.K, bt, g.K, g.Og, 0, 1, g.K);
-          ts_tensor B = view3(*gt, gi2 * g.Og * NL, bt, g.Og, cl, g.L, NL, 1);
+          ts_tensor B = view3(gsrc, go_off + gi2 * go_gs, bt, g.Og, cl, go_bs, go_rs, 1);
           ts_tensor O = view3(*cols, gi2 * g.K * NL, bt, g.K, cl, g.L, NL, 1);
           TRY(bmm(&A, &B, &O, 0));
         }
