@@ -7,7 +7,8 @@
  * the output (bias pre-filled, beta 1). Chunks bound cols to ~64 MB. The
  * backward uses the same layout, grad_out reordered to (O, n*L) per chunk:
  * grad_weight accumulates grad_out @ cols^T, grad_input is COL2IM of
- * W^T @ grad_out, one GEMM per group per chunk for each. Depthwise convolution
+ * W^T @ grad_out, one GEMM per group per chunk for each (a thin K, as in a
+ * first layer, keeps per-sample GEMMs batched over the chunk's samples). Depthwise convolution
  * (one input channel per group) has direct kernels, forward and backward:
  * its GEMMs are too thin to pay.
  *
