@@ -83,6 +83,7 @@ static void valid_range(int64_t off, int64_t s, int64_t p, int64_t W, int64_t Wo
 #define COL2IM(NAME, T)                                                                            \
   static void NAME(const geo *g, const T *cols, const int64_t *cs, T *x) {                         \
     const int64_t planes = g->N * g->C;                                                            \
+    const bool unit = g->sw == 1 && cs[5] == 1;                                                    \
     PARALLEL_IF(planes * g->kh * g->kw * g->Ho * g->Wo)                                            \
     for (int64_t pl = 0; pl < planes; pl++) {                                                      \
       T *dst = x + pl * g->H * g->W;                                                               \
@@ -97,7 +98,12 @@ static void valid_range(int64_t off, int64_t s, int64_t p, int64_t W, int64_t Wo
             if (iy < 0 || iy >= g->H) continue;                                                    \
             const T *row = src + i * cs[2] + j * cs[3] + y * cs[4];                                \
             const int64_t base = iy * g->W + (j * g->dw - g->pw);                                  \
-            for (int64_t x0 = lo; x0 < hi; x0++) dst[base + x0 * g->sw] += row[x0 * cs[5]];        \
+            if (unit) { /* the GEMM layout, stride 1: a loop the compiler vectorises */            \
+              T *restrict d = dst + base;                                                          \
+              const T *restrict r = row;                                                           \
+              for (int64_t x0 = lo; x0 < hi; x0++) d[x0] += r[x0];                                 \
+            } else                                                                                 \
+              for (int64_t x0 = lo; x0 < hi; x0++) dst[base + x0 * g->sw] += row[x0 * cs[5]];      \
           }                                                                                        \
         }                                                                                          \
     }                                                                                              \
