@@ -11,11 +11,21 @@ BUILD    ?= build
 SAN      ?=
 LUA_PKG  ?= lua5.4
 
+# OpenBLAS built with OpenMP shares tensh's OpenMP threads; the pthread build
+# brings a second pool whose threads spin against OpenMP's (CNN steps were
+# 1.1-1.6x slower with it). Debian installs both; the default is used when the
+# OpenMP one is missing.
+comma     := ,
+ARCH_DIR  := $(shell gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)
+BLAS_OMP  := $(wildcard /usr/lib/$(ARCH_DIR)/openblas-openmp/libopenblas.so)
+BLAS_LIBS := $(if $(BLAS_OMP),-L/usr/lib/$(ARCH_DIR)/openblas-openmp -Wl$(comma)-rpath$(comma)/usr/lib/$(ARCH_DIR)/openblas-openmp) -lopenblas
+BLAS_INC  := -I/usr/include/$(ARCH_DIR)/openblas-$(if $(BLAS_OMP),openmp,pthread)
+
 LUA_CFLAGS := $(shell pkg-config --cflags $(LUA_PKG) 2>/dev/null)
 LUA_LIBS   := $(shell pkg-config --libs $(LUA_PKG) 2>/dev/null)
 CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fPIC -fopenmp -fno-math-errno -fno-trapping-math -fvect-cost-model=dynamic \
-            $(OPT) -g $(SAN) $(LUA_CFLAGS) $(shell pkg-config --cflags libcjson 2>/dev/null) -Isrc -I/usr/include/x86_64-linux-gnu/openblas-pthread
-LDLIBS   += -lopenblas -lcjson -lreadline -lz -lm -lpthread -fopenmp $(SAN)
+            $(OPT) -g $(SAN) $(LUA_CFLAGS) $(shell pkg-config --cflags libcjson 2>/dev/null) -Isrc $(BLAS_INC)
+LDLIBS   += $(BLAS_LIBS) -lcjson -lreadline -lz -lm -lpthread -fopenmp $(SAN)
 
 # ---- sources ----------------------------------------------------------------
 CORE_SRC  := $(wildcard src/*.c src/cpu/*.c src/data/*.c)
