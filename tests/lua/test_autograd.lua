@@ -238,6 +238,9 @@ test("neural-network ops", function()
     {R({2, 2, 5, 5}), R({3, 2, 3, 3}), R({3})})
   G.check("conv2d groups dilation", function(x, w) return torch.conv2d(x, w, nil, {groups = 2, dilation = 2}) end,
     {R({1, 4, 6, 6}), R({4, 2, 2, 2})})
+  -- C/groups * kh * kw >= 32 takes the one-GEMM-per-chunk backward (thin layers go per sample)
+  G.check("conv2d wide", function(x, w, b) return torch.conv2d(x, w, b, {padding = 1, stride = 2}) end,
+    {R({2, 4, 5, 5}), R({3, 4, 3, 3}), R({3})})
   G.check("depthwise", function(x, w) return torch.conv2d(x, w, nil, {groups = 3, padding = 1}) end,
     {R({1, 3, 4, 4}), R({3, 1, 3, 3})})
   G.check("conv1d", function(x, w, b) return torch.conv1d(x, w, b, {padding = 1}) end, {R({2, 2, 6}), R({3, 2, 3}), R({3})})
