@@ -54,3 +54,147 @@ void test_autograd_registry_elementwise(void) {
     ts_tensor_release(b);
   }
 }
+
+/* ---- every registry op: differentiable through a recorded op-layer call, or
+ * explicitly not (creation, integer/bool results, kernels that only serve
+ * other ops' forward or backward). An op in neither list fails the test, so
+ * a new op forces the decision. ---- */
+
+typedef ts_status (*diff_probe)(ts_tensor *x, ts_tensor **y); /* x: (2, 3, 4, 4) float64, requires grad */
+
+static ts_status p_copy(ts_tensor *x, ts_tensor **y) { return ts_clone(x, y); }
+static ts_status p_sum(ts_tensor *x, ts_tensor **y) { return ts_sum(x, 0, NULL, false, y); }
+static ts_status p_prod(ts_tensor *x, ts_tensor **y) { return ts_prod(x, 0, NULL, false, y); }
+static ts_status p_max(ts_tensor *x, ts_tensor **y) { return ts_amax(TS_OP_MAX, x, 0, NULL, false, y); }
+static ts_status p_min(ts_tensor *x, ts_tensor **y) { return ts_amax(TS_OP_MIN, x, 0, NULL, false, y); }
+static ts_status p_var(ts_tensor *x, ts_tensor **y) { return ts_var(x, 0, NULL, 1, false, y); }
+static ts_status p_norm(ts_tensor *x, ts_tensor **y) { return ts_norm(x, 2, 0, NULL, false, y); }
+static ts_status p_lse(ts_tensor *x, ts_tensor **y) { return ts_logsumexp(x, 0, NULL, false, y); }
+static ts_status p_cumsum(ts_tensor *x, ts_tensor **y) { return ts_cumsum(x, 1, y); }
+static ts_status p_softmax(ts_tensor *x, ts_tensor **y) { return ts_softmax(x, 1, y); }
+static ts_status p_log_softmax(ts_tensor *x, ts_tensor **y) { return ts_log_softmax(x, 1, y); }
+static ts_status p_bmm(ts_tensor *x, ts_tensor **y) { return ts_matmul(x, x, y); }
+static ts_status p_cat(ts_tensor *x, ts_tensor **y) {
+  ts_tensor *two[2] = {x, x};
+  return ts_cat(2, two, 1, y);
+}
+static ts_status p_gather(ts_tensor *x, ts_tensor **y) {
+  ts_tensor *idx = NULL;
+  ts_status st = ts_full(x->ndim, x->sizes, 1, TS_INT64, TS_DEVICE_CPU, &idx);
+  if (!st) st = ts_gather(x, 1, idx, y);
+  ts_tensor_release(idx);
+  return st;
+}
+static ts_status p_scatter(ts_tensor *x, ts_tensor **y) {
+  ts_tensor *idx = NULL;
+  ts_status st = ts_full(x->ndim, x->sizes, 0, TS_INT64, TS_DEVICE_CPU, &idx);
+  if (!st) st = ts_scatter(x, 1, idx, x, true, y);
+  ts_tensor_release(idx);
+  return st;
+}
+static ts_status p_masked(ts_tensor *x, ts_tensor **y) {
+  ts_tensor *mask = NULL;
+  ts_status st = ts_full(x->ndim, x->sizes, 1, TS_BOOL, TS_DEVICE_CPU, &mask);
+  if (!st) st = ts_masked_select(x, mask, y);
+  ts_tensor_release(mask);
+  return st;
+}
+static ts_status p_sort(ts_tensor *x, ts_tensor **y) {
+  ts_tensor *idx = NULL;
+  ts_status st = ts_sort(x, -1, false, y, &idx);
+  ts_tensor_release(idx);
+  return st;
+}
+static ts_status p_topk(ts_tensor *x, ts_tensor **y) {
+  ts_tensor *idx = NULL;
+  ts_status st = ts_topk(x, 2, -1, true, y, &idx);
+  ts_tensor_release(idx);
+  return st;
+}
+static ts_status p_where(ts_tensor *x, ts_tensor **y) {
+  ts_tensor *c = NULL;
+  ts_status st = ts_binary(TS_OP_GT, x, x, &c);
+  if (!st) st = ts_where(c, x, x, y);
+  ts_tensor_release(c);
+  return st;
+}
+static ts_status p_lerp(ts_tensor *x, ts_tensor **y) { return ts_lerp(x, x, x, y); }
+static const ts_conv2d_params conv_p = {{1, 1}, {1, 1}, {1, 1}, 3};
+static ts_status p_conv(ts_tensor *x, ts_tensor **y) { /* depthwise: groups = C */
+  ts_tensor *w = NULL;
+  int64_t ws[4] = {3, 1, 3, 3};
+  ts_status st = ts_full(4, ws, 0.5, TS_FLOAT64, TS_DEVICE_CPU, &w);
+  if (!st) st = ts_conv2d(x, w, NULL, &conv_p, y);
+  ts_tensor_release(w);
+  return st;
+}
+static ts_status p_conv_dense(ts_tensor *x, ts_tensor **y) { /* im2col forward, col2im backward */
+  ts_tensor *w = NULL;
+  int64_t ws[4] = {2, 3, 3, 3};
+  ts_conv2d_params p = conv_p;
+  p.groups = 1;
+  ts_status st = ts_full(4, ws, 0.5, TS_FLOAT64, TS_DEVICE_CPU, &w);
+  if (!st) st = ts_conv2d(x, w, NULL, &p, y);
+  ts_tensor_release(w);
+  return st;
+}
+static const ts_pool2d_params pool_p = {{2, 2}, {2, 2}, {0, 0}, {1, 1}, false, true};
+static ts_status p_maxpool(ts_tensor *x, ts_tensor **y) { return ts_max_pool2d(x, &pool_p, y, NULL); }
+static ts_status p_avgpool(ts_tensor *x, ts_tensor **y) { return ts_avg_pool2d(x, &pool_p, y); }
+static ts_status p_adaptive(ts_tensor *x, ts_tensor **y) { return ts_adaptive_avg_pool2d(x, 2, 2, y); }
+static ts_status p_bn(ts_tensor *x, ts_tensor **y) {
+  return ts_batch_norm(x, NULL, NULL, NULL, NULL, true, 0.1, 1e-5, y, NULL, NULL);
+}
+
+void test_autograd_registry_all(void) {
+  static const struct { const char *op; diff_probe probe; } diff[] = {
+      {"copy", p_copy}, {"sum", p_sum}, {"prod", p_prod}, {"max", p_max}, {"min", p_min}, {"var", p_var},
+      {"norm", p_norm}, {"logsumexp", p_lse}, {"cumsum", p_cumsum}, {"softmax", p_softmax},
+      {"log_softmax", p_log_softmax}, {"bmm", p_bmm}, {"cat", p_cat}, {"gather", p_gather}, {"scatter", p_scatter},
+      {"masked_select", p_masked}, {"sort", p_sort}, {"topk", p_topk}, {"where", p_where}, {"lerp", p_lerp},
+      {"im2col", p_conv_dense}, {"col2im", p_conv_dense}, {"conv2d_depthwise", p_conv},
+      {"max_pool2d", p_maxpool}, {"avg_pool2d", p_avgpool}, {"adaptive_avg_pool2d", p_adaptive},
+      {"batch_norm_stats", p_bn}, {"batch_norm_elemt", p_bn}};
+  /* not differentiable: creation and random fills, integer/bool results, data-dependent
+   * index ops, kernels that only compute other ops' gradients, the optimizer step */
+  static const char *const none[] = {
+      "fill", "arange", "linspace", "rand", "randn", "randint", "randperm", "all", "any", "nonzero", "unique",
+      "masked_scatter", "conv2d_depthwise_backward", "avg_pool2d_backward", "adaptive_avg_pool2d_backward",
+      "batch_norm_backward_reduce", "batch_norm_backward_elemt", "max_pool2d_backward", "adam_step"};
+  for (int op = 0; op < TS_OP_COUNT; op++) {
+    ts_op_kind k = ts_ops[op].kind;
+    if (k == TS_KIND_UNARY || k == TS_KIND_UNARY_FLOAT || k == TS_KIND_UNARY_BOOL || k == TS_KIND_BINARY ||
+        k == TS_KIND_BINARY_FLOAT || k == TS_KIND_COMPARE)
+      continue; /* test_autograd_registry_elementwise */
+    const char *name = ts_ops[op].name;
+    bool listed = false;
+    for (size_t i = 0; i < sizeof none / sizeof *none; i++) listed |= strcmp(none[i], name) == 0;
+    char m[256];
+    for (size_t i = 0; i < sizeof diff / sizeof *diff && !listed; i++) {
+      if (strcmp(diff[i].op, name) != 0) continue;
+      listed = true;
+      ts_tensor *x = NULL, *y = NULL, *s = NULL;
+      int64_t xs[4] = {2, 3, 4, 4};
+      ts_status st = ts_full(4, xs, 0.3, TS_FLOAT64, TS_DEVICE_CPU, &x);
+      if (!st) {
+        x->requires_grad = true;
+        st = diff[i].probe(x, &y);
+      }
+      if (!st && !y->grad_fn) st = ts_fail(TS_ERR_ARG, "no autograd node recorded");
+      if (!st) st = ts_sum(y, 0, NULL, false, &s);
+      if (!st) st = ts_backward(s, NULL, false);
+      if (!st && !x->grad) st = ts_fail(TS_ERR_ARG, "no gradient reached the input");
+      if (st) {
+        snprintf(m, sizeof m, "op '%s': %s", name, ts_last_error());
+        t_fail(__FILE__, __LINE__, m);
+      }
+      ts_tensor_release(s);
+      ts_tensor_release(y);
+      ts_tensor_release(x);
+    }
+    if (!listed) {
+      snprintf(m, sizeof m, "op '%s' is neither covered by an autograd probe nor listed as not differentiable", name);
+      t_fail(__FILE__, __LINE__, m);
+    }
+  }
+}
