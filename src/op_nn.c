@@ -613,24 +613,32 @@ static void avg_params(const ts_pool2d_params *p, int64_t *i) {
   i[3] = p->count_include_pad;
 }
 
-static ts_status avg_pool2d_impl(ts_tensor *x, const ts_pool2d_params *p, ts_tensor **out) {
-  pool_geo g;
-  ts_status st = avg_check("avg_pool2d", x, p, &g);
-  if (st) return st;
+/* The shared shape of the average pools, forward and backward: src (the input
+ * or grad_out) as 4-D in x's compute dtype, a fresh (N, C, h, w) output, one
+ * kernel (with p's parameters when given), then x's dtype and rank again. */
+static ts_status run_pool(ts_op op, ts_tensor *src, ts_tensor *x, const pool_geo *g, int64_t h, int64_t w,
+                          const ts_pool2d_params *p, ts_tensor **out) {
+  ts_status st;
   tmps k = {.n = 0};
-  ts_tensor **xc = tmp(&k), **x4 = tmp(&k), **r = tmp(&k);
-  TRY(to_compute(x, xc));
-  TRY(lift4(*xc, x4));
-  TRY(ts_tensor_empty(4, (int64_t[]){g.N, g.C, g.Ho, g.Wo}, compute_dtype(x->dtype), x->device, r));
-  if (g.N > 0) {
-    ts_call c = {.op = TS_OP_AVG_POOL2D, .nin = 1, .in = x4, .out = {*r}};
-    avg_params(p, c.i);
+  ts_tensor **sc = tmp(&k), **s4 = tmp(&k), **r = tmp(&k);
+  TRY(ts_to_dtype(src, compute_dtype(x->dtype), sc));
+  TRY(lift4(*sc, s4));
+  TRY(ts_tensor_empty(4, (int64_t[]){g->N, g->C, h, w}, compute_dtype(x->dtype), x->device, r));
+  if (g->N * g->C * h * w > 0) {
+    ts_call c = {.op = op, .nin = 1, .in = s4, .out = {*r}};
+    if (p) avg_params(p, c.i);
     TRY(ts_dispatch(&c));
   }
-  TRY(finish(*r, x->dtype, g.unbatched, out));
+  TRY(finish(*r, x->dtype, g->unbatched, out));
 done:
   tmps_free(&k);
   return st;
+}
+
+static ts_status avg_pool2d_impl(ts_tensor *x, const ts_pool2d_params *p, ts_tensor **out) {
+  pool_geo g;
+  ts_status st = avg_check("avg_pool2d", x, p, &g);
+  return st ? st : run_pool(TS_OP_AVG_POOL2D, x, x, &g, g.Ho, g.Wo, p, out);
 }
 
 ts_status ts_avg_pool2d_backward(ts_tensor *grad_out, ts_tensor *x, const ts_pool2d_params *p, ts_tensor **grad_input) {
@@ -639,20 +647,7 @@ ts_status ts_avg_pool2d_backward(ts_tensor *grad_out, ts_tensor *x, const ts_poo
   if (st || (st = check_grad_shape("avg_pool2d_backward", grad_out, x, g.Ho, g.Wo))) return st;
   ts_tensor *ts[2] = {grad_out, x};
   if ((st = ts_check_same_device("avg_pool2d_backward", 2, ts))) return st;
-  tmps k = {.n = 0};
-  ts_tensor **gc = tmp(&k), **g4 = tmp(&k), **r = tmp(&k);
-  TRY(ts_to_dtype(grad_out, compute_dtype(x->dtype), gc));
-  TRY(lift4(*gc, g4));
-  TRY(ts_tensor_empty(4, (int64_t[]){g.N, g.C, g.H, g.W}, compute_dtype(x->dtype), x->device, r));
-  if (g.N > 0) {
-    ts_call c = {.op = TS_OP_AVG_POOL2D_BACKWARD, .nin = 1, .in = g4, .out = {*r}};
-    avg_params(p, c.i);
-    TRY(ts_dispatch(&c));
-  }
-  TRY(finish(*r, x->dtype, g.unbatched, grad_input));
-done:
-  tmps_free(&k);
-  return st;
+  return run_pool(TS_OP_AVG_POOL2D_BACKWARD, grad_out, x, &g, g.H, g.W, p, grad_input);
 }
 
 static ts_status adaptive_check(const char *fn, ts_tensor *x, int64_t oh, int64_t ow, pool_geo *g) {
@@ -677,17 +672,7 @@ static ts_status adaptive_check(const char *fn, ts_tensor *x, int64_t oh, int64_
 static ts_status adaptive_avg_pool2d_impl(ts_tensor *x, int64_t oh, int64_t ow, ts_tensor **out) {
   pool_geo g;
   ts_status st = adaptive_check("adaptive_avg_pool2d", x, oh, ow, &g);
-  if (st) return st;
-  tmps k = {.n = 0};
-  ts_tensor **xc = tmp(&k), **x4 = tmp(&k), **r = tmp(&k);
-  TRY(to_compute(x, xc));
-  TRY(lift4(*xc, x4));
-  TRY(ts_tensor_empty(4, (int64_t[]){g.N, g.C, oh, ow}, compute_dtype(x->dtype), x->device, r));
-  if (g.N * g.C * oh * ow > 0) TRY(ts_run(TS_OP_ADAPTIVE_AVG_POOL2D, 1, x4, *r));
-  TRY(finish(*r, x->dtype, g.unbatched, out));
-done:
-  tmps_free(&k);
-  return st;
+  return st ? st : run_pool(TS_OP_ADAPTIVE_AVG_POOL2D, x, x, &g, oh, ow, NULL, out);
 }
 
 ts_status ts_adaptive_avg_pool2d_backward(ts_tensor *grad_out, ts_tensor *x, ts_tensor **grad_input) {
@@ -698,16 +683,7 @@ ts_status ts_adaptive_avg_pool2d_backward(ts_tensor *grad_out, ts_tensor *x, ts_
   if (st || (st = check_grad_shape(fn, grad_out, x, g.Ho, g.Wo))) return st;
   ts_tensor *ts[2] = {grad_out, x};
   if ((st = ts_check_same_device(fn, 2, ts))) return st;
-  tmps k = {.n = 0};
-  ts_tensor **gc = tmp(&k), **g4 = tmp(&k), **r = tmp(&k);
-  TRY(ts_to_dtype(grad_out, compute_dtype(x->dtype), gc));
-  TRY(lift4(*gc, g4));
-  TRY(ts_tensor_empty(4, (int64_t[]){g.N, g.C, g.H, g.W}, compute_dtype(x->dtype), x->device, r));
-  if (g.N * g.C > 0) TRY(ts_run(TS_OP_ADAPTIVE_AVG_POOL2D_BACKWARD, 1, g4, *r));
-  TRY(finish(*r, x->dtype, g.unbatched, grad_input));
-done:
-  tmps_free(&k);
-  return st;
+  return run_pool(TS_OP_ADAPTIVE_AVG_POOL2D_BACKWARD, grad_out, x, &g, g.H, g.W, NULL, grad_input);
 }
 
 /* ---- normalisation ----------------------------------------------------------- */
