@@ -34,8 +34,18 @@ SHELL_SRC := $(wildcard src/shell/*.c)
 CUDA_SRC  := $(wildcard cuda/*.cu)
 CTEST_SRC := $(wildcard tests/c/*.c)
 
+# nvcc may be a wrapper script outside the toolkit (CI has /usr/local/bin/nvcc),
+# so the toolkit root comes from nvcc itself; without the CUDA runtime
+# library there, the build stays a CPU build.
 ifeq ($(CUDA),1)
-CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_HOME ?= $(realpath $(shell $(NVCC) --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^\#\$$ _HERE_=//p')/..)
+ifeq ($(wildcard $(CUDA_HOME)/lib64/libcudart_static.a),)
+$(warning nvcc found but no libcudart_static.a under '$(CUDA_HOME)/lib64': building without CUDA)
+CUDA := 0
+endif
+endif
+
+ifeq ($(CUDA),1)
 CFLAGS    += -DTS_HAVE_CUDA
 CUDA_OBJ  := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++
