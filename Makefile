@@ -5,7 +5,7 @@
 CC       ?= cc
 NVCC     ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 CUDA     ?= $(if $(NVCC),1,0)
-CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
+CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90
 OPT      ?= -O2
 BUILD    ?= build
 SAN      ?=
@@ -48,7 +48,7 @@ endif
 ifeq ($(CUDA),1)
 CFLAGS    += -DTS_HAVE_CUDA
 CUDA_OBJ  := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
-LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++
+LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart_static -ldl -lrt -lpthread -lstdc++
 else
 CUDA_OBJ  :=
 endif
@@ -58,7 +58,7 @@ CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 LUA_OBJ   := $(LUA_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/lua_lib.o
 SHELL_OBJ := $(SHELL_SRC:%.c=$(BUILD)/%.o)
 CTEST_OBJ := $(CTEST_SRC:%.c=$(BUILD)/%.o)
-HEADERS   := Makefile $(wildcard src/*.h src/*.def src/cpu/*.h src/data/*.h src/lua/*.h src/shell/*.h cuda/*.h)
+HEADERS   := Makefile $(wildcard src/*.h src/*.def src/cpu/*.h src/data/*.h src/lua/*.h src/shell/*.h cuda/*.h cuda/*.cuh)
 
 .PHONY: all deps test asan bench demo clean probe
 ifeq ($(strip $(LUA_CFLAGS)$(LUA_LIBS))$(TENSH_DEPS_TRIED),)
@@ -93,7 +93,7 @@ $(BUILD)/gen/lua_lib.o: $(BUILD)/gen/lua_lib.c
 
 $(BUILD)/%.o: %.cu $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(NVCC) -O2 -std=c++17 $(CUDA_ARCH) -Isrc -Xcompiler -fPIC -c $< -o $@
+	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) --expt-relaxed-constexpr -Isrc -Icuda -Xcompiler -fPIC -c $< -o $@
 
 $(BUILD)/tensh: $(CORE_OBJ) $(LUA_OBJ) $(SHELL_OBJ) $(CUDA_OBJ)
 	$(CC) -o $@ $^ $(LUA_LIBS) $(LDLIBS) -Wl,-E

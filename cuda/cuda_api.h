@@ -1,7 +1,16 @@
 /* The C face of the CUDA backend: what src/ may call. Status codes and plain
- * values only; no CUDA types leak out. */
+ * values only; no CUDA types leak out. Streams and events are opaque handles
+ * (uintptr_t); stream 0 is the device's default (legacy) stream. Device
+ * arguments are CUDA ordinals; every function that takes one checks it and
+ * names the valid range. Nothing here fails without a GPU except by status. */
 #ifndef TENSH_CUDA_API_H
 #define TENSH_CUDA_API_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensh.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -9,6 +18,69 @@ extern "C" {
 
 int ts_cuda_device_count(void);    /* 0 without a GPU or driver, never an error */
 int ts_cuda_runtime_version(void); /* e.g. 13000 */
+int ts_cuda_driver_version(void);  /* 0 without a driver */
+
+/* Registers the CUDA backend (kernels, caching allocator, copies) when a
+ * device is present; a no-op otherwise. */
+void ts_cuda_backend_init(void);
+
+ts_status ts_cuda_check_device(int device); /* TS_ERR_DEVICE naming the valid range */
+int ts_cuda_current_device(void);
+ts_status ts_cuda_set_device(int device);
+ts_status ts_cuda_synchronize(int device); /* -1: the current device */
+
+typedef struct ts_cuda_props {
+  char name[256];
+  char uuid[40];                    /* "GPU-xxxxxxxx-xxxx-..." */
+  size_t total_memory;
+  int major, minor;
+  int multi_processor_count;
+  int l2_cache_size;
+  int max_threads_per_multi_processor;
+  int warp_size;
+  int is_integrated;
+  int pci_bus_id, pci_device_id;
+} ts_cuda_props;
+ts_status ts_cuda_get_properties(int device, ts_cuda_props *out);
+ts_status ts_cuda_mem_get_info(int device, size_t *free_bytes, size_t *total_bytes);
+/* GPU utilisation in percent over the last sample period, as nvidia-smi
+ * (NVML, loaded at run time); TS_ERR_UNSUPPORTED when NVML is missing. */
+ts_status ts_cuda_utilization(int device, int *percent);
+ts_status ts_cuda_can_access_peer(int device, int peer, bool *out);
+
+/* ---- streams and events ---- */
+ts_status ts_cuda_stream_create(int device, int priority, uintptr_t *out);
+ts_status ts_cuda_stream_destroy(uintptr_t s);
+uintptr_t ts_cuda_current_stream(int device);             /* -1: the current device */
+ts_status ts_cuda_set_current_stream(int device, uintptr_t s);
+ts_status ts_cuda_stream_synchronize(uintptr_t s, int device);
+ts_status ts_cuda_stream_query(uintptr_t s, int device, bool *done);
+ts_status ts_cuda_stream_wait_stream(uintptr_t s, uintptr_t other, int device); /* s waits for other's work so far */
+ts_status ts_cuda_event_create(int device, bool timing, bool blocking, uintptr_t *out);
+ts_status ts_cuda_event_destroy(uintptr_t e);
+ts_status ts_cuda_event_record(uintptr_t e, uintptr_t stream, int device);
+ts_status ts_cuda_event_synchronize(uintptr_t e);
+ts_status ts_cuda_event_query(uintptr_t e, bool *done);
+ts_status ts_cuda_event_elapsed(uintptr_t start, uintptr_t end, float *ms);
+ts_status ts_cuda_stream_wait_event(uintptr_t s, uintptr_t e, int device);
+
+/* ---- memory ---- */
+/* The caching allocator's statistics and controls, per device. */
+struct ts_cache_stats;
+ts_status ts_cuda_memory_stats(int device, struct ts_cache_stats *out);
+ts_status ts_cuda_reset_peak(int device);
+ts_status ts_cuda_reset_accumulated(int device);
+ts_status ts_cuda_empty_cache(void);
+ts_status ts_cuda_record_stream(void *device_ptr, int device, uintptr_t stream);
+ts_status ts_cuda_memory_summary(int device, char *buf, size_t n);
+/* Called when an allocation fails, after the cache was emptied, before the
+ * one retry: the binding runs a full Lua collection there (tensors Lua has
+ * dropped still hold device memory until they are collected). */
+void ts_cuda_set_oom_hook(void (*hook)(void *ud), void *ud);
+
+/* Page-locked host memory for pin_memory(); the allocator of pinned CPU
+ * storages. */
+extern const ts_allocator ts_cuda_pinned_allocator;
 
 #ifdef __cplusplus
 }

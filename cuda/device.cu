@@ -1,22 +1,73 @@
-// CUDA device queries: the first piece of the CUDA backend (see the CUDA
-// issue for the rest). An extern "C" API of plain values and status codes;
-// no Lua here (STYLE.md, rule 3). On a machine with no GPU or no driver every
-// query answers "no devices" and tensh runs as a CPU build.
-#include <cuda_runtime.h>
+// The CUDA runtime side of the backend: device queries, the current stream,
+// launch checks and temporaries. No Lua here (STYLE.md, rule 3). On a machine
+// with no GPU or no driver every query answers "no devices" and tensh runs as
+// a CPU build.
+#include <stdlib.h>
+#include <string.h>
 
-#include "cuda_api.h"
+#include "common.cuh"
 
 extern "C" int ts_cuda_device_count(void) {
+  static int cached = -1;
+  if (cached >= 0) return cached;
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky "no driver" error
-    return 0;
+    cudaGetLastError(); // clear the sticky "no driver" error
+    n = 0;
   }
-  return n;
+  return cached = n;
 }
 
 extern "C" int ts_cuda_runtime_version(void) {
   int v = 0;
   cudaRuntimeGetVersion(&v);
   return v;
+}
+
+static bool launch_blocking(void) {
+  static int v = -1;
+  if (v < 0) {
+    const char *e = getenv("CUDA_LAUNCH_BLOCKING");
+    v = e && e[0] == '1';
+  }
+  return v;
+}
+
+ts_status tsc_cuda_error(cudaError_t e, const char *what) {
+  cudaGetLastError(); // clear a non-sticky error so the session goes on
+  return ts_fail(TS_ERR_BACKEND, "CUDA error in %s: %s (%s)%s", what, cudaGetErrorString(e), cudaGetErrorName(e),
+                 launch_blocking() ? "" : "; kernels run asynchronously, so the error may come from an earlier op: "
+                                          "rerun with CUDA_LAUNCH_BLOCKING=1 to find it");
+}
+
+ts_status tsc_after_launch(const char *what) {
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess && launch_blocking()) e = cudaStreamSynchronize(tsc_stream());
+  return e == cudaSuccess ? TS_OK : tsc_cuda_error(e, what);
+}
+
+static thread_local int current_device = -1;
+static thread_local cudaStream_t current_streams[64];
+
+cudaStream_t tsc_stream(void) {
+  int d = current_device < 0 ? 0 : current_device;
+  return current_streams[d];
+}
+
+int tsc_sm_count(void) {
+  static int counts[64];
+  int d = current_device < 0 ? 0 : current_device;
+  if (!counts[d] && cudaDeviceGetAttribute(&counts[d], cudaDevAttrMultiProcessorCount, d) != cudaSuccess) counts[d] = 1;
+  return counts[d];
+}
+
+void *tsc_temp_alloc(size_t nbytes, ts_status *st) {
+  void *p = NULL;
+  cudaError_t e = cudaMallocAsync(&p, nbytes ? nbytes : 1, tsc_stream());
+  *st = e == cudaSuccess ? TS_OK : tsc_cuda_error(e, "temporary allocation");
+  return e == cudaSuccess ? p : NULL;
+}
+
+void tsc_temp_free(void *p) {
+  if (p) cudaFreeAsync(p, tsc_stream());
 }

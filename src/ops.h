@@ -57,6 +57,12 @@ typedef struct ts_backend {
   const char *name;
   ts_kernel kernels[TS_OP_COUNT];
   const ts_allocator *allocator;
+  /* devices other than the CPU; NULL on the CPU */
+  ts_status (*prepare)(ts_device dev); /* makes dev current before a kernel runs on it */
+  /* n bytes between a device of this backend and the CPU, or two of its devices;
+   * non_blocking copies are ordered on the current stream and may return early */
+  ts_status (*copy_bytes)(void *dst, ts_device dd, const void *src, ts_device sd, size_t n, bool non_blocking);
+  int (*current_device)(void);
 } ts_backend;
 
 /* Backends register themselves at start-up; NULL where not built. */

@@ -17,6 +17,10 @@ ts_status ts_dispatch(const ts_call *c) {
   if (!be) return ts_fail(TS_ERR_DEVICE, "%s: no backend for this device in this build", ts_ops[c->op].name);
   ts_kernel k = be->kernels[c->op];
   if (!k) return ts_fail(TS_ERR_UNSUPPORTED, "%s is not implemented on %s", ts_ops[c->op].name, be->name);
+  if (be->prepare) {
+    ts_status st = be->prepare(ref->device);
+    if (st != TS_OK) return st;
+  }
   return k(c);
 }
 

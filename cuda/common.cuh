@@ -1,0 +1,209 @@
+// What every CUDA kernel file shares: the core's C headers, dtype dispatch and
+// conversion, an offset calculator for strided tensors, the current stream,
+// launch checks and stream-ordered temporaries. Kernel files follow STYLE.md
+// rule 6: kernel, launcher (stream, grid), entry (dtype, shape); each fills
+// its slots of the kernel table through tsc_register_<family>.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+#include "ops.h"
+#include "philox.h"
+}
+#include "cuda_api.h"
+
+// ---- registration: one function per family file -------------------------
+extern "C" {
+void tsc_register_copy(ts_kernel *k);        // copy.cu: COPY FILL ARANGE LINSPACE
+void tsc_register_random(ts_kernel *k);      // random.cu: RAND RANDN RANDINT RANDPERM
+void tsc_register_elementwise(ts_kernel *k); // elementwise.cu: unary, binary, compare, WHERE, LERP
+void tsc_register_reduce(ts_kernel *k);      // reduce.cu: reductions, scans, softmax
+void tsc_register_linalg(ts_kernel *k);      // linalg.cu: BMM (cuBLAS / cuBLASLt)
+void tsc_register_index(ts_kernel *k);       // index.cu, sort.cu: joining, indexing, sorting
+void tsc_register_optim(ts_kernel *k);       // optim.cu: ADAM_STEP
+void tsc_register_nn(ts_kernel *k);          // nn.cu: im2col, pools, batch norm, ...
+}
+
+// ---- runtime (device.cu) ----------------------------------------------------
+cudaStream_t tsc_stream(void);   // the current stream of the current device
+int tsc_sm_count(void);          // multiprocessors of the current device
+// ts_fail with CUDA's message, naming `what`, and the CUDA_LAUNCH_BLOCKING hint.
+ts_status tsc_cuda_error(cudaError_t e, const char *what);
+// After a launch: the launch error, and with CUDA_LAUNCH_BLOCKING=1 the
+// kernel's own error (the stream is synchronised).
+ts_status tsc_after_launch(const char *what);
+// Device memory for a kernel's scratch, from the caching allocator on the
+// current stream: freeing it right after the launches that use it is safe
+// (later allocations on this stream run after them). NULL and a message on
+// failure (*st set).
+void *tsc_temp_alloc(size_t nbytes, ts_status *st);
+void tsc_temp_free(void *p);
+
+#define TSC_CHECK(call)                                          \
+  do {                                                           \
+    cudaError_t tsc_e_ = (call);                                 \
+    if (tsc_e_ != cudaSuccess) return tsc_cuda_error(tsc_e_, #call); \
+  } while (0)
+#define TSC_LAUNCH_CHECK(what)                    \
+  do {                                            \
+    ts_status tsc_s_ = tsc_after_launch(what);    \
+    if (tsc_s_ != TS_OK) return tsc_s_;           \
+  } while (0)
+
+#define TSC_THREADS 256
+
+// Blocks for a grid-stride loop over n items with `per_thread` items each:
+// enough to fill the GPU, never past what is needed.
+static inline unsigned tsc_blocks(int64_t n, int threads = TSC_THREADS, int per_thread = 1) {
+  int64_t need = (n + (int64_t)threads * per_thread - 1) / ((int64_t)threads * per_thread);
+  int64_t cap = (int64_t)tsc_sm_count() * 32;
+  if (need > cap) need = cap;
+  return need < 1 ? 1u : (unsigned)need;
+}
+
+// ---- dtypes ---------------------------------------------------------------
+// Storage types: float, double, __half, __nv_bfloat16, int64_t, int32_t,
+// uint8_t, bool. Arithmetic on float16 and bfloat16 runs in float (opmath).
+template <typename T> struct tsc_opmath { using type = T; };
+template <> struct tsc_opmath<__half> { using type = float; };
+template <> struct tsc_opmath<__nv_bfloat16> { using type = float; };
+template <typename T> using tsc_opmath_t = typename tsc_opmath<T>::type;
+
+template <typename T> struct tsc_is_float { static constexpr bool value = false; };
+template <> struct tsc_is_float<float> { static constexpr bool value = true; };
+template <> struct tsc_is_float<double> { static constexpr bool value = true; };
+template <> struct tsc_is_float<__half> { static constexpr bool value = true; };
+template <> struct tsc_is_float<__nv_bfloat16> { static constexpr bool value = true; };
+
+// Conversion between any two storage/opmath types, as the CPU casts: float16
+// and bfloat16 through float (round to nearest even), to bool as != 0, float
+// to integer truncating (out-of-range values are undefined, as in C).
+template <typename T> struct tsc_conv {
+  template <typename F> __host__ __device__ static T from(F v) { return static_cast<T>(v); }
+  __host__ __device__ static T from(__half v) { return static_cast<T>(__half2float(v)); }
+  __host__ __device__ static T from(__nv_bfloat16 v) { return static_cast<T>(__bfloat162float(v)); }
+};
+template <> struct tsc_conv<bool> {
+  template <typename F> __host__ __device__ static bool from(F v) { return v != F(0); }
+  __host__ __device__ static bool from(bool v) { return v; }
+  __host__ __device__ static bool from(__half v) { return __half2float(v) != 0.0f; }
+  __host__ __device__ static bool from(__nv_bfloat16 v) { return __bfloat162float(v) != 0.0f; }
+};
+template <> struct tsc_conv<__half> {
+  template <typename F> __host__ __device__ static __half from(F v) { return __float2half_rn((float)v); }
+  __host__ __device__ static __half from(double v) { return __double2half(v); }
+  __host__ __device__ static __half from(__half v) { return v; }
+  __host__ __device__ static __half from(__nv_bfloat16 v) { return __float2half_rn(__bfloat162float(v)); }
+};
+template <> struct tsc_conv<__nv_bfloat16> {
+  template <typename F> __host__ __device__ static __nv_bfloat16 from(F v) { return __float2bfloat16_rn((float)v); }
+  __host__ __device__ static __nv_bfloat16 from(double v) { return __double2bfloat16(v); }
+  __host__ __device__ static __nv_bfloat16 from(__half v) { return __float2bfloat16_rn(__half2float(v)); }
+  __host__ __device__ static __nv_bfloat16 from(__nv_bfloat16 v) { return v; }
+};
+template <typename To, typename From> __host__ __device__ inline To tsc_cast(From v) { return tsc_conv<To>::from(v); }
+
+// Calls f(T{}) with T the storage type of dt; f returns a ts_status. Use a
+// generic lambda: tsc_dispatch(dt, [&](auto tag) { using T = decltype(tag); ... }).
+template <typename F> ts_status tsc_dispatch(ts_dtype dt, F &&f) {
+  switch (dt) {
+  case TS_FLOAT32: return f(float{});
+  case TS_FLOAT64: return f(double{});
+  case TS_FLOAT16: return f(__half{});
+  case TS_BFLOAT16: return f(__nv_bfloat16{});
+  case TS_INT64: return f(int64_t{});
+  case TS_INT32: return f(int32_t{});
+  case TS_UINT8: return f(uint8_t{});
+  case TS_BOOL: return f(bool{});
+  default: return ts_fail(TS_ERR_DTYPE, "unknown dtype %d on cuda", (int)dt);
+  }
+}
+// The same over the four floating dtypes only.
+template <typename F> ts_status tsc_dispatch_float(ts_dtype dt, const char *op, F &&f) {
+  switch (dt) {
+  case TS_FLOAT32: return f(float{});
+  case TS_FLOAT64: return f(double{});
+  case TS_FLOAT16: return f(__half{});
+  case TS_BFLOAT16: return f(__nv_bfloat16{});
+  default: return ts_fail(TS_ERR_DTYPE, "%s: expected a floating dtype on cuda, got %s", op, ts_dtype_name(dt));
+  }
+}
+
+template <typename T> inline T *tsc_ptr(const ts_tensor *t) { return (T *)ts_data(t); } // host side: the device address
+
+// ---- strided offsets ------------------------------------------------------
+// Element offsets of N operands that share operand 0's shape (broadcast
+// inputs have stride 0), as the CPU iterator: size-1 dims dropped, dims
+// merged where every operand is contiguous across them. I is the index type:
+// uint32_t when numel < 2^31 (fast division), int64_t otherwise.
+template <int N, typename I> struct tsc_offsets {
+  int ndim;                      // >= 1 after coalescing; innermost last
+  I sizes[TS_MAX_DIMS];
+  I strides[N][TS_MAX_DIMS];     // in elements of each operand's dtype
+
+  __device__ __forceinline__ void get(I linear, I off[N]) const {
+#pragma unroll
+    for (int k = 0; k < N; k++) off[k] = 0;
+    for (int d = ndim - 1; d >= 0; d--) {
+      I q = linear / sizes[d], r = linear - q * sizes[d];
+      linear = q;
+#pragma unroll
+      for (int k = 0; k < N; k++) off[k] += r * strides[k][d];
+    }
+  }
+};
+
+// Fills o from ops[0..N) (the shape is ops[0]'s). Returns true when every
+// operand is contiguous with unit stride over the whole range (one dim,
+// stride 1), the case for vectorised kernels.
+template <int N, typename I> bool tsc_make_offsets(tsc_offsets<N, I> *o, ts_tensor *const *ops) {
+  const ts_tensor *t0 = ops[0];
+  int nd = 0;
+  int64_t sizes[TS_MAX_DIMS], strides[N][TS_MAX_DIMS];
+  for (int d = 0; d < t0->ndim; d++) {
+    if (t0->sizes[d] == 1) continue;
+    int64_t size = t0->sizes[d];
+    if (nd > 0) {
+      bool merge = true;
+      for (int k = 0; k < N && merge; k++) merge = strides[k][nd - 1] == ops[k]->strides[d] * size;
+      if (merge) {
+        sizes[nd - 1] *= size;
+        for (int k = 0; k < N; k++) strides[k][nd - 1] = ops[k]->strides[d];
+        continue;
+      }
+    }
+    sizes[nd] = size;
+    for (int k = 0; k < N; k++) strides[k][nd] = ops[k]->strides[d];
+    nd++;
+  }
+  if (nd == 0) { // one element
+    sizes[0] = 1;
+    for (int k = 0; k < N; k++) strides[k][0] = 1;
+    nd = 1;
+  }
+  o->ndim = nd;
+  bool contiguous = nd == 1;
+  for (int d = 0; d < nd; d++) {
+    o->sizes[d] = (I)sizes[d];
+    for (int k = 0; k < N; k++) {
+      o->strides[k][d] = (I)strides[k][d]; // negative strides never occur (views never flip)
+      if (nd == 1 && strides[k][0] != 1) contiguous = false;
+    }
+  }
+  return contiguous;
+}
+
+// True when every offset this iteration can produce fits the 32-bit path.
+template <int N> bool tsc_fits_32bit(ts_tensor *const *ops) {
+  for (int k = 0; k < N; k++) {
+    int64_t extent = 1; // largest element offset + 1
+    for (int d = 0; d < ops[k]->ndim; d++)
+      if (ops[k]->sizes[d] > 0) extent += (ops[k]->sizes[d] - 1) * ops[k]->strides[d];
+    if (extent >= INT32_MAX || ts_numel(ops[k]) >= INT32_MAX) return false;
+  }
+  return true;
+}
