@@ -358,3 +358,7 @@ ts_status ts_addmm(ts_tensor *bias, ts_tensor *a, ts_tensor *b, double beta, dou
   if (!st && prev && ts_ag_needed(3, in)) st = ts_ag_addmm(bias, a, b, beta, alpha, *out);
   return st;
 }
+
+static ts_matmul_precision matmul_precision = TS_MATMUL_HIGHEST;
+void ts_set_float32_matmul_precision(ts_matmul_precision p) { matmul_precision = p; }
+ts_matmul_precision ts_get_float32_matmul_precision(void) { return matmul_precision; }

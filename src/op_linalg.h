@@ -17,6 +17,13 @@ ts_status ts_dot(ts_tensor *a, ts_tensor *b, ts_tensor **out);   /* (K) . (K) ->
 ts_status ts_addmm(ts_tensor *bias, ts_tensor *a, ts_tensor *b, double beta, double alpha, ts_tensor **out);
 ts_status ts_outer(ts_tensor *a, ts_tensor *b, ts_tensor **out); /* (M) x (N) -> (M,N), promotes dtypes */
 
+/* torch.set_float32_matmul_precision: "highest" (0, full float32), "high" (1, TF32
+ * tensor cores allowed), "medium" (2, bfloat16 passes allowed; run as TF32). Read by
+ * GPU GEMM kernels; the CPU always computes in full float32. */
+typedef enum ts_matmul_precision { TS_MATMUL_HIGHEST, TS_MATMUL_HIGH, TS_MATMUL_MEDIUM } ts_matmul_precision;
+void ts_set_float32_matmul_precision(ts_matmul_precision p);
+ts_matmul_precision ts_get_float32_matmul_precision(void);
+
 /* Whether BLAS can read the matrix (rows, cols) with element strides (rs, cs)
  * without a copy: row-major (*trans false) or as the transpose of a row-major
  * matrix (*trans true), with leading dim *ld. Shared by the op layer (which
