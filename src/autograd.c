@@ -72,6 +72,7 @@ ts_status ts_ag_record(const char *name, ts_backward_fn fn, int n, ts_tensor *co
     e->ndim = t->ndim;
     memcpy(e->sizes, t->sizes, sizeof e->sizes);
     e->dtype = t->dtype;
+    e->device = t->device;
     if (!t->requires_grad) continue;
     if (t->grad_fn) {
       e->fn = t->grad_fn;
@@ -136,6 +137,13 @@ ts_status ts_ag_reduce_to(ts_tensor *g, const ts_edge *e, ts_tensor **out) {
     ts_tensor_release(cur);
     if (st) return st;
     cur = r;
+  }
+  if (!ts_device_eq(cur->device, e->device)) {
+    ts_tensor *c = NULL;
+    st = ts_to_device(cur, e->device, cur->dtype, false, &c);
+    ts_tensor_release(cur);
+    if (st) return st;
+    cur = c;
   }
   if (cur->dtype != e->dtype && ts_dtype_is_float(e->dtype)) {
     ts_tensor *c = NULL;

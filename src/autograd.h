@@ -27,6 +27,7 @@ typedef struct ts_edge {
   int ndim;          /* the input's shape and dtype: gradients are summed and cast back to them */
   int64_t sizes[TS_MAX_DIMS];
   ts_dtype dtype;
+  ts_device device;  /* gradients are moved back to it (a tensor moved across devices) */
 } ts_edge;
 
 #define TS_NODE_MAX_SAVED 4

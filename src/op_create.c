@@ -56,11 +56,9 @@ ts_status ts_copy_(ts_tensor *dst, ts_tensor *src) {
     v.sizes[d] = sizes[d];
     v.strides[d] = d < off || src->sizes[d - off] == 1 ? 0 : src->strides[d - off];
   }
-  if (src->device.type != dst->device.type) {
-    /* cross-device copies belong to the device backend (the CUDA issue) */
-    ts_backend *be = ts_backends[dst->device.type == TS_CPU ? src->device.type : dst->device.type];
-    if (!be) return ts_fail(TS_ERR_DEVICE, "copy_: device not available in this build");
-  }
+  if (!ts_device_eq(src->device, dst->device) && !src->is_wrapped_number &&
+      !(src->ndim == 0 && src->device.type == TS_CPU)) /* a 0-dim CPU tensor is a scalar */
+    return ts_copy_across(dst, src, false);
   ts_tensor *in = &v;
   ts_call c = {.op = TS_OP_COPY, .nin = 1, .in = &in, .out = {dst}};
   dst->storage->version++;

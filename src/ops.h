@@ -63,6 +63,8 @@ typedef struct ts_backend {
    * non_blocking copies are ordered on the current stream and may return early */
   ts_status (*copy_bytes)(void *dst, ts_device dd, const void *src, ts_device sd, size_t n, bool non_blocking);
   int (*current_device)(void);
+  int device_count;
+  const ts_allocator *host_allocator; /* page-locked host memory, for pin_memory */
 } ts_backend;
 
 /* Backends register themselves at start-up; NULL where not built. */
@@ -101,6 +103,22 @@ ts_status ts_add_scaled(ts_tensor *a, ts_tensor *b, double alpha, ts_tensor **ou
 ts_status ts_add_scaled_out(ts_tensor *a, ts_tensor *b, double alpha, ts_tensor *out);
 ts_status ts_where(ts_tensor *cond, ts_tensor *a, ts_tensor *b, ts_tensor **out);
 ts_status ts_lerp(ts_tensor *start, ts_tensor *end, ts_tensor *weight, ts_tensor **out);
+
+/* devices (device.c) */
+/* "cuda" (index -1) becomes the current device; an ordinal past the last
+ * device, or a device type this build or machine lacks, is an error. */
+ts_status ts_device_resolve(ts_device *d);
+/* t on dev in dtype dt: t itself (retained) when nothing changes. A
+ * non_blocking copy from the GPU lands in pinned memory that the host waits
+ * for on first touch; to the GPU it overlaps when t is pinned. Recorded for
+ * autograd (the gradient moves back). */
+ts_status ts_to_device(ts_tensor *t, ts_device dev, ts_dtype dt, bool non_blocking, ts_tensor **out);
+/* dst <- src across devices (dst's shape, src broadcast, dtype cast). */
+ts_status ts_copy_across(ts_tensor *dst, ts_tensor *src, bool non_blocking);
+/* A copy of CPU tensor t in page-locked memory (t itself when pinned). */
+ts_status ts_pin_memory(ts_tensor *t, ts_tensor **out);
+/* Waits for pending copies into t's storage before the host reads it. */
+static inline ts_status ts_host_ready(const ts_tensor *t) { return t->storage->pending ? ts_storage_sync(t->storage) : TS_OK; }
 
 /* views (no copy; errors when the geometry needs one) */
 ts_status ts_view(ts_tensor *t, int ndim, const int64_t *sizes, ts_tensor **out); /* one -1 allowed */

@@ -17,9 +17,14 @@ ts_status ts_dispatch(const ts_call *c) {
   if (!be) return ts_fail(TS_ERR_DEVICE, "%s: no backend for this device in this build", ts_ops[c->op].name);
   ts_kernel k = be->kernels[c->op];
   if (!k) return ts_fail(TS_ERR_UNSUPPORTED, "%s is not implemented on %s", ts_ops[c->op].name, be->name);
+  ts_status st;
   if (be->prepare) {
-    ts_status st = be->prepare(ref->device);
-    if (st != TS_OK) return st;
+    if ((st = be->prepare(ref->device)) != TS_OK) return st;
+  } else { /* the host: wait for non-blocking copies still landing in an operand */
+    for (int i = 0; i < c->nin; i++)
+      if (c->in[i]->storage->pending && (st = ts_storage_sync(c->in[i]->storage))) return st;
+    for (int i = 0; i < TS_CALL_MAX_OUT; i++)
+      if (c->out[i] && c->out[i]->storage->pending && (st = ts_storage_sync(c->out[i]->storage))) return st;
   }
   return k(c);
 }

@@ -26,17 +26,34 @@ static void cpu_free(void *ctx, void *p, size_t n, ts_device dev) {
 
 const ts_allocator ts_cpu_allocator = {cpu_alloc, cpu_free, NULL};
 
-ts_status ts_storage_new(size_t nbytes, ts_device dev, ts_storage **out) {
-  ts_backend *be = (unsigned)dev.type < TS_DEVICE_TYPE_COUNT ? ts_backends[dev.type] : NULL;
-  if (!be) {
-    char buf[32];
-    ts_device_str(dev, buf, sizeof buf);
-    return ts_fail(TS_ERR_DEVICE, "device %s is not available (no GPU, driver or CUDA build: cuda.is_available() "
-                   "is false); use \"cpu\"", buf);
-  }
+static void (*oom_hook)(void *);
+static void *oom_hook_ud;
+void ts_set_oom_hook(void (*hook)(void *ud), void *ud) { oom_hook = hook, oom_hook_ud = ud; }
+
+ts_status (*ts_pending_wait)(uintptr_t event);
+
+ts_status ts_storage_sync(ts_storage *s) {
+  if (!s->pending) return TS_OK;
+  uintptr_t ev = s->pending;
+  s->pending = 0;
+  return ts_pending_wait ? ts_pending_wait(ev) : TS_OK;
+}
+
+static ts_status unavailable(ts_device dev) {
+  char buf[32];
+  ts_device_str(dev, buf, sizeof buf);
+  return ts_fail(TS_ERR_DEVICE, "device %s is not available (no GPU, driver or CUDA build: cuda.is_available() "
+                 "is false); use \"cpu\"", buf);
+}
+
+ts_status ts_storage_new_from(size_t nbytes, ts_device dev, const ts_allocator *a, ts_storage **out) {
   ts_storage *s = ts_small_alloc(sizeof *s);
   if (!s) return ts_fail(TS_ERR_OOM, "out of memory allocating a storage header");
-  s->data = be->allocator->alloc(be->allocator->ctx, nbytes, dev);
+  s->data = a->alloc(a->ctx, nbytes, dev);
+  if (!s->data && oom_hook) { /* tensors Lua has dropped may hold the memory: collect, retry once */
+    oom_hook(oom_hook_ud);
+    s->data = a->alloc(a->ctx, nbytes, dev);
+  }
   if (!s->data) {
     ts_small_free(s, sizeof *s);
     char buf[32];
@@ -48,10 +65,11 @@ ts_status ts_storage_new(size_t nbytes, ts_device dev, ts_storage **out) {
   }
   s->nbytes = nbytes;
   s->device = dev;
-  s->allocator = be->allocator;
+  s->allocator = a;
   s->refcount = 1;
   s->pinned = false;
   s->version = 0;
+  s->pending = 0;
   /* buffers only: Lua already counts a userdata per tensor, which paces the
    * fixed-size headers well enough (counting them too made the collector
    * run three times as often for 1-element loops, for no memory saved) */
@@ -61,11 +79,20 @@ ts_status ts_storage_new(size_t nbytes, ts_device dev, ts_storage **out) {
   return TS_OK;
 }
 
+ts_status ts_storage_new(size_t nbytes, ts_device dev, ts_storage **out) {
+  ts_backend *be = (unsigned)dev.type < TS_DEVICE_TYPE_COUNT ? ts_backends[dev.type] : NULL;
+  if (!be) return unavailable(dev);
+  ts_status st = ts_device_resolve(&dev);
+  if (st) return st;
+  return ts_storage_new_from(nbytes, dev, be->allocator, out);
+}
+
 void ts_storage_retain(ts_storage *s) { s->refcount++; }
 
 void ts_storage_release(ts_storage *s) {
   if (!s || --s->refcount > 0) return;
   if (s->allocator) {
+    if (s->pending) ts_storage_sync(s); /* a copy still writing into it */
     s->allocator->free(s->allocator->ctx, s->data, s->nbytes, s->device);
     if (s->device.type == TS_CPU) atomic_fetch_sub(&cpu_live, s->nbytes);
     ts_small_free(s, sizeof *s);

@@ -112,11 +112,23 @@ typedef struct ts_storage {
   ts_device device;
   const ts_allocator *allocator; /* NULL: memory not owned (wrapped scalars) */
   int refcount;
-  bool pinned;
-  uint32_t version; /* bumped by in-place writes through any view: autograd checks it */
+  bool pinned;     /* page-locked host memory (pin_memory) */
+  uint32_t version;
+  uintptr_t pending; /* a device event a non-blocking copy into this host storage
+                        records: the host waits for it before touching the bytes */ /* bumped by in-place writes through any view: autograd checks it */
 } ts_storage;
 
 ts_status ts_storage_new(size_t nbytes, ts_device dev, ts_storage **out);
+/* The same from a given allocator (pinned host memory for pin_memory). */
+ts_status ts_storage_new_from(size_t nbytes, ts_device dev, const ts_allocator *a, ts_storage **out);
+/* Waits for a pending non-blocking copy into s (a no-op when none). */
+ts_status ts_storage_sync(ts_storage *s);
+/* Set by a device backend: waits for and frees a pending event. */
+extern ts_status (*ts_pending_wait)(uintptr_t event);
+/* Called once when an allocation fails, before one retry: the binding runs a
+ * full Lua collection there (tensors Lua dropped still hold memory until
+ * they are collected). */
+void ts_set_oom_hook(void (*hook)(void *ud), void *ud);
 void ts_storage_retain(ts_storage *s);
 void ts_storage_release(ts_storage *s);
 

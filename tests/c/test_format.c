@@ -41,6 +41,14 @@ static ts_tensor *arange(int ndim, const int64_t *sizes, ts_dtype dt) {
   return t;
 }
 
+/* The CPU backend standing in for one CUDA device: host memory, memcpy copies. */
+static ts_status fake_copy(void *dst, ts_device dd, const void *src, ts_device sd, size_t n, bool non_blocking) {
+  (void)dd, (void)sd, (void)non_blocking;
+  memcpy(dst, src, n);
+  return TS_OK;
+}
+static int fake_current(void) { return 0; }
+
 void test_format_device(void) {
   if (ts_backends[TS_CUDA]) return; /* a real CUDA backend: the Lua tests cover it */
   int64_t sz[2] = {2, 3};
@@ -52,7 +60,10 @@ void test_format_device(void) {
   ts_tensor_release(a);
 
   /* the CPU backend stands in for CUDA: the gathered copy prints as the original */
-  ts_backends[TS_CUDA] = ts_backends[TS_CPU];
+  static ts_backend fake;
+  fake = *ts_backends[TS_CPU];
+  fake.copy_bytes = fake_copy, fake.current_device = fake_current, fake.device_count = 1;
+  ts_backends[TS_CUDA] = &fake;
   int64_t big[3] = {20, 3, 100}; /* summarised: dims 0 and 2 cut, dim 1 whole */
   ts_tensor *b = arange(3, big, TS_INT32), *bt = NULL;
   CHECK_OK(ts_transpose(b, 0, 2, &bt)); /* (100, 3, 20), non-contiguous */
