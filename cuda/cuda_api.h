@@ -73,10 +73,6 @@ ts_status ts_cuda_reset_accumulated(int device);
 ts_status ts_cuda_empty_cache(void);
 ts_status ts_cuda_record_stream(void *device_ptr, int device, uintptr_t stream);
 ts_status ts_cuda_memory_summary(int device, char *buf, size_t n);
-/* Called when an allocation fails, after the cache was emptied, before the
- * one retry: the binding runs a full Lua collection there (tensors Lua has
- * dropped still hold device memory until they are collected). */
-void ts_cuda_set_oom_hook(void (*hook)(void *ud), void *ud);
 
 /* Page-locked host memory for pin_memory(); the allocator of pinned CPU
  * storages. */

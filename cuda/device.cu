@@ -1,5 +1,5 @@
 // The CUDA runtime side of the backend: device queries, the current stream,
-// launch checks and temporaries. No Lua here (STYLE.md, rule 3). On a machine
+// and launch checks. No Lua here (STYLE.md, rule 3). On a machine
 // with no GPU or no driver every query answers "no devices" and tensh runs as
 // a CPU build.
 #include <stdlib.h>
@@ -46,28 +46,10 @@ ts_status tsc_after_launch(const char *what) {
   return e == cudaSuccess ? TS_OK : tsc_cuda_error(e, what);
 }
 
-static thread_local int current_device = -1;
-static thread_local cudaStream_t current_streams[64];
-
-cudaStream_t tsc_stream(void) {
-  int d = current_device < 0 ? 0 : current_device;
-  return current_streams[d];
-}
-
 int tsc_sm_count(void) {
   static int counts[64];
-  int d = current_device < 0 ? 0 : current_device;
+  int d = ts_cuda_current_device();
+  if (d < 0 || d >= 64) return 1;
   if (!counts[d] && cudaDeviceGetAttribute(&counts[d], cudaDevAttrMultiProcessorCount, d) != cudaSuccess) counts[d] = 1;
   return counts[d];
-}
-
-void *tsc_temp_alloc(size_t nbytes, ts_status *st) {
-  void *p = NULL;
-  cudaError_t e = cudaMallocAsync(&p, nbytes ? nbytes : 1, tsc_stream());
-  *st = e == cudaSuccess ? TS_OK : tsc_cuda_error(e, "temporary allocation");
-  return e == cudaSuccess ? p : NULL;
-}
-
-void tsc_temp_free(void *p) {
-  if (p) cudaFreeAsync(p, tsc_stream());
 }

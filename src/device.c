@@ -33,7 +33,13 @@ static ts_status copy_bytes(ts_tensor *dst, ts_tensor *src, bool non_blocking) {
   if (st) return st;
   if (dst->device.type == TS_CPU && (st = ts_host_ready(dst))) return st;
   dst->storage->version++;
-  return be->copy_bytes(ts_data(dst), dst->device, ts_data(src), src->device, n, non_blocking);
+  /* only page-locked host memory lets a copy run on after the call */
+  ts_storage *host = dst->device.type == TS_CPU ? dst->storage : src->device.type == TS_CPU ? src->storage : NULL;
+  if (host && !host->pinned) non_blocking = false;
+  if ((st = be->copy_bytes(ts_data(dst), dst->device, ts_data(src), src->device, n, non_blocking))) return st;
+  if (non_blocking && host) /* the host waits for it before it touches these bytes again */
+    st = be->copy_pending(dst->device.type == TS_CPU ? src->device : dst->device, &host->pending);
+  return st;
 }
 
 /* An uninitialised contiguous CPU tensor in page-locked memory from a. */

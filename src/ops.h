@@ -62,6 +62,8 @@ typedef struct ts_backend {
   /* n bytes between a device of this backend and the CPU, or two of its devices;
    * non_blocking copies are ordered on the current stream and may return early */
   ts_status (*copy_bytes)(void *dst, ts_device dd, const void *src, ts_device sd, size_t n, bool non_blocking);
+  /* an event on dev's current stream, for a host storage a non-blocking copy uses */
+  ts_status (*copy_pending)(ts_device dev, uintptr_t *event);
   int (*current_device)(void);
   int device_count;
   const ts_allocator *host_allocator; /* page-locked host memory, for pin_memory */

@@ -1,14 +1,25 @@
-/* The `cuda` table (also torch.cuda). Without a CUDA build, a GPU or a
- * driver, is_available() is false and nothing fails. The rest of the device
- * and memory API arrives with the CUDA backend issue. */
+/* The `cuda` table (also torch.cuda): devices, memory, streams and events.
+ * Without a CUDA build, a GPU or a driver, is_available() is false,
+ * device_count() is 0 and the rest says why it cannot run; nothing crashes. */
 #include "lt.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 #ifdef TS_HAVE_CUDA
 #include "../../cuda/cuda_api.h"
+#include "../cache_alloc.h"
+#define HAVE_CUDA 1
+#else
+#define HAVE_CUDA 0
 #endif
 
+#define LT_STREAM "tensh.cuda.Stream"
+#define LT_EVENT "tensh.cuda.Event"
+#define LT_SCOPE "tensh.cuda.Scope"
+
 static int device_count(void) {
-#ifdef TS_HAVE_CUDA
+#if HAVE_CUDA
   return ts_cuda_device_count();
 #else
   return 0;
@@ -18,13 +29,554 @@ static int device_count(void) {
 static int l_is_available(lua_State *L) { return lua_pushboolean(L, device_count() > 0), 1; }
 static int l_device_count(lua_State *L) { return lua_pushinteger(L, device_count()), 1; }
 
+#if HAVE_CUDA
+
+static void need_cuda(lua_State *L, const char *fn) {
+  if (device_count() == 0)
+    lt_errorf(L, "cuda.%s: CUDA is not available (no GPU or driver on this machine; cuda.is_available() is false)", fn);
+}
+
+/* A device argument: nil (the current device), an ordinal, "cuda:1", a
+ * torch.device or a tensor's device; checked against the devices present. */
+static int opt_device(lua_State *L, int idx, const char *fn) {
+  need_cuda(L, fn);
+  int d;
+  if (lua_isnoneornil(L, idx)) {
+    d = ts_cuda_current_device();
+  } else {
+    ts_device dev = lt_check_device(L, idx);
+    if (dev.type != TS_CUDA) return lt_errorf(L, "cuda.%s: expected a CUDA device, got cpu", fn);
+    d = dev.index < 0 ? ts_cuda_current_device() : dev.index;
+  }
+  if (ts_cuda_check_device(d)) return lt_errorf(L, "cuda.%s: %s", fn, ts_last_error());
+  return d;
+}
+
+static int l_current_device(lua_State *L) {
+  need_cuda(L, "current_device");
+  return lua_pushinteger(L, ts_cuda_current_device()), 1;
+}
+
+static int l_set_device(lua_State *L) {
+  int d = opt_device(L, 1, "set_device");
+  LT_TRY(L, ts_cuda_set_device(d));
+  return 0;
+}
+
+static int l_synchronize(lua_State *L) {
+  LT_TRY(L, ts_cuda_synchronize(opt_device(L, 1, "synchronize")));
+  return 0;
+}
+
+static int l_get_device_name(lua_State *L) {
+  ts_cuda_props p;
+  LT_TRY(L, ts_cuda_get_properties(opt_device(L, 1, "get_device_name"), &p));
+  return lua_pushstring(L, p.name), 1;
+}
+
+static int l_get_device_capability(lua_State *L) {
+  ts_cuda_props p;
+  LT_TRY(L, ts_cuda_get_properties(opt_device(L, 1, "get_device_capability"), &p));
+  lua_pushinteger(L, p.major);
+  lua_pushinteger(L, p.minor);
+  return 2;
+}
+
+static int props_tostring(lua_State *L) {
+  lua_getfield(L, 1, "name");
+  lua_getfield(L, 1, "major");
+  lua_getfield(L, 1, "minor");
+  lua_getfield(L, 1, "total_memory");
+  lua_getfield(L, 1, "multi_processor_count");
+  lua_getfield(L, 1, "uuid");
+  lua_getfield(L, 1, "L2_cache_size");
+  lua_pushfstring(L, "_CudaDeviceProperties(name='%s', major=%d, minor=%d, total_memory=%dMB, multi_processor_count=%d, "
+                  "uuid=%s, L2_cache_size=%dMB)", lua_tostring(L, 2), (int)lua_tointeger(L, 3), (int)lua_tointeger(L, 4),
+                  (int)(lua_tointeger(L, 5) >> 20), (int)lua_tointeger(L, 6), lua_tostring(L, 7),
+                  (int)(lua_tointeger(L, 8) >> 20));
+  return 1;
+}
+
+static int l_get_device_properties(lua_State *L) {
+  ts_cuda_props p;
+  LT_TRY(L, ts_cuda_get_properties(opt_device(L, 1, "get_device_properties"), &p));
+  lua_createtable(L, 0, 12);
+  lua_pushstring(L, p.name), lua_setfield(L, -2, "name");
+  lua_pushstring(L, p.uuid), lua_setfield(L, -2, "uuid");
+  lua_pushinteger(L, (lua_Integer)p.total_memory), lua_setfield(L, -2, "total_memory");
+  lua_pushinteger(L, p.major), lua_setfield(L, -2, "major");
+  lua_pushinteger(L, p.minor), lua_setfield(L, -2, "minor");
+  lua_pushinteger(L, p.multi_processor_count), lua_setfield(L, -2, "multi_processor_count");
+  lua_pushinteger(L, p.l2_cache_size), lua_setfield(L, -2, "L2_cache_size");
+  lua_pushinteger(L, p.max_threads_per_multi_processor), lua_setfield(L, -2, "max_threads_per_multi_processor");
+  lua_pushinteger(L, p.warp_size), lua_setfield(L, -2, "warp_size");
+  lua_pushboolean(L, p.is_integrated), lua_setfield(L, -2, "is_integrated");
+  lua_pushinteger(L, p.pci_bus_id), lua_setfield(L, -2, "pci_bus_id");
+  lua_pushinteger(L, p.pci_device_id), lua_setfield(L, -2, "pci_device_id");
+  if (luaL_newmetatable(L, "tensh.cuda.Properties")) {
+    lua_pushcfunction(L, props_tostring);
+    lua_setfield(L, -2, "__tostring");
+  }
+  lua_setmetatable(L, -2);
+  return 1;
+}
+
+static int l_mem_get_info(lua_State *L) {
+  size_t free_b, total;
+  LT_TRY(L, ts_cuda_mem_get_info(opt_device(L, 1, "mem_get_info"), &free_b, &total));
+  lua_pushinteger(L, (lua_Integer)free_b);
+  lua_pushinteger(L, (lua_Integer)total);
+  return 2;
+}
+
+static int l_utilization(lua_State *L) {
+  int pct;
+  LT_TRY(L, ts_cuda_utilization(opt_device(L, 1, "utilization"), &pct));
+  return lua_pushinteger(L, pct), 1;
+}
+
+/* ---- memory ------------------------------------------------------------ */
+
+static ts_cache_stats stats_of(lua_State *L, const char *fn) {
+  ts_cache_stats s;
+  LT_TRY(L, ts_cuda_memory_stats(opt_device(L, 1, fn), &s));
+  return s;
+}
+
+static int l_memory_allocated(lua_State *L) {
+  return lua_pushinteger(L, stats_of(L, "memory_allocated").allocated_bytes[TS_POOL_ALL].current), 1;
+}
+static int l_max_memory_allocated(lua_State *L) {
+  return lua_pushinteger(L, stats_of(L, "max_memory_allocated").allocated_bytes[TS_POOL_ALL].peak), 1;
+}
+static int l_memory_reserved(lua_State *L) {
+  return lua_pushinteger(L, stats_of(L, "memory_reserved").reserved_bytes[TS_POOL_ALL].current), 1;
+}
+static int l_max_memory_reserved(lua_State *L) {
+  return lua_pushinteger(L, stats_of(L, "max_memory_reserved").reserved_bytes[TS_POOL_ALL].peak), 1;
+}
+
+static void set_stat(void *ud, const char *key, int64_t v) {
+  lua_State *L = ud;
+  lua_pushinteger(L, v);
+  lua_setfield(L, -2, key);
+}
+
+static int l_memory_stats(lua_State *L) {
+  ts_cache_stats s = stats_of(L, "memory_stats");
+  lua_newtable(L);
+  ts_cache_stats_foreach(&s, set_stat, L);
+  return 1;
+}
+
+static int l_memory_summary(lua_State *L) {
+  int d = opt_device(L, 1, "memory_summary");
+  luaL_Buffer b;
+  char *buf = luaL_buffinitsize(L, &b, 16384);
+  LT_TRY(L, ts_cuda_memory_summary(d, buf, 16384));
+  luaL_pushresultsize(&b, strlen(buf));
+  return 1;
+}
+
+static int l_reset_peak_memory_stats(lua_State *L) {
+  LT_TRY(L, ts_cuda_reset_peak(opt_device(L, 1, "reset_peak_memory_stats")));
+  return 0;
+}
+
+static int l_reset_accumulated_memory_stats(lua_State *L) {
+  LT_TRY(L, ts_cuda_reset_accumulated(opt_device(L, 1, "reset_accumulated_memory_stats")));
+  return 0;
+}
+
+static int l_empty_cache(lua_State *L) {
+  if (device_count() > 0) LT_TRY(L, ts_cuda_empty_cache());
+  return 0;
+}
+
+/* ---- streams ------------------------------------------------------------- */
+
+typedef struct lstream {
+  uintptr_t handle; /* 0: the device's default stream */
+  int device;
+  bool owned;       /* created here: destroyed when collected */
+} lstream;
+
+static lstream *push_stream(lua_State *L, uintptr_t h, int device, bool owned) {
+  lstream *s = lua_newuserdatauv(L, sizeof *s, 0);
+  s->handle = h, s->device = device, s->owned = owned;
+  luaL_setmetatable(L, LT_STREAM);
+  return s;
+}
+
+static lstream *check_stream(lua_State *L, int idx) { return luaL_checkudata(L, idx, LT_STREAM); }
+
+/* cuda.Stream([device] | {device=, priority=}) */
+static int l_stream_new(lua_State *L) {
+  int opts = lt_opts_index(L, 1);
+  int d;
+  if (opts) {
+    lua_getfield(L, opts, "device");
+    d = opt_device(L, lua_gettop(L), "Stream");
+    lua_pop(L, 1);
+  } else {
+    d = opt_device(L, 1, "Stream");
+  }
+  int priority = (int)lt_opt_number(L, opts, "priority", 0);
+  lstream *s = push_stream(L, 0, d, false); /* made first: an error below leaks nothing */
+  LT_TRY(L, ts_cuda_stream_create(d, priority, &s->handle));
+  s->owned = true;
+  return 1;
+}
+
+static int stream_gc(lua_State *L) {
+  lstream *s = check_stream(L, 1);
+  if (s->owned && s->handle) {
+    if (ts_cuda_current_stream(s->device) == s->handle) ts_cuda_set_current_stream(s->device, 0);
+    ts_cuda_stream_destroy(s->handle);
+  }
+  s->handle = 0, s->owned = false;
+  return 0;
+}
+
+static int l_current_stream(lua_State *L) {
+  int d = opt_device(L, 1, "current_stream");
+  push_stream(L, ts_cuda_current_stream(d), d, false);
+  return 1;
+}
+
+static int l_default_stream(lua_State *L) {
+  push_stream(L, 0, opt_device(L, 1, "default_stream"), false);
+  return 1;
+}
+
+static int m_stream_synchronize(lua_State *L) {
+  lstream *s = check_stream(L, 1);
+  LT_TRY(L, ts_cuda_stream_synchronize(s->handle, s->device));
+  return 0;
+}
+
+static int m_stream_query(lua_State *L) {
+  lstream *s = check_stream(L, 1);
+  bool done;
+  LT_TRY(L, ts_cuda_stream_query(s->handle, s->device, &done));
+  return lua_pushboolean(L, done), 1;
+}
+
+static int m_stream_wait_stream(lua_State *L) {
+  lstream *s = check_stream(L, 1), *o = check_stream(L, 2);
+  LT_TRY(L, ts_cuda_stream_wait_stream(s->handle, o->handle, s->device));
+  return 0;
+}
+
+static int stream_eq(lua_State *L) {
+  lstream *a = luaL_testudata(L, 1, LT_STREAM), *b = luaL_testudata(L, 2, LT_STREAM);
+  return lua_pushboolean(L, a && b && a->handle == b->handle && a->device == b->device), 1;
+}
+
+static int stream_tostring(lua_State *L) {
+  lstream *s = check_stream(L, 1);
+  lua_pushfstring(L, "<torch.cuda.Stream device=cuda:%d cuda_stream=%p>", s->device, (void *)s->handle);
+  return 1;
+}
+
+static int stream_index(lua_State *L) {
+  lstream *s = check_stream(L, 1);
+  const char *k = luaL_checkstring(L, 2);
+  if (strcmp(k, "device") == 0) return lt_push_device(L, (ts_device){TS_CUDA, (int8_t)s->device}), 1;
+  if (strcmp(k, "cuda_stream") == 0) return lua_pushinteger(L, (lua_Integer)s->handle), 1;
+  luaL_getmetatable(L, LT_STREAM);
+  lua_getfield(L, -1, "_methods");
+  lua_getfield(L, -1, k);
+  return 1;
+}
+
+/* ---- scopes: cuda.device(i) and cuda.stream(s) ------------------------------ */
+
+/* A scope restores the device (and that device's stream) current when it
+ * was opened; closing twice restores once. */
+typedef struct lscope {
+  int prev_device;
+  int stream_device;     /* -1: no stream to restore */
+  uintptr_t prev_stream;
+  bool open;
+} lscope;
+
+static void scope_restore(lscope *sc) {
+  if (!sc->open) return;
+  sc->open = false;
+  if (sc->stream_device >= 0) ts_cuda_set_current_stream(sc->stream_device, sc->prev_stream);
+  ts_cuda_set_device(sc->prev_device);
+}
+
+static int scope_close(lua_State *L) {
+  scope_restore(luaL_checkudata(L, 1, LT_SCOPE));
+  return 0;
+}
+
+/* Runs fn (at fn_index) inside the scope on top of the stack, or returns the
+ * scope for `<close>`. */
+static int scope_run(lua_State *L, int fn_index) {
+  if (!lua_isfunction(L, fn_index)) return 1;
+  lscope *sc = lua_touserdata(L, -1);
+  lua_insert(L, fn_index); /* kept on the stack below fn: not collected while fn runs */
+  int nargs = lua_gettop(L) - fn_index - 1;
+  int st = lua_pcall(L, nargs, LUA_MULTRET, 0);
+  scope_restore(sc);
+  if (st != LUA_OK) return lua_error(L);
+  return lua_gettop(L) - fn_index;
+}
+
+static lscope *push_scope(lua_State *L) {
+  lscope *sc = lua_newuserdatauv(L, sizeof *sc, 0);
+  sc->prev_device = ts_cuda_current_device(), sc->stream_device = -1, sc->prev_stream = 0, sc->open = true;
+  luaL_setmetatable(L, LT_SCOPE);
+  return sc;
+}
+
+static int l_device_scope(lua_State *L) {
+  int d = opt_device(L, 1, "device");
+  lscope *sc = push_scope(L);
+  LT_TRY(L, ts_cuda_set_device(d));
+  (void)sc;
+  return scope_run(L, 2);
+}
+
+static int l_stream_scope(lua_State *L) {
+  need_cuda(L, "stream");
+  lstream *s = lua_isnil(L, 1) ? NULL : check_stream(L, 1);
+  lscope *sc = push_scope(L);
+  if (s) {
+    sc->stream_device = s->device;
+    sc->prev_stream = ts_cuda_current_stream(s->device);
+    LT_TRY(L, ts_cuda_set_device(s->device));
+    LT_TRY(L, ts_cuda_set_current_stream(s->device, s->handle));
+  }
+  return scope_run(L, 2);
+}
+
+static int l_set_stream(lua_State *L) {
+  lstream *s = check_stream(L, 1);
+  LT_TRY(L, ts_cuda_set_device(s->device));
+  LT_TRY(L, ts_cuda_set_current_stream(s->device, s->handle));
+  return 0;
+}
+
+/* ---- events --------------------------------------------------------------- */
+
+typedef struct levent {
+  uintptr_t handle; /* created at the first record, on the stream's device */
+  int device;
+  bool timing, blocking, recorded;
+} levent;
+
+static levent *check_event(lua_State *L, int idx) { return luaL_checkudata(L, idx, LT_EVENT); }
+
+/* cuda.Event({enable_timing=, blocking=}) */
+static int l_event_new(lua_State *L) {
+  need_cuda(L, "Event");
+  int opts = lt_opts_index(L, 1);
+  levent *e = lua_newuserdatauv(L, sizeof *e, 0);
+  memset(e, 0, sizeof *e);
+  e->device = -1;
+  luaL_setmetatable(L, LT_EVENT);
+  e->timing = lt_opt_bool(L, opts, "enable_timing", false);
+  e->blocking = lt_opt_bool(L, opts, "blocking", false);
+  return 1;
+}
+
+static int event_gc(lua_State *L) {
+  levent *e = check_event(L, 1);
+  if (e->handle) ts_cuda_event_destroy(e->handle);
+  e->handle = 0;
+  return 0;
+}
+
+/* e:record([stream]): the current stream by default */
+static int m_event_record(lua_State *L) {
+  levent *e = check_event(L, 1);
+  int d;
+  uintptr_t s;
+  if (lua_isnoneornil(L, 2)) d = ts_cuda_current_device(), s = ts_cuda_current_stream(d);
+  else {
+    lstream *st = check_stream(L, 2);
+    d = st->device, s = st->handle;
+  }
+  if (e->handle && e->device != d)
+    return lt_errorf(L, "Event.record: the event was recorded on cuda:%d and cannot be recorded on cuda:%d", e->device, d);
+  if (!e->handle) {
+    LT_TRY(L, ts_cuda_event_create(d, e->timing, e->blocking, &e->handle));
+    e->device = d;
+  }
+  LT_TRY(L, ts_cuda_event_record(e->handle, s, d));
+  e->recorded = true;
+  return 0;
+}
+
+static int m_event_synchronize(lua_State *L) {
+  levent *e = check_event(L, 1);
+  if (e->recorded) LT_TRY(L, ts_cuda_event_synchronize(e->handle));
+  return 0;
+}
+
+static int m_event_query(lua_State *L) {
+  levent *e = check_event(L, 1);
+  bool done = true;
+  if (e->recorded) LT_TRY(L, ts_cuda_event_query(e->handle, &done));
+  return lua_pushboolean(L, done), 1;
+}
+
+/* a:elapsed_time(b): milliseconds from a to b, with PyTorch's errors */
+static int m_event_elapsed_time(lua_State *L) {
+  levent *a = check_event(L, 1), *b = check_event(L, 2);
+  if (!a->timing || !b->timing)
+    return lt_errorf(L, "Both events must be created with argument 'enable_timing=True'.");
+  if (!a->recorded || !b->recorded)
+    return lt_errorf(L, "Both events must be recorded before calculating elapsed time.");
+  float ms;
+  LT_TRY(L, ts_cuda_event_elapsed(a->handle, b->handle, &ms));
+  return lua_pushnumber(L, ms), 1;
+}
+
+/* e:wait([stream]): work queued on stream after this waits for the event */
+static int m_event_wait(lua_State *L) {
+  levent *e = check_event(L, 1);
+  if (!e->recorded) return 0;
+  int d;
+  uintptr_t s;
+  if (lua_isnoneornil(L, 2)) d = ts_cuda_current_device(), s = ts_cuda_current_stream(d);
+  else {
+    lstream *st = check_stream(L, 2);
+    d = st->device, s = st->handle;
+  }
+  LT_TRY(L, ts_cuda_stream_wait_event(s, e->handle, d));
+  return 0;
+}
+
+/* s:wait_event(e) and s:record_event([e]) as PyTorch's Stream methods */
+static int m_stream_wait_event(lua_State *L) {
+  lua_settop(L, 2);
+  lua_insert(L, 1); /* e, s */
+  return m_event_wait(L);
+}
+
+static int m_stream_record_event(lua_State *L) {
+  check_stream(L, 1);
+  lua_settop(L, 2);
+  if (lua_isnil(L, 2)) {
+    lua_pushcfunction(L, l_event_new);
+    lua_call(L, 0, 1);
+    lua_replace(L, 2);
+  }
+  lua_pushcfunction(L, m_event_record);
+  lua_pushvalue(L, 2);
+  lua_pushvalue(L, 1);
+  lua_call(L, 2, 0); /* e:record(s) */
+  lua_settop(L, 2);
+  return 1;
+}
+
+static int event_tostring(lua_State *L) {
+  levent *e = check_event(L, 1);
+  lua_pushfstring(L, "<torch.cuda.Event %p%s>", (void *)e->handle, e->recorded ? "" : " (not recorded)");
+  return 1;
+}
+
+/* t:record_stream(s): t's memory is used on s too; it is not reused before
+ * the work queued there when t is freed has run */
+static int m_record_stream(lua_State *L) {
+  ts_tensor *t = lt_check(L, 1);
+  lstream *s = check_stream(L, 2);
+  if (t->device.type != TS_CUDA) return lt_errorf(L, "record_stream: expected a CUDA tensor, got one on cpu");
+  if (t->device.index != s->device)
+    return lt_errorf(L, "record_stream: the tensor is on cuda:%d and the stream on cuda:%d", t->device.index, s->device);
+  LT_TRY(L, ts_cuda_record_stream(t->storage->data, s->device, s->handle));
+  return 0;
+}
+
+/* ---- the collector: dropped tensors may hold the memory an allocation needs --- */
+
+static void oom_collect(void *ud) {
+  lua_State *L = ud;
+  lua_gc(L, LUA_GCCOLLECT);
+  ts_cuda_empty_cache();
+}
+
+#endif /* HAVE_CUDA */
+
 void lt_open_cuda(lua_State *L) {
-  static const luaL_Reg fns[] = {{"is_available", l_is_available}, {"device_count", l_device_count}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {
+    {"is_available", l_is_available},
+    {"device_count", l_device_count},
+#if HAVE_CUDA
+    {"current_device", l_current_device},
+    {"set_device", l_set_device},
+    {"device", l_device_scope},
+    {"synchronize", l_synchronize},
+    {"get_device_name", l_get_device_name},
+    {"get_device_capability", l_get_device_capability},
+    {"get_device_properties", l_get_device_properties},
+    {"mem_get_info", l_mem_get_info},
+    {"utilization", l_utilization},
+    {"memory_allocated", l_memory_allocated},
+    {"max_memory_allocated", l_max_memory_allocated},
+    {"memory_reserved", l_memory_reserved},
+    {"max_memory_reserved", l_max_memory_reserved},
+    {"memory_stats", l_memory_stats},
+    {"memory_summary", l_memory_summary},
+    {"reset_peak_memory_stats", l_reset_peak_memory_stats},
+    {"reset_accumulated_memory_stats", l_reset_accumulated_memory_stats},
+    {"empty_cache", l_empty_cache},
+    {"Stream", l_stream_new},
+    {"stream", l_stream_scope},
+    {"set_stream", l_set_stream},
+    {"current_stream", l_current_stream},
+    {"default_stream", l_default_stream},
+    {"Event", l_event_new},
+#endif
+    {NULL, NULL}};
   luaL_newlib(L, fns);
-#ifdef TS_HAVE_CUDA
+#if HAVE_CUDA
   int v = ts_cuda_runtime_version();
   lua_pushfstring(L, "%d.%d", v / 1000, (v % 1000) / 10);
   lua_setfield(L, -2, "version");
+  ts_cuda_backend_init();
+  lua_State *main_L = L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  main_L = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  ts_set_oom_hook(oom_collect, main_L);
+  lua_pushcfunction(L, m_record_stream);
+  lua_setfield(L, -3, "record_stream"); /* a tensor method; methods are below the table */
+
+  static const luaL_Reg stream_methods[] = {{"synchronize", m_stream_synchronize}, {"query", m_stream_query},
+                                            {"wait_stream", m_stream_wait_stream}, {"wait_event", m_stream_wait_event},
+                                            {"record_event", m_stream_record_event}, {NULL, NULL}};
+  luaL_newmetatable(L, LT_STREAM);
+  luaL_newlib(L, stream_methods);
+  lua_setfield(L, -2, "_methods");
+  static const luaL_Reg stream_meta[] = {{"__index", stream_index}, {"__gc", stream_gc}, {"__eq", stream_eq},
+                                         {"__tostring", stream_tostring}, {NULL, NULL}};
+  luaL_setfuncs(L, stream_meta, 0);
+  lua_pop(L, 1);
+
+  static const luaL_Reg event_methods[] = {{"record", m_event_record}, {"synchronize", m_event_synchronize},
+                                           {"query", m_event_query}, {"elapsed_time", m_event_elapsed_time},
+                                           {"wait", m_event_wait}, {NULL, NULL}};
+  luaL_newmetatable(L, LT_EVENT);
+  luaL_newlib(L, event_methods);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, event_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, event_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
+
+  luaL_newmetatable(L, LT_SCOPE);
+  lua_pushcfunction(L, scope_close);
+  lua_setfield(L, -2, "__close");
+  lua_pushcfunction(L, scope_close);
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
 #endif
   lua_pushvalue(L, -1);
   lua_setfield(L, -4, "cuda"); /* torch.cuda; torch is below methods */

@@ -27,6 +27,19 @@ static int l_addmm(lua_State *L) {
   return 1;
 }
 
+static const char *const precisions[] = {"highest", "high", "medium", NULL};
+
+/* torch.set_float32_matmul_precision("highest" | "high" | "medium"): "high"
+ * and "medium" let GPU GEMMs use TF32 tensor cores */
+static int l_set_matmul_precision(lua_State *L) {
+  ts_set_float32_matmul_precision((ts_matmul_precision)luaL_checkoption(L, 1, NULL, precisions));
+  return 0;
+}
+
+static int l_get_matmul_precision(lua_State *L) {
+  return lua_pushstring(L, precisions[ts_get_float32_matmul_precision()]), 1;
+}
+
 void lt_open_linalg(lua_State *L) {
   static const struct {
     const char *name;
@@ -42,4 +55,8 @@ void lt_open_linalg(lua_State *L) {
   }
   static const luaL_Reg fns[] = {{"addmm", l_addmm}, {NULL, NULL}};
   lt_register(L, fns, fns);
+  lua_pushcfunction(L, l_set_matmul_precision);
+  lua_setfield(L, -3, "set_float32_matmul_precision");
+  lua_pushcfunction(L, l_get_matmul_precision);
+  lua_setfield(L, -3, "get_float32_matmul_precision");
 }

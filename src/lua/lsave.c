@@ -434,8 +434,7 @@ static ts_device load_device(lua_State *L, int opts) {
     dev = lt_check_device(L, lua_gettop(L));
   }
   lua_pop(L, 1);
-  if (dev.type == TS_CUDA && !ts_backends[TS_CUDA])
-    luaL_error(L, "torch.load: CUDA is not available (no GPU, driver or CUDA build); cuda.is_available() is false");
+  if (ts_device_resolve(&dev)) lt_errorf(L, "torch.load: %s", ts_last_error()); /* t:to(dev)'s check, before reading */
   return dev;
 }
 

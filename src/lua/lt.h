@@ -63,6 +63,8 @@ ts_dtype lt_check_dtype(lua_State *L, int idx);  /* "float16", torch.float16 */
 ts_device lt_check_device(lua_State *L, int idx); /* "cuda:0", torch.device */
 void lt_push_device(lua_State *L, ts_device d);
 void lt_push_dtype(lua_State *L, ts_dtype d);
+/* t readable by the host: t, or a CPU copy anchored on the stack */
+ts_tensor *lt_host_view(lua_State *L, ts_tensor *t);
 
 /* Registration: functions go into `torch`, methods into the tensor metatable's
  * method table; each family file has one lt_open_* that adds its own. The

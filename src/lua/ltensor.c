@@ -208,6 +208,8 @@ ts_dtype lt_check_dtype(lua_State *L, int idx) {
 ts_device lt_check_device(lua_State *L, int idx) {
   ts_device d;
   if (lua_type(L, idx) == LUA_TNUMBER) { /* a bare ordinal means a CUDA device, as in torch */
+    if (!lua_isinteger(L, idx) && lua_tonumber(L, idx) != (lua_Number)(lua_Integer)lua_tonumber(L, idx))
+      luaL_argerror(L, idx, "a device ordinal must be an integer");
     lua_Integer i = lt_checkint(L, idx);
     return (ts_device){TS_CUDA, (int8_t)(i < 0 || i > 126 ? 127 : i)};
   }
@@ -491,17 +493,23 @@ static void push_element(lua_State *L, ts_tensor *t, const int64_t *idx) {
   else lua_pushinteger(L, ts_load_i64(p, t->dtype));
 }
 
-static void need_cpu(lua_State *L, ts_tensor *t, const char *fn) {
-  if (t->device.type != TS_CPU)
-    luaL_error(L, "%s: tensor is on %s; CUDA values are read through t:cpu() (the CUDA backend issue)", fn,
-               t->device.type == TS_CUDA ? "cuda" : "?");
+/* t readable by the host: t itself (waited for when a copy is still landing
+ * in it), or a CPU copy anchored in a slot on the stack. */
+ts_tensor *lt_host_view(lua_State *L, ts_tensor *t) {
+  if (t->device.type == TS_CPU) {
+    LT_TRY(L, ts_host_ready(t));
+    return t;
+  }
+  ts_tensor **slot = lt_newslot(L);
+  LT_TRY(L, ts_to_device(t, TS_DEVICE_CPU, t->dtype, false, slot));
+  return *slot;
 }
 
 static int m_item(lua_State *L) {
   ts_tensor *t = lt_check(L, 1);
   int64_t n = ts_numel(t);
   if (n != 1) return lt_errorf(L, "item: a tensor with %lld elements cannot be converted to a number; only one-element tensors can", (long long)n);
-  need_cpu(L, t, "item");
+  t = lt_host_view(L, t);
   int64_t idx[TS_MAX_DIMS] = {0};
   push_element(L, t, idx);
   return 1;
@@ -522,8 +530,7 @@ static void tolist_rec(lua_State *L, ts_tensor *t, int d, int64_t *idx) {
 }
 
 static int m_tolist(lua_State *L) {
-  ts_tensor *t = lt_check(L, 1);
-  need_cpu(L, t, "tolist");
+  ts_tensor *t = lt_host_view(L, lt_check(L, 1));
   int64_t idx[TS_MAX_DIMS] = {0};
   tolist_rec(L, t, 0, idx);
   return 1;
@@ -545,11 +552,12 @@ static int m_clone(lua_State *L) {
   return 1;
 }
 
-/* t:to(dtype | device [, dtype] [, opts]) */
+/* t:to(dtype | device [, dtype] [, opts]), opts {dtype=, device=, non_blocking=, copy=} */
 static int m_to(lua_State *L) {
   ts_tensor *t = lt_check(L, 1);
   ts_dtype dt = t->dtype;
   ts_device dev = t->device;
+  bool non_blocking = false, copy = false;
   for (int i = 2; i <= lua_gettop(L); i++) {
     if (lt_test(L, i)) { /* t:to(other): other's dtype and device */
       dt = lt_test(L, i)->dtype, dev = lt_test(L, i)->device;
@@ -557,25 +565,69 @@ static int m_to(lua_State *L) {
       ts_dtype d;
       if (ts_dtype_from_name(lua_tostring(L, i), &d) == TS_OK) dt = d;
       else dev = lt_check_device(L, i);
+    } else if (lua_type(L, i) == LUA_TNUMBER) {
+      dev = lt_check_device(L, i);
     } else if (lt_opts_index(L, i)) {
       dt = lt_opt_dtype(L, i, dt);
       dev = lt_opt_device(L, i, dev);
+      non_blocking = lt_opt_bool(L, i, "non_blocking", false);
+      copy = lt_opt_bool(L, i, "copy", false);
     } else if (lua_type(L, i) == LUA_TTABLE) {
       dev = lt_check_device(L, i);
+    } else if (lua_type(L, i) == LUA_TBOOLEAN && i == lua_gettop(L)) {
+      non_blocking = lua_toboolean(L, i); /* t:to(dev, true), PyTorch's positional non_blocking */
     } else {
       return luaL_typeerror(L, i, "dtype, device, tensor or options table");
     }
   }
-  if (!ts_device_eq(dev, t->device) && !(dev.type == TS_CUDA && t->device.type == TS_CUDA && dev.index < 0)) {
-    if (dev.type == TS_CUDA && !ts_backends[TS_CUDA])
-      return luaL_error(L, "to: CUDA is not available (no GPU, driver or CUDA build); cuda.is_available() is false");
-    return luaL_error(L, "to: moving tensors between devices needs the CUDA backend");
-  }
   ts_tensor **slot = lt_newslot(L);
-  LT_TRY(L, ts_to_dtype(t, dt, slot));
+  if (ts_to_device(t, dev, dt, non_blocking, slot)) return lt_errorf(L, "to: %s", ts_last_error());
+  if (copy && *slot == t) { /* copy=true: never the same tensor */
+    ts_tensor_release(t);
+    *slot = NULL;
+    LT_TRY(L, ts_clone(t, slot));
+  }
   lt_gc_debt(L);
   return 1;
 }
+
+/* t:cuda([device] [, opts]) */
+static int m_cuda(lua_State *L) {
+  ts_tensor *t = lt_check(L, 1);
+  ts_device dev = {TS_CUDA, -1};
+  int opts = 0;
+  if (lt_opts_index(L, 2)) opts = 2;
+  else {
+    if (!lua_isnoneornil(L, 2)) dev = lt_check_device(L, 2);
+    if (dev.type != TS_CUDA) return luaL_argerror(L, 2, "a CUDA device expected");
+    opts = lt_opts_index(L, 3);
+  }
+  if (opts) dev = lt_opt_device(L, opts, dev);
+  bool non_blocking = lt_opt_bool(L, opts, "non_blocking", false);
+  ts_tensor **slot = lt_newslot(L);
+  if (ts_to_device(t, dev, t->dtype, non_blocking, slot)) return lt_errorf(L, "cuda: %s", ts_last_error());
+  lt_gc_debt(L);
+  return 1;
+}
+
+static int m_cpu(lua_State *L) {
+  ts_tensor *t = lt_check(L, 1);
+  if (t->device.type == TS_CPU) return lua_settop(L, 1), 1;
+  ts_tensor **slot = lt_newslot(L);
+  LT_TRY(L, ts_to_device(t, TS_DEVICE_CPU, t->dtype, false, slot));
+  lt_gc_debt(L);
+  return 1;
+}
+
+static int m_pin_memory(lua_State *L) {
+  ts_tensor *t = lt_check(L, 1);
+  ts_tensor **slot = lt_newslot(L);
+  LT_TRY(L, ts_pin_memory(t, slot));
+  lt_gc_debt(L);
+  return 1;
+}
+
+static int m_is_pinned(lua_State *L) { return lua_pushboolean(L, lt_check(L, 1)->storage->pinned), 1; }
 
 #define CAST_METHOD(NAME, DT)                      \
   static int m_##NAME(lua_State *L) {              \
@@ -594,13 +646,6 @@ CAST_METHOD(int, TS_INT32)
 CAST_METHOD(byte, TS_UINT8)
 CAST_METHOD(bool, TS_BOOL)
 
-static int m_cpu(lua_State *L) {
-  ts_tensor *t = lt_check(L, 1);
-  if (t->device.type != TS_CPU) return luaL_error(L, "cpu: copies from CUDA need the CUDA backend");
-  lua_settop(L, 1);
-  return 1;
-}
-
 static int m_copy_(lua_State *L) {
   ts_tensor *t = lt_check(L, 1), *src = lt_check(L, 2);
   LT_TRY(L, ts_copy_(t, src));
@@ -615,7 +660,7 @@ static int m_fill_(lua_State *L) {
   else if (lt_test(L, 2)) {
     ts_tensor *s = lt_test(L, 2);
     if (s->ndim != 0) return luaL_error(L, "fill_: only supports a 0-dimension value tensor, got %d dims", s->ndim);
-    need_cpu(L, s, "fill_");
+    s = lt_host_view(L, s);
     v = ts_load_f64(ts_data(s), s->dtype);
   } else v = luaL_checknumber(L, 2);
   LT_TRY(L, ts_fill_(t, v));
@@ -653,7 +698,7 @@ void lt_open_tensor(lua_State *L) {
       {"get_device", m_get_device}, {"item", m_item}, {"tolist", m_tolist}, {"contiguous", m_contiguous},
       {"clone", m_clone}, {"to", m_to}, {"float", m_float}, {"double", m_double}, {"half", m_half},
       {"bfloat16", m_bfloat16}, {"long", m_long}, {"int", m_int}, {"byte", m_byte}, {"bool", m_bool},
-      {"cpu", m_cpu}, {"copy_", m_copy_}, {"fill_", m_fill_}, {"zero_", m_zero_},
+      {"cpu", m_cpu}, {"cuda", m_cuda}, {"pin_memory", m_pin_memory}, {"is_pinned", m_is_pinned}, {"copy_", m_copy_}, {"fill_", m_fill_}, {"zero_", m_zero_},
       {"storage_offset", m_storage_offset}, {"data_ptr", m_data_ptr}, {"type", m_type}, {NULL, NULL}};
   static const luaL_Reg fns[] = {{"is_tensor", l_is_tensor}, {NULL, NULL}};
   lt_register(L, fns, methods);

@@ -1,0 +1,336 @@
+// The CUDA backend table: per-device caching allocators over cudaMalloc,
+// pinned host memory, byte copies between host and devices, the current
+// device and stream, and the kernel table filled by the family files.
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common.cuh"
+extern "C" {
+#include "cache_alloc.h"
+}
+
+#define TSC_MAX_DEVICES 64
+
+// ---- the current device and stream (per thread, as in PyTorch) -------------
+
+static thread_local int cur_device = -1;                  // -1: not asked yet
+static thread_local uintptr_t cur_stream[TSC_MAX_DEVICES]; // 0: the legacy default stream
+
+extern "C" int ts_cuda_current_device(void) {
+  if (cur_device < 0) {
+    int d = 0;
+    if (cudaGetDevice(&d) != cudaSuccess) cudaGetLastError(), d = 0;
+    cur_device = d;
+  }
+  return cur_device;
+}
+
+extern "C" ts_status ts_cuda_check_device(int device) {
+  int n = ts_cuda_device_count();
+  if (n == 0) return ts_fail(TS_ERR_DEVICE, "CUDA is not available (no GPU or driver): cuda.is_available() is false");
+  if (device < 0 || device >= n)
+    return ts_fail(TS_ERR_DEVICE, "invalid device ordinal %d: this machine has %d CUDA device%s (0 to %d)", device, n,
+                   n == 1 ? "" : "s", n - 1);
+  return TS_OK;
+}
+
+extern "C" ts_status ts_cuda_set_device(int device) {
+  ts_status st = ts_cuda_check_device(device);
+  if (st) return st;
+  if (device == ts_cuda_current_device()) return TS_OK;
+  TSC_CHECK(cudaSetDevice(device));
+  cur_device = device;
+  return TS_OK;
+}
+
+static int resolve(int device) { return device < 0 ? ts_cuda_current_device() : device; }
+
+cudaStream_t tsc_stream(void) { return (cudaStream_t)cur_stream[ts_cuda_current_device()]; }
+
+extern "C" uintptr_t ts_cuda_current_stream(int device) {
+  device = resolve(device);
+  return device < TSC_MAX_DEVICES ? cur_stream[device] : 0;
+}
+
+extern "C" ts_status ts_cuda_set_current_stream(int device, uintptr_t s) {
+  device = resolve(device);
+  ts_status st = ts_cuda_check_device(device);
+  if (st) return st;
+  cur_stream[device] = s;
+  return TS_OK;
+}
+
+// Runs the rest of a scope on `device`, restoring the previous one after.
+struct device_guard {
+  int prev = -1;
+  ts_status st = TS_OK;
+  explicit device_guard(int device) {
+    int cur = ts_cuda_current_device();
+    if (device != cur) {
+      cudaError_t e = cudaSetDevice(device);
+      if (e != cudaSuccess) st = tsc_cuda_error(e, "cudaSetDevice");
+      else prev = cur, cur_device = device;
+    }
+  }
+  ~device_guard() {
+    if (prev >= 0) cudaSetDevice(prev), cur_device = prev;
+  }
+};
+
+// ---- the caching allocator of each device --------------------------------
+
+static void *raw_malloc(void *ctx, size_t n) {
+  device_guard g((int)(intptr_t)ctx);
+  void *p = NULL;
+  if (g.st || cudaMalloc(&p, n) != cudaSuccess) {
+    cudaGetLastError(); // out of memory is not sticky: clear it
+    return NULL;
+  }
+  return p;
+}
+
+static void raw_free(void *ctx, void *p) {
+  device_guard g((int)(intptr_t)ctx);
+  cudaFree(p);
+}
+
+static void *raw_event_record(void *ctx, uintptr_t stream) {
+  device_guard g((int)(intptr_t)ctx);
+  cudaEvent_t ev;
+  if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) return cudaGetLastError(), (void *)NULL;
+  if (cudaEventRecord(ev, (cudaStream_t)stream) != cudaSuccess) {
+    cudaGetLastError();
+    cudaEventDestroy(ev);
+    return NULL;
+  }
+  return (void *)ev;
+}
+
+static bool raw_event_done(void *ctx, void *ev) {
+  cudaError_t e = cudaEventQuery((cudaEvent_t)ev);
+  if (e == cudaErrorNotReady) return cudaGetLastError(), false;
+  return true; // done, or failed: either way nothing more will happen on it
+}
+
+static void raw_event_wait(void *ctx, void *ev) { cudaEventSynchronize((cudaEvent_t)ev); }
+static void raw_event_destroy(void *ctx, void *ev) { cudaEventDestroy((cudaEvent_t)ev); }
+
+static ts_cache *caches[TSC_MAX_DEVICES];
+static pthread_mutex_t caches_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static ts_cache *cache_of(int device) {
+  if (device < 0 || device >= TSC_MAX_DEVICES) return NULL;
+  ts_cache *c = __atomic_load_n(&caches[device], __ATOMIC_ACQUIRE);
+  if (c) return c;
+  pthread_mutex_lock(&caches_lock);
+  if (!caches[device]) {
+    ts_cache_raw raw = {raw_malloc, raw_free, raw_event_record, raw_event_done, raw_event_wait, raw_event_destroy,
+                        (void *)(intptr_t)device};
+    __atomic_store_n(&caches[device], ts_cache_new(raw, ts_cache_env_caching()), __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&caches_lock);
+  return caches[device];
+}
+
+static void *dev_alloc(void *ctx, size_t n, ts_device dev) {
+  ts_cache *c = cache_of(dev.index);
+  if (!c) return ts_fail(TS_ERR_OOM, "out of host memory for the allocator of cuda:%d", dev.index), (void *)NULL;
+  void *p = ts_cache_alloc(c, n, cur_stream[dev.index]);
+  if (!p) {
+    size_t free_b = 0, total = 0;
+    {
+      device_guard g(dev.index);
+      if (cudaMemGetInfo(&free_b, &total) != cudaSuccess) cudaGetLastError();
+    }
+    char name[16], msg[512];
+    snprintf(name, sizeof name, "cuda:%d", dev.index);
+    ts_cache_oom_message(c, n, name, total, free_b, msg, sizeof msg);
+    ts_fail(TS_ERR_OOM, "%s", msg);
+  }
+  return p;
+}
+
+static void dev_free(void *ctx, void *p, size_t n, ts_device dev) {
+  ts_cache *c = cache_of(dev.index);
+  if (c) ts_cache_free(c, p);
+}
+
+static const ts_allocator device_allocator = {dev_alloc, dev_free, NULL};
+
+void *tsc_temp_alloc(size_t nbytes, ts_status *st) {
+  ts_device dev = {TS_CUDA, (int8_t)ts_cuda_current_device()};
+  void *p = dev_alloc(NULL, nbytes, dev);
+  *st = p ? TS_OK : TS_ERR_OOM;
+  return p;
+}
+
+void tsc_temp_free(void *p) {
+  if (p) dev_free(NULL, p, 0, ts_device{TS_CUDA, (int8_t)ts_cuda_current_device()});
+}
+
+extern "C" ts_status ts_cuda_memory_stats(int device, ts_cache_stats *out) {
+  device = resolve(device);
+  ts_status st = ts_cuda_check_device(device);
+  if (st) return st;
+  ts_cache *c = cache_of(device);
+  if (!c) return ts_fail(TS_ERR_OOM, "out of host memory");
+  ts_cache_get_stats(c, out);
+  return TS_OK;
+}
+
+extern "C" ts_status ts_cuda_reset_peak(int device) {
+  device = resolve(device);
+  ts_status st = ts_cuda_check_device(device);
+  if (!st && cache_of(device)) ts_cache_reset_peak(cache_of(device));
+  return st;
+}
+
+extern "C" ts_status ts_cuda_reset_accumulated(int device) {
+  device = resolve(device);
+  ts_status st = ts_cuda_check_device(device);
+  if (!st && cache_of(device)) ts_cache_reset_accumulated(cache_of(device));
+  return st;
+}
+
+extern "C" ts_status ts_cuda_empty_cache(void) {
+  for (int d = 0; d < TSC_MAX_DEVICES; d++)
+    if (__atomic_load_n(&caches[d], __ATOMIC_ACQUIRE)) ts_cache_empty(caches[d]);
+  return TS_OK;
+}
+
+extern "C" ts_status ts_cuda_record_stream(void *ptr, int device, uintptr_t stream) {
+  ts_cache *c = cache_of(device);
+  if (!c) return ts_fail(TS_ERR_OOM, "out of host memory");
+  return ts_cache_record_stream(c, ptr, stream);
+}
+
+extern "C" ts_status ts_cuda_memory_summary(int device, char *buf, size_t n) {
+  ts_cache_stats s;
+  ts_status st = ts_cuda_memory_stats(device, &s);
+  if (st) return st;
+  char name[16];
+  snprintf(name, sizeof name, "cuda:%d", resolve(device));
+  ts_cache_summary(&s, name, buf, n);
+  return TS_OK;
+}
+
+// ---- pinned host memory ---------------------------------------------------
+
+static void *pinned_alloc(void *ctx, size_t n, ts_device dev) {
+  void *p = NULL;
+  cudaError_t e = cudaHostAlloc(&p, n ? n : 1, cudaHostAllocPortable);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    ts_fail(TS_ERR_OOM, "pin_memory: cannot allocate %zu bytes of page-locked host memory: %s", n, cudaGetErrorString(e));
+    return NULL;
+  }
+  return p;
+}
+
+static void pinned_free(void *ctx, void *p, size_t n, ts_device dev) { cudaFreeHost(p); }
+
+extern "C" const ts_allocator ts_cuda_pinned_allocator = {pinned_alloc, pinned_free, NULL};
+
+// ---- copies ---------------------------------------------------------------
+
+// An event recorded on stream s, waited for by the host before it reads or
+// writes a host buffer a non-blocking copy still uses.
+static ts_status record_pending(cudaStream_t s, uintptr_t *pending) {
+  cudaEvent_t ev;
+  TSC_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  cudaError_t e = cudaEventRecord(ev, s);
+  if (e != cudaSuccess) {
+    cudaEventDestroy(ev);
+    return tsc_cuda_error(e, "cudaEventRecord");
+  }
+  *pending = (uintptr_t)ev;
+  return TS_OK;
+}
+
+static ts_status wait_pending(uintptr_t ev) {
+  cudaError_t e = cudaEventSynchronize((cudaEvent_t)ev);
+  cudaEventDestroy((cudaEvent_t)ev);
+  return e == cudaSuccess ? TS_OK : tsc_cuda_error(e, "a non-blocking copy");
+}
+
+static bool peer_enabled[TSC_MAX_DEVICES][TSC_MAX_DEVICES];
+
+static ts_status copy_bytes(void *dst, ts_device dd, const void *src, ts_device sd, size_t n, bool non_blocking) {
+  int dev = dd.type == TS_CUDA ? dd.index : sd.index; // the copy runs on this device's stream
+  device_guard g(dev);
+  if (g.st) return g.st;
+  cudaStream_t s = (cudaStream_t)cur_stream[dev];
+  if (dd.type == TS_CUDA && sd.type == TS_CUDA && dd.index != sd.index) {
+    // the source's stream must be done with src first; peer access when the
+    // hardware allows, else the runtime stages through the host
+    if (!peer_enabled[dd.index][sd.index]) {
+      int can = 0;
+      cudaDeviceCanAccessPeer(&can, dd.index, sd.index);
+      if (can && cudaDeviceEnablePeerAccess(sd.index, 0) != cudaSuccess) cudaGetLastError();
+      peer_enabled[dd.index][sd.index] = true;
+    }
+    TSC_CHECK(cudaStreamSynchronize((cudaStream_t)cur_stream[sd.index]));
+    TSC_CHECK(cudaMemcpyPeerAsync(dst, dd.index, src, sd.index, n, s));
+  } else {
+    cudaMemcpyKind kind = dd.type == TS_CPU ? cudaMemcpyDeviceToHost
+                          : sd.type == TS_CPU ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice;
+    TSC_CHECK(cudaMemcpyAsync(dst, src, n, kind, s));
+  }
+  // a blocking copy from or to the host has landed when it returns (as in
+  // PyTorch); device-to-device copies stay ordered on the stream
+  if (!non_blocking && (dd.type == TS_CPU || sd.type == TS_CPU)) TSC_CHECK(cudaStreamSynchronize(s));
+  return TS_OK;
+}
+
+static ts_status copy_pending(ts_device dev, uintptr_t *pending) {
+  device_guard g(dev.index);
+  if (g.st) return g.st;
+  return record_pending((cudaStream_t)cur_stream[dev.index], pending);
+}
+
+// ---- the backend ----------------------------------------------------------
+
+static ts_status prepare(ts_device dev) {
+  if (dev.index == cur_device) return TS_OK;
+  return ts_cuda_set_device(dev.index);
+}
+
+static int current_device_fn(void) { return ts_cuda_current_device(); }
+
+static ts_backend cuda_backend;
+
+extern "C" void ts_cuda_backend_init(void) {
+  if (ts_backends[TS_CUDA] || ts_cuda_device_count() == 0) return;
+  cuda_backend.name = "cuda";
+  cuda_backend.allocator = &device_allocator;
+  cuda_backend.prepare = prepare;
+  cuda_backend.copy_bytes = copy_bytes;
+  cuda_backend.copy_pending = copy_pending;
+  cuda_backend.current_device = current_device_fn;
+  cuda_backend.device_count = ts_cuda_device_count();
+  cuda_backend.host_allocator = &ts_cuda_pinned_allocator;
+  ts_kernel *k = cuda_backend.kernels;
+  tsc_register_copy(k);
+  tsc_register_random(k);
+  tsc_register_elementwise(k);
+  tsc_register_reduce(k);
+  tsc_register_linalg(k);
+  tsc_register_index(k);
+  tsc_register_optim(k);
+  tsc_register_nn(k);
+  ts_pending_wait = wait_pending;
+  ts_backends[TS_CUDA] = &cuda_backend;
+}
+
+// For the registry test: the kernel table as it would be, GPU or not.
+extern "C" void ts_cuda_kernel_table(ts_kernel *k) {
+  tsc_register_copy(k);
+  tsc_register_random(k);
+  tsc_register_elementwise(k);
+  tsc_register_reduce(k);
+  tsc_register_linalg(k);
+  tsc_register_index(k);
+  tsc_register_optim(k);
+  tsc_register_nn(k);
+}
