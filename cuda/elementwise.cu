@@ -1,4 +1,441 @@
-// CUDA kernels of the elementwise family (being written; see the CUDA issue).
-#include "common.cuh"
+// CUDA kernels of the elementwise family: unary, binary and comparison ops,
+// WHERE and LERP, on the machinery of loops.cuh. src/cpu/elementwise.c is the
+// spec: the same compute types (float for float16/bfloat16, int64 for every
+// integer type and bool), the same formulas (round half to even, NaN through
+// sign/clamp/maximum, Python's signs for floor_divide and remainder), the same
+// errors (integer division by zero, integers to negative integer powers),
+// found here through a device flag read back after the launch.
+//
+// The op layer has broadcast and cast the inputs (ops.h): every input has
+// out's shape and the compute dtype; comparisons write bool.
+#include <math.h>
 
-extern "C" void tsc_register_elementwise(ts_kernel *k) { (void)k; }
+#include "loops.cuh"
+
+namespace {
+
+// ---- math on the compute type (float or double), no contraction ----------
+#define TSC_M1(NAME, FF, DF)                                               \
+  __device__ __forceinline__ float NAME(float x) { return FF(x); }        \
+  __device__ __forceinline__ double NAME(double x) { return DF(x); }
+TSC_M1(m_floor, floorf, floor)
+TSC_M1(m_ceil, ceilf, ceil)
+TSC_M1(m_rint, rintf, rint) // half to even (nearbyint under the default rounding)
+TSC_M1(m_fabs, fabsf, fabs)
+TSC_M1(m_exp, expf, exp)
+TSC_M1(m_log, logf, log)
+TSC_M1(m_log1p, log1pf, log1p)
+TSC_M1(m_sqrt, sqrtf, sqrt)
+TSC_M1(m_sin, sinf, sin)
+TSC_M1(m_cos, cosf, cos)
+TSC_M1(m_tanh, tanhf, tanh)
+TSC_M1(m_erf, erff, erf)
+#undef TSC_M1
+__device__ __forceinline__ float m_pow(float a, float b) { return powf(a, b); }
+__device__ __forceinline__ double m_pow(double a, double b) { return pow(a, b); }
+__device__ __forceinline__ float m_fmod(float a, float b) { return fmodf(a, b); }
+__device__ __forceinline__ double m_fmod(double a, double b) { return fmod(a, b); }
+// Rounded products and sums the compiler may not fuse into an FMA: the CPU
+// build (ISO C, no FMA contraction) rounds each, and these give its bits.
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ float sub_rn(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ double sub_rn(double a, double b) { return __dsub_rn(a, b); }
+
+template <typename C> constexpr bool is_int_v = std::is_integral<C>::value;
+
+// Integer helpers, as the CPU's (wrapping through uint64, never UB).
+// err codes: 1 negative power, 2 division by zero.
+__device__ __forceinline__ int64_t ipow(int64_t b, int64_t e, int *err) {
+  if (e < 0) {
+    if (b == 1) return 1;
+    if (b == -1) return (e & 1) ? -1 : 1;
+    if (err) *err = 1;
+    return 0;
+  }
+  uint64_t r = 1, x = (uint64_t)b;
+  while (e) {
+    if (e & 1) r *= x;
+    x *= x;
+    e >>= 1;
+  }
+  return (int64_t)r;
+}
+__device__ __forceinline__ int64_t ifloordiv(int64_t a, int64_t b, int *err) {
+  if (b == 0) {
+    if (err) *err = 2;
+    return 0;
+  }
+  if (b == -1) return (int64_t)(0 - (uint64_t)a);
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
+  return q;
+}
+__device__ __forceinline__ int64_t iremainder(int64_t a, int64_t b, int *err) {
+  if (b == 0) {
+    if (err) *err = 2;
+    return 0;
+  }
+  if (b == -1) return 0;
+  int64_t r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+
+// ---- unary functors (C: the compute type) ----------------------------------
+struct f_neg {
+  template <typename C> __device__ C operator()(C x) const {
+    if constexpr (is_int_v<C>) return (C)(0 - (uint64_t)x); // wraps at the minimum
+    else return -x;
+  }
+};
+struct f_abs {
+  template <typename C> __device__ C operator()(C x) const {
+    if constexpr (is_int_v<C>) return x < 0 ? (C)(0 - (uint64_t)x) : x;
+    else return m_fabs(x);
+  }
+};
+struct f_sign {
+  template <typename C> __device__ C operator()(C x) const {
+    if constexpr (is_int_v<C>) return (C)((x > 0) - (x < 0)); // bool: x itself
+    else return x > 0 ? (C)1 : x < 0 ? (C)-1 : x;              // NaN and -0 stay
+  }
+};
+struct f_ident { // floor, ceil and round of integers
+  template <typename C> __device__ C operator()(C x) const { return x; }
+};
+struct f_floor { template <typename C> __device__ C operator()(C x) const { return m_floor(x); } };
+struct f_ceil { template <typename C> __device__ C operator()(C x) const { return m_ceil(x); } };
+struct f_round { template <typename C> __device__ C operator()(C x) const { return m_rint(x); } };
+struct f_relu { template <typename C> __device__ C operator()(C x) const { return x < 0 ? (C)0 : x; } };
+struct f_exp { template <typename C> __device__ C operator()(C x) const { return m_exp(x); } };
+struct f_log { template <typename C> __device__ C operator()(C x) const { return m_log(x); } };
+struct f_log1p { template <typename C> __device__ C operator()(C x) const { return m_log1p(x); } };
+struct f_sqrt { template <typename C> __device__ C operator()(C x) const { return m_sqrt(x); } };
+// 1/sqrt(x), two roundings as the CPU (rsqrtf is not correctly rounded)
+struct f_rsqrt { template <typename C> __device__ C operator()(C x) const { return (C)1 / m_sqrt(x); } };
+struct f_sin { template <typename C> __device__ C operator()(C x) const { return m_sin(x); } };
+struct f_cos { template <typename C> __device__ C operator()(C x) const { return m_cos(x); } };
+struct f_tanh { template <typename C> __device__ C operator()(C x) const { return m_tanh(x); } };
+struct f_sigmoid { template <typename C> __device__ C operator()(C x) const { return (C)1 / ((C)1 + m_exp(-x)); } };
+struct f_silu { template <typename C> __device__ C operator()(C x) const { return x / ((C)1 + m_exp(-x)); } };
+struct f_reciprocal { template <typename C> __device__ C operator()(C x) const { return (C)1 / x; } };
+struct f_gelu {
+  bool approx; // i[0] == 1: the tanh approximation
+  template <typename C> __device__ C operator()(C x) const {
+    if (approx) {
+      C inner = mul_rn((C)0.7978845608028654, add_rn(x, mul_rn(mul_rn(mul_rn((C)0.044715, x), x), x)));
+      return mul_rn(mul_rn((C)0.5, x), add_rn((C)1, m_tanh(inner)));
+    }
+    return mul_rn(mul_rn((C)0.5, x), add_rn((C)1, m_erf(mul_rn(x, (C)0.7071067811865476))));
+  }
+};
+template <typename C> struct f_clamp {
+  int64_t flags; // bit 1: lo; bit 2: hi
+  C lo, hi;
+  // lo wins over hi (lo > hi gives lo), NaN x stays NaN, as the CPU
+  __device__ C operator()(C x) const { return ((flags & 1) && x < lo) ? lo : ((flags & 2) && x > hi) ? hi : x; }
+};
+template <typename C> struct f_pow_scalar {
+  C p; // the exponent: (C)f[0]; integers: (int64_t)f[0]
+  int *err;
+  __device__ C operator()(C x) const {
+    if constexpr (is_int_v<C>) return ipow(x, p, err);
+    else return p == (C)2 ? x * x : m_pow(x, p); // x*x is pow's correctly rounded value
+  }
+};
+struct f_logical_not { template <typename C> __device__ bool operator()(C x) const { return !(x != (C)0); } };
+
+// ---- binary functors ---------------------------------------------------------
+template <typename C> struct f_add { // a + alpha*b
+  C alpha;
+  __device__ C operator()(C a, C b) const {
+    if constexpr (is_int_v<C>) return (C)((uint64_t)a + (uint64_t)alpha * (uint64_t)b);
+    else return add_rn(a, mul_rn(alpha, b));
+  }
+};
+template <typename C> struct f_sub { // a - alpha*b
+  C alpha;
+  __device__ C operator()(C a, C b) const {
+    if constexpr (is_int_v<C>) return (C)((uint64_t)a - (uint64_t)alpha * (uint64_t)b);
+    else return sub_rn(a, mul_rn(alpha, b));
+  }
+};
+struct f_add1 { // alpha 1, the common case
+  template <typename C> __device__ C operator()(C a, C b) const {
+    if constexpr (is_int_v<C>) return (C)((uint64_t)a + (uint64_t)b);
+    else return a + b;
+  }
+};
+struct f_mul {
+  template <typename C> __device__ C operator()(C a, C b) const {
+    if constexpr (is_int_v<C>) return (C)((uint64_t)a * (uint64_t)b);
+    else return a * b;
+  }
+};
+struct f_div { template <typename C> __device__ C operator()(C a, C b) const { return a / b; } };
+struct f_floordiv {
+  int *err;
+  template <typename C> __device__ C operator()(C a, C b) const {
+    if constexpr (is_int_v<C>) return ifloordiv(a, b, err);
+    else return m_floor(a / b);
+  }
+};
+struct f_remainder {
+  int *err;
+  template <typename C> __device__ C operator()(C a, C b) const {
+    if constexpr (is_int_v<C>) {
+      return iremainder(a, b, err);
+    } else {
+      C r = m_fmod(a, b);
+      return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+    }
+  }
+};
+struct f_pow {
+  int *err;
+  template <typename C> __device__ C operator()(C a, C b) const {
+    if constexpr (is_int_v<C>) return ipow(a, b, err);
+    else return m_pow(a, b);
+  }
+};
+struct f_maximum { // NaN wins
+  template <typename C> __device__ C operator()(C a, C b) const { return a != a ? a : b != b ? b : a > b ? a : b; }
+};
+struct f_minimum {
+  template <typename C> __device__ C operator()(C a, C b) const { return a != a ? a : b != b ? b : a < b ? a : b; }
+};
+struct f_or { template <typename C> __device__ C operator()(C a, C b) const { return a || b; } };  // bool add, maximum
+struct f_and { template <typename C> __device__ C operator()(C a, C b) const { return a && b; } }; // bool mul, minimum
+
+#define TSC_CMP(NAME, EXPR) \
+  struct NAME { template <typename C> __device__ bool operator()(C a, C b) const { return EXPR; } };
+TSC_CMP(f_eq, a == b)
+TSC_CMP(f_ne, a != b)
+TSC_CMP(f_lt, a < b)
+TSC_CMP(f_le, a <= b)
+TSC_CMP(f_gt, a > b)
+TSC_CMP(f_ge, a >= b)
+TSC_CMP(f_land, a != 0 && b != 0)
+TSC_CMP(f_lor, a != 0 || b != 0)
+#undef TSC_CMP
+
+// ---- dispatch -------------------------------------------------------------------
+enum { DF = 1, DI = 2, DB = 4 }; // floating, integer, bool storage types
+
+template <typename S> constexpr int dclass() {
+  return tsc_is_float<S>::value ? DF : std::is_same<S, bool>::value ? DB : DI;
+}
+
+// Calls g(S{}) for the storage type of dt when its class is in SETS; the
+// other types are never instantiated.
+template <int SETS, typename G> ts_status by_dtype(const ts_call *c, ts_dtype dt, G &&g) {
+  return tsc_dispatch(dt, [&](auto tag) -> ts_status {
+    using S = decltype(tag);
+    if constexpr ((SETS & dclass<S>()) != 0) return g(tag);
+    else return ts_fail(TS_ERR_DTYPE, "%s is not implemented for %s on cuda", ts_ops[c->op].name, ts_dtype_name(dt));
+  });
+}
+
+const char *op_name(const ts_call *c) { return ts_ops[c->op].name; }
+
+// out (S) = f(in[0] (S)), computed in tsc_ew_t<S>
+template <typename S, typename F> ts_status unary(const ts_call *c, F f) {
+  return tsc_elementwise<S, S>(op_name(c), c->out[0], c->in, tsc_make_via<S, tsc_ew_t<S>>(f));
+}
+// out (O) = f(in[0] (S), in[1] (S)): O is S, or bool for comparisons
+template <typename O, typename S, typename F> ts_status binary(const ts_call *c, F f) {
+  return tsc_elementwise<O, S, S>(op_name(c), c->out[0], c->in, tsc_make_via<O, tsc_ew_t<S>>(f));
+}
+
+// The value of input k when it is a host scalar (a Lua number): lets the
+// launcher skip the error flag when the scalar rules the error out.
+template <typename S> bool host_value(const ts_call *c, int k, tsc_ew_t<S> *v) {
+  if (c->in[k]->device.type == TS_CUDA) return false;
+  S s;
+  memcpy(&s, ts_data(c->in[k]), sizeof s);
+  *v = tsc_cvt<tsc_ew_t<S>>(s);
+  return true;
+}
+
+ts_status flag_error(const ts_call *c, int code) {
+  if (code == 1) return ts_fail(TS_ERR_ARG, "%s: integers to negative integer powers are not allowed", op_name(c));
+  if (code == 2) return ts_fail(TS_ERR_ARG, "%s: integer division by zero", op_name(c));
+  return TS_OK;
+}
+
+// Runs launch(err) with err a device flag when `need`, else nullptr; reads
+// the flag back (a host sync) and turns it into the CPU's error.
+template <typename L> ts_status with_flag(const ts_call *c, bool need, L &&launch) {
+  if (!need) return launch((int *)nullptr);
+  tsc_flag flag;
+  ts_status st = flag.init();
+  if (st) return st;
+  if ((st = launch(flag.d))) return st;
+  int code;
+  if ((st = flag.read(&code))) return st;
+  return flag_error(c, code);
+}
+
+ts_status k_unary(const ts_call *c) {
+  ts_dtype dt = c->in[0]->dtype;
+  switch (c->op) {
+  case TS_OP_NEG: return by_dtype<DF | DI>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_neg{}); });
+  case TS_OP_ABS: return by_dtype<DF | DI>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_abs{}); });
+  case TS_OP_SIGN: return by_dtype<DF | DI | DB>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_sign{}); });
+  case TS_OP_RELU: return by_dtype<DF | DI>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_relu{}); });
+  case TS_OP_FLOOR:
+  case TS_OP_CEIL:
+  case TS_OP_ROUND:
+    if (ts_dtype_is_int(dt)) return by_dtype<DI>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_ident{}); });
+    return by_dtype<DF>(c, dt, [&](auto t) {
+      using S = decltype(t);
+      return c->op == TS_OP_FLOOR ? unary<S>(c, f_floor{}) : c->op == TS_OP_CEIL ? unary<S>(c, f_ceil{}) : unary<S>(c, f_round{});
+    });
+  case TS_OP_EXP: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_exp{}); });
+  case TS_OP_LOG: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_log{}); });
+  case TS_OP_LOG1P: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_log1p{}); });
+  case TS_OP_SQRT: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_sqrt{}); });
+  case TS_OP_RSQRT: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_rsqrt{}); });
+  case TS_OP_SIN: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_sin{}); });
+  case TS_OP_COS: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_cos{}); });
+  case TS_OP_TANH: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_tanh{}); });
+  case TS_OP_SIGMOID: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_sigmoid{}); });
+  case TS_OP_SILU: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_silu{}); });
+  case TS_OP_RECIPROCAL: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_reciprocal{}); });
+  case TS_OP_GELU: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_gelu{c->i[0] != 0}); });
+  case TS_OP_CLAMP:
+    return by_dtype<DF | DI>(c, dt, [&](auto t) {
+      using C = tsc_ew_t<decltype(t)>;
+      return unary<decltype(t)>(c, f_clamp<C>{c->i[0], (C)c->f[0], (C)c->f[1]});
+    });
+  case TS_OP_POW_SCALAR:
+    return by_dtype<DF | DI>(c, dt, [&](auto t) {
+      using S = decltype(t);
+      using C = tsc_ew_t<S>;
+      // integers: only a negative exponent can fail (and only for bases other than +-1)
+      return with_flag(c, is_int_v<C> && c->f[0] < 0, [&](int *err) { return unary<S>(c, f_pow_scalar<C>{(C)c->f[0], err}); });
+    });
+  case TS_OP_LOGICAL_NOT:
+    return by_dtype<DF | DI | DB>(c, dt, [&](auto t) {
+      using S = decltype(t);
+      return tsc_elementwise<bool, S>(op_name(c), c->out[0], c->in, tsc_make_via<bool, tsc_ew_t<S>>(f_logical_not{}));
+    });
+  default: return ts_fail(TS_ERR_UNSUPPORTED, "%s: not an elementwise op", op_name(c));
+  }
+}
+
+ts_status k_binary(const ts_call *c) {
+  ts_dtype dt = c->in[0]->dtype;
+  switch (c->op) {
+  case TS_OP_ADD:
+  case TS_OP_SUB:
+    return by_dtype<DF | DI | DB>(c, dt, [&](auto t) {
+      using S = decltype(t);
+      using C = tsc_ew_t<S>;
+      if constexpr (std::is_same<S, bool>::value) return binary<S, S>(c, f_or{}); // the op layer refuses bool sub
+      else if (c->op == TS_OP_ADD && c->f[0] == 1) return binary<S, S>(c, f_add1{});
+      else if (c->op == TS_OP_ADD) return binary<S, S>(c, f_add<C>{(C)c->f[0]});
+      else return binary<S, S>(c, f_sub<C>{(C)c->f[0]});
+    });
+  case TS_OP_MUL:
+    return by_dtype<DF | DI | DB>(c, dt, [&](auto t) {
+      using S = decltype(t);
+      if constexpr (std::is_same<S, bool>::value) return binary<S, S>(c, f_and{});
+      else return binary<S, S>(c, f_mul{});
+    });
+  case TS_OP_DIV: return by_dtype<DF>(c, dt, [&](auto t) { return binary<decltype(t), decltype(t)>(c, f_div{}); });
+  case TS_OP_FLOOR_DIVIDE:
+  case TS_OP_REMAINDER:
+  case TS_OP_POW:
+    return by_dtype<DF | DI>(c, dt, [&](auto t) {
+      using S = decltype(t);
+      using C = tsc_ew_t<S>;
+      bool need = false;
+      if constexpr (is_int_v<C>) {
+        C b;
+        bool known = host_value<S>(c, 1, &b); // x // 3, x % 3, x ^ 2: decided here, no flag, no sync
+        if (c->op == TS_OP_POW) need = !known || b < 0;
+        else if (known && b == 0) return flag_error(c, 2);
+        else need = !known;
+      }
+      return with_flag(c, need, [&](int *err) {
+        if (c->op == TS_OP_FLOOR_DIVIDE) return binary<S, S>(c, f_floordiv{err});
+        if (c->op == TS_OP_REMAINDER) return binary<S, S>(c, f_remainder{err});
+        return binary<S, S>(c, f_pow{err});
+      });
+    });
+  case TS_OP_MAXIMUM:
+  case TS_OP_MINIMUM:
+    return by_dtype<DF | DI | DB>(c, dt, [&](auto t) {
+      using S = decltype(t);
+      bool mx = c->op == TS_OP_MAXIMUM;
+      if constexpr (std::is_same<S, bool>::value) return mx ? binary<S, S>(c, f_or{}) : binary<S, S>(c, f_and{});
+      else return mx ? binary<S, S>(c, f_maximum{}) : binary<S, S>(c, f_minimum{});
+    });
+  default: break;
+  }
+  return by_dtype<DF | DI | DB>(c, dt, [&](auto t) {
+    using S = decltype(t);
+    switch (c->op) {
+    case TS_OP_EQ: return binary<bool, S>(c, f_eq{});
+    case TS_OP_NE: return binary<bool, S>(c, f_ne{});
+    case TS_OP_LT: return binary<bool, S>(c, f_lt{});
+    case TS_OP_LE: return binary<bool, S>(c, f_le{});
+    case TS_OP_GT: return binary<bool, S>(c, f_gt{});
+    case TS_OP_GE: return binary<bool, S>(c, f_ge{});
+    case TS_OP_LOGICAL_AND: return binary<bool, S>(c, f_land{});
+    case TS_OP_LOGICAL_OR: return binary<bool, S>(c, f_lor{});
+    default: return ts_fail(TS_ERR_UNSUPPORTED, "%s: not an elementwise op", op_name(c));
+    }
+  });
+}
+
+// where(cond, a, b): a and b share out's dtype; the values are moved as bits
+// of their width, so one kernel serves every dtype of that width.
+struct f_where {
+  template <typename U> __device__ U operator()(bool cond, U a, U b) const { return cond ? a : b; }
+};
+
+template <typename U> ts_status where_bits(const ts_call *c) {
+  return tsc_elementwise<U, bool, U, U>("where", c->out[0], c->in, f_where{});
+}
+
+ts_status k_where(const ts_call *c) {
+  switch (ts_dtype_size(c->out[0]->dtype)) {
+  case 1: return where_bits<uint8_t>(c);
+  case 2: return where_bits<uint16_t>(c);
+  case 4: return where_bits<uint32_t>(c);
+  case 8: return where_bits<uint64_t>(c);
+  default: return ts_fail(TS_ERR_DTYPE, "where: unexpected dtype %s on cuda", ts_dtype_name(c->out[0]->dtype));
+  }
+}
+
+// lerp: start + w*(end-start), from the nearer end for precision, as the CPU.
+struct f_lerp {
+  template <typename C> __device__ C operator()(C a, C b, C w) const {
+    C d = sub_rn(b, a);
+    return m_fabs(w) < (C)0.5 ? add_rn(a, mul_rn(w, d)) : sub_rn(b, mul_rn(d, sub_rn((C)1, w)));
+  }
+};
+
+ts_status k_lerp(const ts_call *c) {
+  return by_dtype<DF>(c, c->out[0]->dtype, [&](auto t) {
+    using S = decltype(t);
+    return tsc_elementwise<S, S, S, S>("lerp", c->out[0], c->in, tsc_make_via<S, tsc_ew_t<S>>(f_lerp{}));
+  });
+}
+
+} // namespace
+
+extern "C" void tsc_register_elementwise(ts_kernel *k) {
+  for (int op = 0; op < TS_OP_COUNT; op++) {
+    ts_op_kind kind = ts_ops[op].kind;
+    if (kind == TS_KIND_UNARY || kind == TS_KIND_UNARY_FLOAT || kind == TS_KIND_UNARY_BOOL) k[op] = k_unary;
+    if (kind == TS_KIND_BINARY || kind == TS_KIND_BINARY_FLOAT || kind == TS_KIND_COMPARE) k[op] = k_binary;
+  }
+  k[TS_OP_WHERE] = k_where;
+  k[TS_OP_LERP] = k_lerp;
+}
