@@ -384,7 +384,8 @@ template <typename T> ts_status run_softmax(const ts_call *c, bool logsm) {
   if (g.nlines == 1 || g.rs <= ls) {
     constexpr int CACHE = cache_vecs<T>::value;
     bool cached = vec && R <= (int64_t)1024 * V * CACHE;
-    int nt = cached ? tsr_pow2_at_least(tsr_cdiv(R / V, CACHE), 1024) : tsr_pow2_at_least(tsr_cdiv(R, V * 8), 1024);
+    // cached: as many threads as the row needs; two passes: at most 512, so two blocks share an SM
+    int nt = cached ? tsr_pow2_at_least(tsr_cdiv(R / V, CACHE), 1024) : tsr_pow2_at_least(tsr_cdiv(R, V * 8), 512);
     if (nt < (cached ? 32 : 128)) nt = cached ? 32 : 128;
     softmax_block_k<T><<<grid_x(g.nlines), nt, 0, stream>>>(g, x, y, logsm, cached);
     return tsc_after_launch(logsm ? "log_softmax" : "softmax");
