@@ -1,4 +1,152 @@
-// CUDA kernels of the random family (being written; see the CUDA issue).
+// CUDA random kernels over Philox (src/philox.h): rand, randn, randint and
+// randperm. Element j of the (contiguous) output draws counter offset + j
+// and goes through the CPU's formulas (src/cpu/random.c) operation for
+// operation, so a seed gives the same tensor on either device. Device code
+// contracts a*b + c into one fused multiply-add, which rounds once where the
+// CPU rounds twice: the formulas spell their products and sums with
+// __dmul_rn/__dadd_rn, which are never fused. Stores round as ts_store_f64
+// and ts_store_i64 do (float16 and bfloat16 through float).
+#include <type_traits>
+
 #include "common.cuh"
 
-extern "C" void tsc_register_random(ts_kernel *k) { (void)k; }
+ts_status tsc_sort_pairs_u64(const uint64_t *kin, uint64_t *kout, const void *vin, void *vout, bool v64, int64_t n,
+                             int end_bit); // sort.cu
+
+namespace {
+
+struct temp_buf {
+  void *p = nullptr;
+  temp_buf() = default;
+  temp_buf(const temp_buf &) = delete;
+  temp_buf &operator=(const temp_buf &) = delete;
+  ~temp_buf() { tsc_temp_free(p); }
+  ts_status alloc(size_t n) {
+    ts_status st;
+    p = tsc_temp_alloc(n, &st);
+    return st;
+  }
+};
+
+#define GRID_STRIDE(I, e, n)                                                                  \
+  for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x, e##_step = (I)gridDim.x * blockDim.x; e < (n); \
+       e += e##_step)
+
+// ts_store_f64 / ts_store_i64 on the device: the same casts, in the same order.
+template <typename T> struct rstore {
+  __device__ static T f64(double v) { return (T)v; }
+  __device__ static T i64(int64_t v) { return (T)v; }
+};
+template <> struct rstore<float> {
+  __device__ static float f64(double v) { return __double2float_rn(v); }
+  __device__ static float i64(int64_t v) { return f64(__ll2double_rn(v)); }
+};
+template <> struct rstore<double> {
+  __device__ static double f64(double v) { return v; }
+  __device__ static double i64(int64_t v) { return __ll2double_rn(v); }
+};
+template <> struct rstore<__half> {
+  __device__ static __half f64(double v) { return __float2half_rn(__double2float_rn(v)); }
+  __device__ static __half i64(int64_t v) { return f64(__ll2double_rn(v)); }
+};
+template <> struct rstore<__nv_bfloat16> {
+  __device__ static __nv_bfloat16 f64(double v) { return __float2bfloat16_rn(__double2float_rn(v)); }
+  __device__ static __nv_bfloat16 i64(int64_t v) { return f64(__ll2double_rn(v)); }
+};
+template <> struct rstore<uint8_t> {
+  __device__ static uint8_t f64(double v) { return (uint8_t)(int64_t)v; }
+  __device__ static uint8_t i64(int64_t v) { return (uint8_t)v; }
+};
+template <> struct rstore<bool> {
+  __device__ static bool f64(double v) { return v != 0; }
+  __device__ static bool i64(int64_t v) { return v != 0; }
+};
+
+enum { MODE_RAND, MODE_RANDN, MODE_RANDINT };
+
+// lo, hi: rand's [lo, hi), randn's (mean, std); ilo, range: randint's [ilo, ilo + range).
+template <typename T>
+__global__ void random_kernel(T *out, int64_t n, uint64_t seed, uint64_t off, int mode, double lo, double hi,
+                              uint64_t ilo, uint64_t range) {
+  GRID_STRIDE(int64_t, j, n) {
+    ts_u32x4 r = ts_philox(seed, off + (uint64_t)j);
+    if (mode == MODE_RAND) {
+      double u = std::is_same<T, double>::value ? ts_uniform_f64(r.v[0], r.v[1]) : (double)ts_uniform_f32(r.v[0]);
+      out[j] = rstore<T>::f64(__dadd_rn(lo, __dmul_rn(__dsub_rn(hi, lo), u)));
+    } else if (mode == MODE_RANDN) { // Box-Muller on two uniforms in (0, 1], in double as the CPU
+      double u1 = __dsub_rn(1.0, ts_uniform_f64(r.v[0], r.v[1])), u2 = ts_uniform_f64(r.v[2], r.v[3]);
+      double z = __dmul_rn(sqrt(__dmul_rn(-2.0, log(u1))), cos(__dmul_rn(6.283185307179586, u2)));
+      out[j] = rstore<T>::f64(__dadd_rn(lo, __dmul_rn(hi, z)));
+    } else {
+      uint64_t x = ((uint64_t)r.v[0] << 32) | r.v[1];
+      out[j] = rstore<T>::i64((int64_t)(ilo + x % range));
+    }
+  }
+}
+
+// RAND, RANDN, RANDINT: i[0] seed, i[1] offset; f[0], f[1] or i[2], i[3] (ops.def).
+ts_status k_random(const ts_call *c) {
+  ts_tensor *out = c->out[0];
+  int64_t n = ts_numel(out);
+  if (n == 0) return TS_OK;
+  int mode = c->op == TS_OP_RAND ? MODE_RAND : c->op == TS_OP_RANDN ? MODE_RANDN : MODE_RANDINT;
+  uint64_t range = (uint64_t)c->i[3] - (uint64_t)c->i[2]; // unsigned: no overflow
+  if (mode == MODE_RANDINT && range == 0)
+    return ts_fail(TS_ERR_ARG, "randint: expected low < high, got low=%lld, high=%lld", (long long)c->i[2], (long long)c->i[3]);
+  return tsc_dispatch(out->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    random_kernel<T><<<tsc_blocks(n), TSC_THREADS, 0, tsc_stream()>>>((T *)ts_data(out), n, (uint64_t)c->i[0],
+                                                                       (uint64_t)c->i[1], mode, c->f[0], c->f[1],
+                                                                       (uint64_t)c->i[2], range);
+    TSC_LAUNCH_CHECK(ts_ops[c->op].name);
+    return TS_OK;
+  });
+}
+
+// randperm: the positions sorted by their 64-bit Philox keys, ties by
+// position (a stable sort of positions in order), as the CPU's qsort.
+template <typename V> __global__ void perm_keys_kernel(uint64_t *keys, V *vals, int64_t n, uint64_t seed, uint64_t off) {
+  GRID_STRIDE(int64_t, j, n) {
+    ts_u32x4 r = ts_philox(seed, off + (uint64_t)j);
+    keys[j] = ((uint64_t)r.v[0] << 32) | r.v[1];
+    vals[j] = (V)j;
+  }
+}
+
+template <typename T, typename V> __global__ void perm_store_kernel(T *out, const V *perm, int64_t n) {
+  GRID_STRIDE(int64_t, j, n) out[j] = rstore<T>::i64((int64_t)perm[j]);
+}
+
+template <typename V> ts_status randperm_with(ts_tensor *out, int64_t n, uint64_t seed, uint64_t off) {
+  temp_buf kbuf, vbuf;
+  ts_status st = kbuf.alloc((size_t)n * 2 * sizeof(uint64_t));
+  if (st || (st = vbuf.alloc((size_t)n * 2 * sizeof(V)))) return st;
+  uint64_t *keys = (uint64_t *)kbuf.p;
+  V *vals = (V *)vbuf.p;
+  perm_keys_kernel<V><<<tsc_blocks(n), TSC_THREADS, 0, tsc_stream()>>>(keys, vals, n, seed, off);
+  TSC_LAUNCH_CHECK("randperm");
+  if ((st = tsc_sort_pairs_u64(keys, keys + n, vals, vals + n, sizeof(V) == 8, n, 64))) return st;
+  return tsc_dispatch(out->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    perm_store_kernel<T, V><<<tsc_blocks(n), TSC_THREADS, 0, tsc_stream()>>>((T *)ts_data(out), vals + n, n);
+    TSC_LAUNCH_CHECK("randperm");
+    return TS_OK;
+  });
+}
+
+ts_status k_randperm(const ts_call *c) {
+  ts_tensor *out = c->out[0];
+  int64_t n = ts_numel(out);
+  if (n == 0) return TS_OK;
+  uint64_t seed = (uint64_t)c->i[0], off = (uint64_t)c->i[1];
+  return n < INT32_MAX ? randperm_with<int32_t>(out, n, seed, off) : randperm_with<int64_t>(out, n, seed, off);
+}
+
+} // namespace
+
+extern "C" void tsc_register_random(ts_kernel *k) {
+  k[TS_OP_RAND] = k_random;
+  k[TS_OP_RANDN] = k_random;
+  k[TS_OP_RANDINT] = k_random;
+  k[TS_OP_RANDPERM] = k_randperm;
+}
