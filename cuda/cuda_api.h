@@ -23,6 +23,10 @@ int ts_cuda_driver_version(void);  /* 0 without a driver */
 /* Registers the CUDA backend (kernels, caching allocator, copies) when a
  * device is present; a no-op otherwise. */
 void ts_cuda_backend_init(void);
+/* Fills k (TS_OP_COUNT slots) with the CUDA kernels, GPU or not: the
+ * registry test walks it on machines without a GPU too. */
+struct ts_call;
+void ts_cuda_kernel_table(ts_status (**k)(const struct ts_call *));
 
 ts_status ts_cuda_check_device(int device); /* TS_ERR_DEVICE naming the valid range */
 int ts_cuda_current_device(void);

@@ -34,9 +34,13 @@ static ts_status check_index_dtype(const char *fn, const ts_tensor *index) {
                  ts_dtype_name(index->dtype));
 }
 
+/* Strict: a 0-dim CPU tensor is no scalar here (x and its indices or mask) */
 static ts_status check_devices(const char *fn, ts_tensor *a, ts_tensor *b) {
-  ts_tensor *ab[2] = {a, b};
-  return ts_check_same_device(fn, 2, ab);
+  if (ts_device_eq(a->device, b->device) || b->is_wrapped_number) return TS_OK;
+  char da[32], db[32];
+  ts_device_str(a->device, da, sizeof da);
+  ts_device_str(b->device, db, sizeof db);
+  return ts_fail(TS_ERR_DEVICE, "%s: expected all tensors on the same device, got %s and %s", fn, da, db);
 }
 
 /* Reads the one int64 element of t (a count written by a kernel). */
@@ -598,6 +602,8 @@ static ts_status value_tensor(ts_tensor *x, ts_tensor *value, ts_tensor **out) {
                      ts_dtype_name(x->dtype));
     return ts_full(0, NULL, ts_load_f64(ts_data(value), value->dtype), x->dtype, x->device, out);
   }
+  if (value->ndim == 0 && value->device.type == TS_CPU) /* a CPU scalar is welcome on any device */
+    return ts_to_device(value, x->device, x->dtype, false, out);
   ts_status st = check_devices("index_put_", x, value);
   if (st) return st;
   return ts_to_dtype(value, x->dtype, out);

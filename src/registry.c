@@ -11,13 +11,38 @@ const ts_op_desc ts_ops[TS_OP_COUNT] = {
 
 ts_backend *ts_backends[TS_DEVICE_TYPE_COUNT];
 
+/* Ops whose kernels on every backend accept a 0-dim CPU tensor beside
+ * device tensors (read as a scalar, as PyTorch allows). */
+static bool takes_cpu_scalars(ts_op op) {
+  ts_op_kind k = ts_ops[op].kind;
+  return (k >= TS_KIND_UNARY && k <= TS_KIND_COMPARE) || op == TS_OP_WHERE || op == TS_OP_LERP || op == TS_OP_COPY ||
+         op == TS_OP_SCATTER || op == TS_OP_MASKED_SCATTER;
+}
+
+/* The last guard before a kernel touches memory: an operand on another
+ * device would be read through the wrong address space. */
+static ts_status check_operand_devices(const ts_call *c, const ts_tensor *ref) {
+  for (int i = 0; i < c->nin + TS_CALL_MAX_OUT; i++) {
+    const ts_tensor *t = i < c->nin ? c->in[i] : c->out[i - c->nin];
+    if (!t || ts_device_eq(t->device, ref->device)) continue;
+    if (t->device.type == TS_CPU && (t->is_wrapped_number || t->ndim == 0) && i < c->nin && takes_cpu_scalars(c->op))
+      continue;
+    char a[32], b[32];
+    ts_device_str(ref->device, a, sizeof a);
+    ts_device_str(t->device, b, sizeof b);
+    return ts_fail(TS_ERR_DEVICE, "%s: expected all tensors on the same device, got %s and %s", ts_ops[c->op].name, a, b);
+  }
+  return TS_OK;
+}
+
 ts_status ts_dispatch(const ts_call *c) {
   const ts_tensor *ref = c->out[0] ? c->out[0] : c->in[0];
   ts_backend *be = ts_backends[ref->device.type];
   if (!be) return ts_fail(TS_ERR_DEVICE, "%s: no backend for this device in this build", ts_ops[c->op].name);
   ts_kernel k = be->kernels[c->op];
   if (!k) return ts_fail(TS_ERR_UNSUPPORTED, "%s is not implemented on %s", ts_ops[c->op].name, be->name);
-  ts_status st;
+  ts_status st = check_operand_devices(c, ref);
+  if (st) return st;
   if (be->prepare) {
     if ((st = be->prepare(ref->device)) != TS_OK) return st;
   } else { /* the host: wait for non-blocking copies still landing in an operand */

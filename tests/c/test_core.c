@@ -3,6 +3,9 @@
 #include "test.h"
 #include "half.h"
 #include "philox.h"
+#ifdef TS_HAVE_CUDA
+#include "../../cuda/cuda_api.h"
+#endif
 
 #include <math.h>
 #include <string.h>
@@ -15,6 +18,18 @@ void test_registry_complete(void) {
       t_fail(__FILE__, __LINE__, m);
     }
   }
+#ifdef TS_HAVE_CUDA
+  /* the CUDA table as the backend registers it, whether or not a GPU is here */
+  ts_kernel cuda[TS_OP_COUNT] = {0};
+  ts_cuda_kernel_table(cuda);
+  for (int op = 0; op < TS_OP_COUNT; op++) {
+    if (!cuda[op]) {
+      char m[128];
+      snprintf(m, sizeof m, "op '%s' has no CUDA kernel", ts_ops[op].name);
+      t_fail(__FILE__, __LINE__, m);
+    }
+  }
+#endif
 }
 
 void test_promotion(void) {
