@@ -41,6 +41,24 @@ for f in "$root"/tests/lua/test_*.lua; do
   count "$(basename "$f")" $rc
 done
 
+# On a GPU machine the whole Lua suite runs again with tensors created on
+# cuda (tests/lua/harness.lua, TENSH_TEST_DEVICE); test_cuda_* compare the
+# two devices themselves and run once.
+if "$root/$build/tensh" -e 'os.exit(cuda.is_available() and 0 or 1)' >/dev/null 2>&1; then
+  for f in "$root"/tests/lua/test_*.lua; do
+    case "$f" in */test_cuda_*) continue ;; esac
+    (cd "$root/tests/lua" && TENSH_TEST_DEVICE=cuda TENSH_BUILD="$root/$build" LUA_PATH="$root/tests/lua/?.lua;;" \
+      timeout 600 "$root/$build/tensh" "$f") >"$log" 2>&1
+    rc=$?
+    sed -E 's/^(FAIL|SKIP) /\1 [cuda] /' "$log" | grep -E '^(FAIL|SKIP)'
+    [ $rc -ne 0 ] && ! grep -qE '^[a-z]+:[^ ]*: [0-9]+ passed' "$log" && tail -n 20 "$log"
+    count "$(basename "$f")[cuda]" $rc
+  done
+else
+  echo "SKIP the Lua suite on cuda: no CUDA device"
+  skipped=$((skipped + 1))
+fi
+
 for f in "$root"/tests/shell/test_*.sh; do
   [ -e "$f" ] || continue
   timeout 300 bash "$f" "$root/$build" >"$log" 2>&1

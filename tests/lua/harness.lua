@@ -91,6 +91,44 @@ function T.map(v, f)
   return t
 end
 
+-- TENSH_TEST_DEVICE=cuda (tests/run.sh's second pass on a GPU machine):
+-- creation functions default to that device, so the whole suite runs there;
+-- values are read back through tolist/item, which copy to the host.
+T.device = os.getenv("TENSH_TEST_DEVICE") or "cpu"
+if T.device ~= "cpu" then
+  local function is_opts(v)
+    return type(v) == "table" and getmetatable(v) == nil and rawget(v, 1) == nil
+  end
+  local function with_device(opts)
+    local o = {}
+    for k, v in pairs(opts or {}) do o[k] = v end
+    if o.device == nil then o.device = T.device end
+    return o
+  end
+  local function wrap(name, opts_at) -- opts_at: fixed position, or nil for "the last argument"
+    local f = torch[name]
+    if not f then return end
+    torch[name] = function(...)
+      local args, n = {...}, select("#", ...)
+      if opts_at then
+        args[opts_at] = with_device(args[opts_at])
+        n = math.max(n, opts_at)
+      elseif is_opts(args[n]) then
+        args[n] = with_device(args[n])
+      else
+        n = n + 1
+        args[n] = with_device(nil)
+      end
+      return f(table.unpack(args, 1, n))
+    end
+  end
+  wrap("tensor", 2)
+  for _, name in ipairs({"zeros", "ones", "empty", "full", "arange", "linspace", "eye", "rand", "randn",
+                         "randint", "randperm"}) do
+    wrap(name)
+  end
+end
+
 -- The devices the suite runs on: the CPU, and CUDA when one is usable.
 function T.devices()
   local d = {"cpu"}
