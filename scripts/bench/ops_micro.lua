@@ -1,20 +1,30 @@
--- Micro-benchmarks, the CPU twin of ../shared/peers/ops_micro.py: per-op
--- overhead (a 1-element add), elementwise bandwidth (a 16 Mi-element add),
--- matmul rate (float32, 1024) and softmax over rows (1024 x 1024).
+-- Micro-benchmarks, the twin of ../shared/peers/ops_micro.py: per-op
+-- overhead (a 1-element add), elementwise bandwidth (an add of 16 Mi
+-- elements, 64 Mi on a GPU), matmul rate (float32 at 1024; on a GPU float32,
+-- tf32 and bfloat16 at 4096) and softmax over rows (1024 x 1024; 8192 x 4096).
 -- Prints one JSON object per case on stdout, with the peer's keys.
--- Run: build/tensh scripts/bench/ops_micro.lua   (threads: OMP_NUM_THREADS)
+-- Run: build/tensh scripts/bench/ops_micro.lua [--device cpu|cuda]
+-- (default: cuda when available, as the peer; threads: OMP_NUM_THREADS)
 local clock = torch._clock
+local dev = (cuda and cuda.is_available()) and "cuda" or "cpu"
+for i = 1, #arg do
+  if arg[i] == "--device" then dev = assert(arg[i + 1], "--device needs a value") end
+end
+local on_gpu = dev:sub(1, 4) == "cuda"
+local function sync() if on_gpu then cuda.synchronize() end end
 
 -- Median of `iters` timed calls of fn, in milliseconds, after `warmup` calls
 -- (the peer's common.time_ms). Garbage from the previous call is collected
 -- outside the timed region, as CPython's refcounting frees it immediately.
 local function time_ms(fn, warmup, iters)
   for _ = 1, warmup do fn() end
+  sync()
   local times = {}
   for i = 1, iters do
     collectgarbage()
     local t = clock()
     fn()
+    sync()
     times[i] = (clock() - t) * 1e3
   end
   table.sort(times)
@@ -43,7 +53,7 @@ local function emit(fields)
 end
 
 local function case(bench, ...)
-  local f = {{"bench", bench}, {"impl", "tensh"}, {"device", "cpu"}}
+  local f = {{"bench", bench}, {"impl", "tensh"}, {"device", dev}}
   for _, kv in ipairs({...}) do f[#f + 1] = kv end
   f[#f + 1] = {"version", torch.__version__}
   emit(f)
@@ -52,7 +62,7 @@ end
 -- 1-element add: what one op costs in the binding, the op layer and the
 -- allocator, with no arithmetic to hide it.
 do
-  local a, b = torch.ones(1), torch.ones(1)
+  local a, b = torch.ones(1, {device = dev}), torch.ones(1, {device = dev})
   local n = 1000
   local us = time_ms(function() for _ = 1, n do local _ = a + b end end, 3, 20) * 1e3 / n
   case("op_overhead_add1", {"us_per_op", round(us, 3)})
@@ -60,28 +70,27 @@ end
 
 -- Large add: memory bandwidth, counting two reads and one write per element.
 do
-  local numel = 16 << 20
-  local x, y = torch.randn(numel), torch.randn(numel)
+  local numel = on_gpu and (64 << 20) or (16 << 20)
+  local x, y = torch.randn(numel, {device = dev}), torch.randn(numel, {device = dev})
   local ms = time_ms(function() local _ = x + y end, 3, 20)
   case("add_bandwidth", {"numel", numel}, {"gb_per_s", round(3 * 4 * numel / ms / 1e6, 1)})
 end
 
--- Matmul and softmax are built on other branches; a case whose op is missing
--- (or not yet working) prints nothing rather than a wrong number.
-if torch.matmul then
-  local n = 1024
-  local p, q = torch.randn(n, n), torch.randn(n, n)
-  if pcall(torch.matmul, p, q) then
-    local ms = time_ms(function() local _ = torch.matmul(p, q) end, 3, 20)
-    case("matmul", {"n", n}, {"dtype", "float32"}, {"tflops", round(2 * n ^ 3 / ms / 1e9, 2)})
-  end
+for _, dtype in ipairs(on_gpu and {"float32", "tf32", "bfloat16"} or {"float32"}) do
+  local tf32 = dtype == "tf32"
+  torch.set_float32_matmul_precision(tf32 and "high" or "highest")
+  local dt = tf32 and "float32" or dtype
+  local n = on_gpu and 4096 or 1024
+  local p, q = torch.randn(n, n, {device = dev, dtype = dt}), torch.randn(n, n, {device = dev, dtype = dt})
+  local ms = time_ms(function() local _ = torch.matmul(p, q) end, 3, 20)
+  case("matmul", {"n", n}, {"dtype", dtype}, {"tflops", round(2 * n ^ 3 / ms / 1e9, 2)})
 end
+torch.set_float32_matmul_precision("highest")
 
 do
   local rows, cols = 1024, 1024
-  local s = torch.randn(rows, cols)
-  if s.softmax and pcall(s.softmax, s, -1) then
-    local ms = time_ms(function() local _ = s:softmax(-1) end, 3, 20)
-    case("softmax_rows", {"shape", {rows, cols}}, {"gb_per_s", round(2 * 4 * rows * cols / ms / 1e6, 1)})
-  end
+  if on_gpu then rows, cols = 8192, 4096 end
+  local s = torch.randn(rows, cols, {device = dev})
+  local ms = time_ms(function() local _ = s:softmax(-1) end, 3, 20)
+  case("softmax_rows", {"shape", {rows, cols}}, {"gb_per_s", round(2 * 4 * rows * cols / ms / 1e6, 1)})
 end
