@@ -12,6 +12,8 @@ extern "C" {
 
 #define TSC_MAX_DEVICES 64
 
+static void pinned_release_cache(void);
+
 // ---- the current device and stream (per thread, as in PyTorch) -------------
 
 static thread_local int cur_device = -1;                  // -1: not asked yet
@@ -196,6 +198,7 @@ extern "C" ts_status ts_cuda_reset_accumulated(int device) {
 extern "C" ts_status ts_cuda_empty_cache(void) {
   for (int d = 0; d < TSC_MAX_DEVICES; d++)
     if (__atomic_load_n(&caches[d], __ATOMIC_ACQUIRE)) ts_cache_empty(caches[d]);
+  pinned_release_cache();
   return TS_OK;
 }
 
@@ -217,9 +220,28 @@ extern "C" ts_status ts_cuda_memory_summary(int device, char *buf, size_t n) {
 
 // ---- pinned host memory ---------------------------------------------------
 
+// cudaHostAlloc costs milliseconds, so freed page-locked blocks are kept
+// for reuse, binned by power-of-two size (a data loader pins every batch).
+// A block comes back only after any copy still reading it has landed: the
+// storage layer waits for its pending event before freeing.
+#define PINNED_BINS 48
+static void *pinned_free_list[PINNED_BINS]; // each free block stores the next pointer in its first bytes
+static pthread_mutex_t pinned_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int pinned_bin(size_t n) {
+  int b = 9; // 512 bytes at least
+  while (b < PINNED_BINS - 1 && ((size_t)1 << b) < n) b++;
+  return b;
+}
+
 static void *pinned_alloc(void *ctx, size_t n, ts_device dev) {
-  void *p = NULL;
-  cudaError_t e = cudaHostAlloc(&p, n ? n : 1, cudaHostAllocPortable);
+  int b = pinned_bin(n);
+  pthread_mutex_lock(&pinned_lock);
+  void *p = pinned_free_list[b];
+  if (p) pinned_free_list[b] = *(void **)p;
+  pthread_mutex_unlock(&pinned_lock);
+  if (p) return p;
+  cudaError_t e = cudaHostAlloc(&p, (size_t)1 << b, cudaHostAllocPortable);
   if (e != cudaSuccess) {
     cudaGetLastError();
     ts_fail(TS_ERR_OOM, "pin_memory: cannot allocate %zu bytes of page-locked host memory: %s", n, cudaGetErrorString(e));
@@ -228,7 +250,25 @@ static void *pinned_alloc(void *ctx, size_t n, ts_device dev) {
   return p;
 }
 
-static void pinned_free(void *ctx, void *p, size_t n, ts_device dev) { cudaFreeHost(p); }
+static void pinned_free(void *ctx, void *p, size_t n, ts_device dev) {
+  int b = pinned_bin(n);
+  pthread_mutex_lock(&pinned_lock);
+  *(void **)p = pinned_free_list[b];
+  pinned_free_list[b] = p;
+  pthread_mutex_unlock(&pinned_lock);
+}
+
+static void pinned_release_cache(void) {
+  pthread_mutex_lock(&pinned_lock);
+  for (int b = 0; b < PINNED_BINS; b++) {
+    while (pinned_free_list[b]) {
+      void *p = pinned_free_list[b];
+      pinned_free_list[b] = *(void **)p;
+      cudaFreeHost(p);
+    }
+  }
+  pthread_mutex_unlock(&pinned_lock);
+}
 
 extern "C" const ts_allocator ts_cuda_pinned_allocator = {pinned_alloc, pinned_free, NULL};
 

@@ -124,6 +124,13 @@ ts_status ts_copy_across(ts_tensor *dst, ts_tensor *src, bool non_blocking) {
   return st;
 }
 
+ts_status ts_tensor_empty_pinned(int ndim, const int64_t *sizes, ts_dtype dt, ts_tensor **out) {
+  ts_backend *be = ts_backends[TS_CUDA];
+  if (!be || !be->host_allocator || be->device_count <= 0)
+    return ts_fail(TS_ERR_DEVICE, "pin_memory: page-locked memory needs CUDA (cuda.is_available() is false)");
+  return pinned_empty(ndim, sizes, dt, be->host_allocator, out);
+}
+
 ts_status ts_pin_memory(ts_tensor *t, ts_tensor **out) {
   if (t->device.type != TS_CPU)
     return ts_fail(TS_ERR_DEVICE, "pin_memory: only CPU tensors can be pinned, this one is on cuda:%d", t->device.index);

@@ -117,6 +117,8 @@ ts_status ts_device_resolve(ts_device *d);
 ts_status ts_to_device(ts_tensor *t, ts_device dev, ts_dtype dt, bool non_blocking, ts_tensor **out);
 /* dst <- src across devices (dst's shape, src broadcast, dtype cast). */
 ts_status ts_copy_across(ts_tensor *dst, ts_tensor *src, bool non_blocking);
+/* An uninitialised contiguous CPU tensor in page-locked memory (needs CUDA). */
+ts_status ts_tensor_empty_pinned(int ndim, const int64_t *sizes, ts_dtype dt, ts_tensor **out);
 /* A copy of CPU tensor t in page-locked memory (t itself when pinned). */
 ts_status ts_pin_memory(ts_tensor *t, ts_tensor **out);
 /* Waits for pending copies into t's storage before the host reads it. */

@@ -26,8 +26,9 @@
 --   them in place during an epoch. A non-contiguous tensor is copied once
 --   when its dataset is made, so later in-place changes to it do not reach
 --   the loader (they do reach dataset:get).
--- - pin_memory = true is accepted; until the CUDA backend has a page-locked
---   host pool, batches are ordinary memory (see batch_empty in src/data/batch.c).
+-- - pin_memory = true puts batches in page-locked memory when a GPU is there
+--   (ordinary memory otherwise; is_pinned() tells), so that
+--   x:to("cuda", {non_blocking = true}) overlaps with compute.
 -- - ConcatDataset, datasets with a collate_fn or a Lua-function transform,
 --   and Lua datasets take the per-sample path.
 local C = torch._data

@@ -240,11 +240,12 @@ static void run_transforms(const ts_data_source *s, uint64_t key, int64_t pos, f
 
 /* ---- batches --------------------------------------------------------------------- */
 
-/* Where pinned batches will come from. Until the CUDA backend has a
- * page-locked host pool, pin gives ordinary memory and storage->pinned stays
- * false (so is_pinned() tells the truth); only this function changes then. */
+/* pin_memory: batches in page-locked memory when a GPU is there (so that
+ * :to(dev, {non_blocking = true}) overlaps), ordinary memory otherwise
+ * (is_pinned() tells which). */
 static ts_status batch_empty(int ndim, const int64_t *sizes, ts_dtype dt, bool pin, ts_tensor **out) {
-  (void)pin;
+  ts_backend *be = ts_backends[TS_CUDA];
+  if (pin && be && be->host_allocator && be->device_count > 0) return ts_tensor_empty_pinned(ndim, sizes, dt, out);
   return ts_tensor_empty(ndim, sizes, dt, TS_DEVICE_CPU, out);
 }
 
