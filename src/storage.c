@@ -28,7 +28,8 @@ const ts_allocator ts_cpu_allocator = {cpu_alloc, cpu_free, NULL};
 
 static void (*oom_hook)(void *);
 static void *oom_hook_ud;
-void ts_set_oom_hook(void (*hook)(void *ud), void *ud) { oom_hook = hook, oom_hook_ud = ud; }
+static _Thread_local bool oom_hook_thread; /* only the thread that set it runs it (Lua's) */
+void ts_set_oom_hook(void (*hook)(void *ud), void *ud) { oom_hook = hook, oom_hook_ud = ud, oom_hook_thread = true; }
 
 ts_status (*ts_pending_wait)(uintptr_t event);
 
@@ -50,7 +51,7 @@ ts_status ts_storage_new_from(size_t nbytes, ts_device dev, const ts_allocator *
   ts_storage *s = ts_small_alloc(sizeof *s);
   if (!s) return ts_fail(TS_ERR_OOM, "out of memory allocating a storage header");
   s->data = a->alloc(a->ctx, nbytes, dev);
-  if (!s->data && oom_hook) { /* tensors Lua has dropped may hold the memory: collect, retry once */
+  if (!s->data && oom_hook && oom_hook_thread) { /* tensors Lua has dropped may hold the memory: collect, retry once */
     oom_hook(oom_hook_ud);
     s->data = a->alloc(a->ctx, nbytes, dev);
   }
