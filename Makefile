@@ -96,16 +96,16 @@ $(BUILD)/%.o: %.cu $(HEADERS)
 	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) --expt-relaxed-constexpr -Isrc -Icuda -Xcompiler -fPIC -c $< -o $@
 
 $(BUILD)/tensh: $(CORE_OBJ) $(LUA_OBJ) $(SHELL_OBJ) $(CUDA_OBJ)
-	$(CC) -o $@ $^ $(LUA_LIBS) $(LDLIBS) -Wl,-E
+	$(CC) $(LDFLAGS) -o $@ $^ $(LUA_LIBS) $(LDLIBS) -Wl,-E
 
 # the Lua module: lua5.4 itself provides the Lua API symbols
 $(BUILD)/tensh.so: $(CORE_OBJ) $(LUA_OBJ) $(CUDA_OBJ)
-	$(CC) -shared -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) -shared -o $@ $^ $(LDLIBS)
 
 $(CTEST_OBJ): $(wildcard tests/c/*.h tests/c/*.def)
 
 $(BUILD)/test_c: $(CTEST_OBJ) $(CORE_OBJ) $(CUDA_OBJ)
-	$(CC) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 deps:
 	bash scripts/install-deps.sh

@@ -350,15 +350,7 @@ extern "C" void ts_cuda_backend_init(void) {
   cuda_backend.current_device = current_device_fn;
   cuda_backend.device_count = ts_cuda_device_count();
   cuda_backend.host_allocator = &ts_cuda_pinned_allocator;
-  ts_kernel *k = cuda_backend.kernels;
-  tsc_register_copy(k);
-  tsc_register_random(k);
-  tsc_register_elementwise(k);
-  tsc_register_reduce(k);
-  tsc_register_linalg(k);
-  tsc_register_index(k);
-  tsc_register_optim(k);
-  tsc_register_nn(k);
+  ts_cuda_kernel_table(cuda_backend.kernels);
   ts_pending_wait = wait_pending;
   ts_backends[TS_CUDA] = &cuda_backend;
 }

@@ -54,6 +54,31 @@ void tsc_temp_free(void *p);
     if (tsc_s_ != TS_OK) return tsc_s_;           \
   } while (0)
 
+// Scratch for one entry: freed when the entry returns, after the launches
+// that use it were queued (stream order makes that safe).
+struct tsc_temp {
+  void *p = nullptr;
+  tsc_temp() = default;
+  tsc_temp(const tsc_temp &) = delete;
+  tsc_temp &operator=(const tsc_temp &) = delete;
+  ~tsc_temp() { tsc_temp_free(p); }
+  ts_status alloc(size_t n) {
+    ts_status st;
+    p = tsc_temp_alloc(n, &st);
+    return st;
+  }
+};
+
+// Shared by the index family's files.
+ts_status tsc_sort_kernel(const ts_call *c); // sort.cu: SORT and TOPK
+// Stable radix sort of 64-bit keys with 32- or 64-bit values (randperm, unique).
+ts_status tsc_sort_pairs_u64(const uint64_t *kin, uint64_t *kout, const void *vin, void *vout, bool v64, int64_t n,
+                             int end_bit);
+
+#define TSC_GRID_STRIDE(I, e, n)                                                                         \
+  for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x, e##_step = (I)gridDim.x * blockDim.x; e < (n); \
+       e += e##_step)
+
 #define TSC_THREADS 256
 
 // Blocks for a grid-stride loop over n items with `per_thread` items each:

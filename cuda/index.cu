@@ -22,26 +22,11 @@
 
 #include "common.cuh"
 
-ts_status tsc_sort_kernel(const ts_call *c); // sort.cu: SORT and TOPK
 
 // ---- host helpers -------------------------------------------------------------
 
 namespace {
 
-// Stream-ordered scratch, freed when the entry returns (after the launches
-// that use it were queued, which the caching allocator makes safe).
-struct temp_buf {
-  void *p = nullptr;
-  temp_buf() = default;
-  temp_buf(const temp_buf &) = delete;
-  temp_buf &operator=(const temp_buf &) = delete;
-  ~temp_buf() { tsc_temp_free(p); }
-  ts_status alloc(size_t n) {
-    ts_status st;
-    p = tsc_temp_alloc(n, &st);
-    return st;
-  }
-};
 
 // One error record per launch: what 0 (none), 1 (a bad index: bad), 2 (an
 // output too small for the data: unique only).
@@ -56,7 +41,7 @@ __device__ __forceinline__ void report(idx_err *e, long long bad, unsigned what 
 }
 
 struct err_box {
-  temp_buf buf;
+  tsc_temp buf;
   idx_err *d() const { return (idx_err *)buf.p; }
   ts_status init() {
     ts_status st = buf.alloc(sizeof(idx_err));
@@ -76,7 +61,7 @@ struct err_box {
 // tensor stand for a scalar beside device tensors (ts_check_same_device);
 // such a tensor (one element, maybe seen through stride-0 dims) is copied to
 // a device temporary, so no kernel ever dereferences host memory.
-ts_status dev_data(const ts_tensor *t, const char *op, temp_buf &tmp, const void **p) {
+ts_status dev_data(const ts_tensor *t, const char *op, tsc_temp &tmp, const void **p) {
   if (t->device.type == TS_CUDA) return *p = ts_data(t), TS_OK;
   for (int d = 0; d < t->ndim; d++)
     if (t->sizes[d] > 1 && t->strides[d] != 0)
@@ -133,15 +118,12 @@ ts_tensor leading(const ts_tensor *t, int nd) {
   return v;
 }
 
-#define GRID_STRIDE(I, e, n)                                                                  \
-  for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x, e##_step = (I)gridDim.x * blockDim.x; e < (n); \
-       e += e##_step)
 
 // ---- strided copy (cat's non-contiguous inputs) -------------------------------
 
 template <typename E, typename I>
 __global__ void copy_strided_kernel(E *dst, const E *src, tsc_offsets<2, I> o, I n) {
-  GRID_STRIDE(I, e, n) {
+  TSC_GRID_STRIDE(I, e, n) {
     I off[2];
     o.get(e, off);
     dst[off[0]] = src[off[1]];
@@ -169,7 +151,7 @@ __global__ void cat_contig_kernel(char *out, int64_t out_row, cat_batch b) {
   I total = (I)p.total, row = (I)p.row;
   U *dst = (U *)out + p.col;
   const U *src = (const U *)p.src;
-  GRID_STRIDE(I, e, total) {
+  TSC_GRID_STRIDE(I, e, total) {
     I o = e / row, c = e - o * row;
     dst[(int64_t)o * out_row + c] = src[e];
   }
@@ -260,7 +242,7 @@ ts_status k_cat(const ts_call *c) {
 template <typename E, typename I, bool SCATTER>
 __global__ void index_copy_kernel(E *a, const int64_t *idx, const E *b, tsc_offsets<3, I> o, I n, int64_t size,
                                   int64_t dstride, bool wrap, idx_err *err) {
-  GRID_STRIDE(I, e, n) {
+  TSC_GRID_STRIDE(I, e, n) {
     I off[3];
     o.get(e, off);
     int64_t j = idx[off[1]], v = j;
@@ -328,7 +310,7 @@ template <> __device__ __forceinline__ void atomic_add_elem<uint8_t>(uint8_t *p,
 template <typename T, typename I>
 __global__ void scatter_add_kernel(T *a, const int64_t *idx, const T *b, tsc_offsets<3, I> o, I n, int64_t size,
                                    int64_t dstride, bool wrap, bool logical, idx_err *err) {
-  GRID_STRIDE(I, e, n) {
+  TSC_GRID_STRIDE(I, e, n) {
     I off[3];
     o.get(e, off);
     int64_t j = idx[off[1]], v = j;
@@ -431,7 +413,7 @@ ts_status k_gather(const ts_call *c) {
   ts_tensor *out = c->out[0], *src = c->in[0], *index = c->in[1];
   int dim = (int)c->i[0];
   if (ts_numel(out) == 0) return TS_OK;
-  temp_buf ts_, ti_;
+  tsc_temp ts_, ti_;
   const void *sp, *ip;
   ts_status st = dev_data(src, "gather", ts_, &sp);
   if (st || (st = dev_data(index, "gather", ti_, &ip))) return st;
@@ -446,7 +428,7 @@ ts_status k_scatter(const ts_call *c) {
   ts_tensor *out = c->out[0], *index = c->in[0], *src = c->in[1];
   int dim = (int)c->i[0];
   if (ts_numel(index) == 0) return TS_OK;
-  temp_buf ti_, ts_;
+  tsc_temp ti_, ts_;
   const void *ip, *sp;
   ts_status st = dev_data(index, "scatter", ti_, &ip);
   if (st || (st = dev_data(src, "scatter", ts_, &sp))) return st;
@@ -512,7 +494,7 @@ template <typename I, class Op> ts_status run_tiles(const Op &op, int64_t n, con
     TSC_LAUNCH_CHECK(what);
     return TS_OK;
   }
-  temp_buf counts, offs, scan;
+  tsc_temp counts, offs, scan;
   ts_status st = counts.alloc((size_t)tiles * sizeof(int64_t));
   if (st || (st = offs.alloc((size_t)tiles * sizeof(int64_t)))) return st;
   tile_count_kernel<Op, I><<<(unsigned)tiles, TILE_THREADS, 0, s>>>(op, (I)n, (int64_t *)counts.p);
@@ -532,7 +514,7 @@ __global__ void __launch_bounds__(TSC_THREADS) count_kernel(Op op, I n, unsigned
   using R = cub::BlockReduce<unsigned long long, TSC_THREADS>;
   __shared__ typename R::TempStorage tmp;
   unsigned long long c = 0;
-  GRID_STRIDE(I, e, n) c += op.flag(e);
+  TSC_GRID_STRIDE(I, e, n) c += op.flag(e);
   unsigned long long total = R(tmp).Sum(c);
   if (threadIdx.x == 0 && total) atomicAdd(out, total);
 }
@@ -549,11 +531,11 @@ __global__ void __launch_bounds__(TSC_THREADS) count_bytes_kernel(const uint8_t 
   int64_t nv = n / 16;
   const uint4 *v = (const uint4 *)p;
   unsigned long long c = 0;
-  GRID_STRIDE(int64_t, i, nv) {
+  TSC_GRID_STRIDE(int64_t, i, nv) {
     uint4 w = v[i];
     c += nonzero_bytes(w.x) + nonzero_bytes(w.y) + nonzero_bytes(w.z) + nonzero_bytes(w.w);
   }
-  GRID_STRIDE(int64_t, i, n - nv * 16) c += p[nv * 16 + i] != 0;
+  TSC_GRID_STRIDE(int64_t, i, n - nv * 16) c += p[nv * 16 + i] != 0;
   unsigned long long total = R(tmp).Sum(c);
   if (threadIdx.x == 0 && total) atomicAdd(out, total);
 }
@@ -599,7 +581,7 @@ uint64_t nonzero_mask(ts_dtype dt) {
 ts_status k_nonzero(const ts_call *c) {
   ts_tensor *x = c->in[0], *out = c->out[0];
   int64_t n = ts_numel(x);
-  temp_buf tx;
+  tsc_temp tx;
   const void *xp = nullptr;
   ts_status st = n ? dev_data(x, "nonzero", tx, &xp) : TS_OK;
   if (st) return st;
@@ -678,7 +660,7 @@ template <typename E, typename I> struct mask_op {
 template <typename E, typename I>
 __global__ void masked_fill_kernel(E *out, const uint8_t *m, tsc_offsets<2, I> o, I n, const E *vp, E v) {
   E val = vp ? *vp : v;
-  GRID_STRIDE(I, e, n) {
+  TSC_GRID_STRIDE(I, e, n) {
     I off[2];
     o.get(e, off);
     if (m[off[1]]) out[off[0]] = val;
@@ -692,7 +674,7 @@ ts_status k_masked_select(const ts_call *c) {
   ts_tensor *out = c->out[0], *x = c->in[0], *m = c->in[1];
   int64_t n = ts_numel(x), limit = ts_numel(out);
   if (n == 0 || limit == 0) return TS_OK;
-  temp_buf tx, tm;
+  tsc_temp tx, tm;
   const void *xp, *mp;
   ts_status st = dev_data(x, "masked_select", tx, &xp);
   if (st || (st = dev_data(m, "masked_select", tm, &mp))) return st;
@@ -718,7 +700,7 @@ ts_status k_masked_scatter(const ts_call *c) {
   bool fill = c->i[0] != 0;
   int64_t n = ts_numel(out), limit = ts_numel(src);
   if (n == 0 || limit == 0) return TS_OK;
-  temp_buf tm;
+  tsc_temp tm;
   const void *mp;
   ts_status st = dev_data(m, "masked_scatter", tm, &mp);
   if (st) return st;
@@ -797,7 +779,7 @@ template <typename T> struct unique_op {
 };
 
 __global__ void unique_counts_kernel(const int64_t *starts, int64_t u, int64_t n, int64_t *counts, int64_t cs) {
-  GRID_STRIDE(int64_t, g, u) counts[g * cs] = (g + 1 < u ? starts[g + 1] : n) - starts[g];
+  TSC_GRID_STRIDE(int64_t, g, u) counts[g * cs] = (g + 1 < u ? starts[g + 1] : n) - starts[g];
 }
 
 ts_status k_unique(const ts_call *c) {
@@ -826,7 +808,7 @@ ts_status k_unique(const ts_call *c) {
     op.u = vals->sizes[0];
     if (n == 0) return TS_OK;
     err_box err;
-    temp_buf starts;
+    tsc_temp starts;
     ts_status st = err.init();
     if (st || (counts && op.u > 0 && (st = starts.alloc((size_t)op.u * sizeof(int64_t))))) return st;
     op.p = (const int64_t *)ts_data(pos);

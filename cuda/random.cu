@@ -10,27 +10,10 @@
 
 #include "common.cuh"
 
-ts_status tsc_sort_pairs_u64(const uint64_t *kin, uint64_t *kout, const void *vin, void *vout, bool v64, int64_t n,
-                             int end_bit); // sort.cu
 
 namespace {
 
-struct temp_buf {
-  void *p = nullptr;
-  temp_buf() = default;
-  temp_buf(const temp_buf &) = delete;
-  temp_buf &operator=(const temp_buf &) = delete;
-  ~temp_buf() { tsc_temp_free(p); }
-  ts_status alloc(size_t n) {
-    ts_status st;
-    p = tsc_temp_alloc(n, &st);
-    return st;
-  }
-};
 
-#define GRID_STRIDE(I, e, n)                                                                  \
-  for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x, e##_step = (I)gridDim.x * blockDim.x; e < (n); \
-       e += e##_step)
 
 // ts_store_f64 / ts_store_i64 on the device: the same casts, in the same order.
 template <typename T> struct rstore {
@@ -68,7 +51,7 @@ enum { MODE_RAND, MODE_RANDN, MODE_RANDINT };
 template <typename T>
 __global__ void random_kernel(T *out, int64_t n, uint64_t seed, uint64_t off, int mode, double lo, double hi,
                               uint64_t ilo, uint64_t range) {
-  GRID_STRIDE(int64_t, j, n) {
+  TSC_GRID_STRIDE(int64_t, j, n) {
     ts_u32x4 r = ts_philox(seed, off + (uint64_t)j);
     if (mode == MODE_RAND) {
       double u = std::is_same<T, double>::value ? ts_uniform_f64(r.v[0], r.v[1]) : (double)ts_uniform_f32(r.v[0]);
@@ -106,7 +89,7 @@ ts_status k_random(const ts_call *c) {
 // randperm: the positions sorted by their 64-bit Philox keys, ties by
 // position (a stable sort of positions in order), as the CPU's qsort.
 template <typename V> __global__ void perm_keys_kernel(uint64_t *keys, V *vals, int64_t n, uint64_t seed, uint64_t off) {
-  GRID_STRIDE(int64_t, j, n) {
+  TSC_GRID_STRIDE(int64_t, j, n) {
     ts_u32x4 r = ts_philox(seed, off + (uint64_t)j);
     keys[j] = ((uint64_t)r.v[0] << 32) | r.v[1];
     vals[j] = (V)j;
@@ -114,11 +97,11 @@ template <typename V> __global__ void perm_keys_kernel(uint64_t *keys, V *vals, 
 }
 
 template <typename T, typename V> __global__ void perm_store_kernel(T *out, const V *perm, int64_t n) {
-  GRID_STRIDE(int64_t, j, n) out[j] = rstore<T>::i64((int64_t)perm[j]);
+  TSC_GRID_STRIDE(int64_t, j, n) out[j] = rstore<T>::i64((int64_t)perm[j]);
 }
 
 template <typename V> ts_status randperm_with(ts_tensor *out, int64_t n, uint64_t seed, uint64_t off) {
-  temp_buf kbuf, vbuf;
+  tsc_temp kbuf, vbuf;
   ts_status st = kbuf.alloc((size_t)n * 2 * sizeof(uint64_t));
   if (st || (st = vbuf.alloc((size_t)n * 2 * sizeof(V)))) return st;
   uint64_t *keys = (uint64_t *)kbuf.p;

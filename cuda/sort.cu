@@ -25,27 +25,10 @@
 #include "common.cuh"
 
 ts_status tsc_sort_kernel(const ts_call *c);
-ts_status tsc_sort_pairs_u64(const uint64_t *kin, uint64_t *kout, const void *vin, void *vout, bool v64, int64_t n,
-                             int end_bit);
 
 namespace {
 
-struct temp_buf {
-  void *p = nullptr;
-  temp_buf() = default;
-  temp_buf(const temp_buf &) = delete;
-  temp_buf &operator=(const temp_buf &) = delete;
-  ~temp_buf() { tsc_temp_free(p); }
-  ts_status alloc(size_t n) {
-    ts_status st;
-    p = tsc_temp_alloc(n, &st);
-    return st;
-  }
-};
 
-#define GRID_STRIDE(I, e, n)                                                                  \
-  for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x, e##_step = (I)gridDim.x * blockDim.x; e < (n); \
-       e += e##_step)
 
 // ---- keys ----------------------------------------------------------------------
 
@@ -101,7 +84,7 @@ __host__ __device__ constexpr uint64_t low_bits(int bits) { return bits >= 64 ? 
 template <class KM, typename K, typename V, typename I>
 __global__ void make_keys_kernel(const typename KM::T *x, tsc_offsets<1, I> o, I N, I n, bool desc, int row_shift,
                                  K *keys, V *vals) {
-  GRID_STRIDE(I, e, N) {
+  TSC_GRID_STRIDE(I, e, N) {
     I off[1];
     o.get(e, off);
     uint64_t k = KM::map(x[off[0]]);
@@ -119,7 +102,7 @@ __global__ void make_keys_kernel(const typename KM::T *x, tsc_offsets<1, I> o, I
 template <typename E, typename V, typename I>
 __global__ void sort_finish_kernel(const E *x, E *vals, int64_t *inds, const V *perm, tsc_offsets<3, I> o, I M, I k,
                                    int64_t n, int64_t xs) {
-  GRID_STRIDE(I, e, M) {
+  TSC_GRID_STRIDE(I, e, M) {
     I off[3];
     o.get(e, off);
     I r = e / k, t = e - r * k;
@@ -130,14 +113,14 @@ __global__ void sort_finish_kernel(const E *x, E *vals, int64_t *inds, const V *
 }
 
 __global__ void row_offsets_kernel(int64_t *o, int64_t count, int64_t n) {
-  GRID_STRIDE(int64_t, r, count) o[r] = r * n;
+  TSC_GRID_STRIDE(int64_t, r, count) o[r] = r * n;
 }
 
 // ---- CUB wrappers (instantiated for the few key/value pairs used) -----------------
 
 template <typename K, typename V> struct radix_pairs {
   size_t bytes = 0;
-  temp_buf tmp;
+  tsc_temp tmp;
   ts_status prepare(int64_t n, int end_bit) {
     TSC_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, (const K *)nullptr, (K *)nullptr, (const V *)nullptr,
                                               (V *)nullptr, n, 0, end_bit, tsc_stream()));
@@ -153,7 +136,7 @@ template <typename K, typename V> struct radix_pairs {
 template <typename K>
 ts_status segmented_pairs(const K *kin, K *kout, const int32_t *vin, int32_t *vout, int64_t N, int64_t rows, int64_t n) {
   cudaStream_t s = tsc_stream();
-  temp_buf offs, tmp;
+  tsc_temp offs, tmp;
   ts_status st = offs.alloc((size_t)(rows + 1) * sizeof(int64_t));
   if (st) return st;
   int64_t *o = (int64_t *)offs.p;
@@ -215,7 +198,7 @@ ts_status sort_rows(ts_tensor *x, ts_tensor *vals, ts_tensor *inds, int dim, boo
   int64_t n = x->sizes[dim], N = ts_numel(x), rows = N / n;
   int segbits = rows > 1 ? 64 - __builtin_clzll((unsigned long long)(rows - 1)) : 0;
   int end_bit = path == COMPOSITE ? KM::bits + segbits : KM::bits;
-  temp_buf kbuf, vbuf;
+  tsc_temp kbuf, vbuf;
   ts_status st = kbuf.alloc((size_t)N * 2 * sizeof(K));
   if (st || (st = vbuf.alloc((size_t)N * 2 * sizeof(V)))) return st;
   K *kin = (K *)kbuf.p, *kout = kin + N;

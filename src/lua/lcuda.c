@@ -371,6 +371,17 @@ typedef struct levent {
 
 static levent *check_event(lua_State *L, int idx) { return luaL_checkudata(L, idx, LT_EVENT); }
 
+/* An optional stream argument: the current stream of the current device by default. */
+static uintptr_t stream_arg(lua_State *L, int idx, int *device) {
+  if (lua_isnoneornil(L, idx)) {
+    *device = ts_cuda_current_device();
+    return ts_cuda_current_stream(*device);
+  }
+  lstream *st = check_stream(L, idx);
+  *device = st->device;
+  return st->handle;
+}
+
 /* cuda.Event({enable_timing=, blocking=}) */
 static int l_event_new(lua_State *L) {
   need_cuda(L, "Event");
@@ -395,12 +406,7 @@ static int event_gc(lua_State *L) {
 static int m_event_record(lua_State *L) {
   levent *e = check_event(L, 1);
   int d;
-  uintptr_t s;
-  if (lua_isnoneornil(L, 2)) d = ts_cuda_current_device(), s = ts_cuda_current_stream(d);
-  else {
-    lstream *st = check_stream(L, 2);
-    d = st->device, s = st->handle;
-  }
+  uintptr_t s = stream_arg(L, 2, &d);
   if (e->handle && e->device != d)
     return lt_errorf(L, "Event.record: the event was recorded on cuda:%d and cannot be recorded on cuda:%d", e->device, d);
   if (!e->handle) {
@@ -442,12 +448,7 @@ static int m_event_wait(lua_State *L) {
   levent *e = check_event(L, 1);
   if (!e->recorded) return 0;
   int d;
-  uintptr_t s;
-  if (lua_isnoneornil(L, 2)) d = ts_cuda_current_device(), s = ts_cuda_current_stream(d);
-  else {
-    lstream *st = check_stream(L, 2);
-    d = st->device, s = st->handle;
-  }
+  uintptr_t s = stream_arg(L, 2, &d);
   LT_TRY(L, ts_cuda_stream_wait_event(s, e->handle, d));
   return 0;
 }

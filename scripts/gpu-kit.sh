@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Builds build-gpu/ for a GPU machine that has the CUDA toolkit but none of
+# our Debian packages (the device machine of ../shared: CUDA 13, PyTorch, no
+# package registry): an sm_90 build whose Debian libraries (Lua, readline,
+# OpenBLAS, cJSON, zlib and what they need) are copied into build-gpu/lib and
+# found through an $ORIGIN rpath. cuBLAS and the CUDA runtime come from the
+# machine's own toolkit (LD_LIBRARY_PATH=/usr/local/cuda/lib64 there).
+#
+# Here:   bash scripts/gpu-kit.sh          (then carry build-gpu)
+# There:  bash scripts/gpu-kit.sh --run    (the suite, compute-sanitizer, the benchmarks)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=build-gpu
+
+if [ "${1:-}" = "--run" ]; then
+  export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+  out=${OUT:-/tmp/tensh-gpu}
+  mkdir -p "$out"
+  nvidia-smi -L | tee "$out/device.txt" || true
+  bash tests/run.sh "$build" 2>&1 | tee "$out/test.txt" | tail -n 40
+  # memcheck over the CUDA tests: every op once on the GPU
+  if command -v compute-sanitizer >/dev/null 2>&1; then
+    for f in tests/lua/test_cuda_*.lua; do
+      (cd tests/lua && TENSH_BUILD="../../$build" compute-sanitizer --tool memcheck --error-exitcode 9 \
+        "../../$build/tensh" "$(basename "$f")") >"$out/memcheck-$(basename "$f" .lua).txt" 2>&1
+      echo "memcheck $(basename "$f"): exit $? ($(grep -c 'ERROR SUMMARY: 0' "$out/memcheck-$(basename "$f" .lua).txt") clean summaries)"
+    done
+  fi
+  # the benchmarks and their PyTorch twins, side by side
+  TENSH_PEERS="${TENSH_PEERS:-shared/peers}" bash scripts/bench/run.sh "$build" >"$out/bench.jsonl" 2>"$out/bench.err" || true
+  tail -n 20 "$out/bench.jsonl"
+  exit 0
+fi
+
+make -j"$(nproc)" BUILD="$build" CUDA_ARCH="-gencode arch=compute_90,code=sm_90" LDFLAGS='-Wl,-rpath,\$$ORIGIN/lib' \
+  "$build/tensh" "$build/test_c"
+mkdir -p "$build/lib"
+# every shared library the binaries need, except the C runtime and CUDA's own
+for bin in "$build/tensh" "$build/test_c"; do
+  ldd "$bin" | awk '/=> \//{print $3}'
+done | sort -u | grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcublas[^/]*|libcudart[^/]*)\.so' |
+  while read -r lib; do cp -L "$lib" "$build/lib/"; done
+du -sh "$build"
+echo "carry $build (and shared/peers copied into the repo for the benchmarks)"
