@@ -1,13 +1,14 @@
-// CUDA optimizer kernels: the fused Adam/AdamW step (contract in
-// src/ops_optim.def; the CPU reference is src/cpu/optim.c).
+// CUDA optimizer kernels: the fused Adam/AdamW, SGD and RMSprop steps
+// (contracts in src/ops_optim.def; the CPU reference is src/cpu/optim.c).
 //
 // One launch updates every parameter of the group (a multi-tensor apply):
-// the host builds a table of the group's tensors (pointers, sizes, dtype,
-// the first block of each), copies it to the device with one async copy,
-// and each thread block finds its tensor by binary search and updates one
-// chunk of it. Parameters may mix float32 and float64 (each parameter's
-// tensors share one dtype); the branch is uniform per block. The arithmetic
-// is the CPU's, in double, element by element.
+// the host builds a table of the group's tensors (up to five pointers per
+// parameter, its size, dtype, the first block of each), copies it to the
+// device with one async copy, and each thread block finds its parameter by
+// binary search and updates one chunk of it. Parameters may mix float32 and
+// float64 (each parameter's tensors share one dtype); the branch is uniform
+// per block. The arithmetic is the CPU's, in double, element by element: one
+// functor per optimizer maps a parameter's five slots in place.
 #include <math.h>
 #include <string.h>
 
@@ -15,69 +16,70 @@
 
 #include "common.cuh"
 
-#define ADAM_CHUNK 16384 // elements per block: 256 threads x 4 wide x 16 steps
+#define MT_CHUNK 16384 // elements per block: 256 threads x 4 wide x 16 steps
+#define MT_SLOTS 5     // tensors per parameter at most; slot 1 is the grad (read only)
 
-// One parameter: its tensors, all contiguous, of n elements.
-struct adam_entry {
-  void *p, *g, *m, *v, *vm; // vm NULL without amsgrad
+// One parameter: its tensors, all contiguous, of n elements; an unused slot is NULL.
+struct mt_entry {
+  void *t[MT_SLOTS];
   int64_t n;
   int64_t first_block; // blocks of the earlier entries
   int f64;             // float64 (else float32)
   int vec;             // every pointer 16-byte aligned: 128-bit accesses
+  int flag;            // per parameter, for the functor (SGD: the buffer is fresh)
 };
-
-struct adam_hyper {
-  double b1, b2, eps, wd, lr, step_size, bc2_sqrt;
-  bool maximize, decoupled;
-};
-
-// One element, as the CPU's ADAM_LOOP body (double arithmetic, stores in T).
-template <typename T>
-__device__ __forceinline__ void adam_one(const adam_hyper &h, T &p, T g, T &m, T &v, T *vm) {
-  double gj = h.maximize ? -(double)g : (double)g, pj = (double)p;
-  if (h.wd != 0) {
-    if (h.decoupled) pj *= 1 - h.lr * h.wd;
-    else gj += h.wd * pj;
-  }
-  const double mj = (double)m * h.b1 + (1 - h.b1) * gj, vj = (double)v * h.b2 + (1 - h.b2) * gj * gj;
-  m = (T)mj, v = (T)vj;
-  double vv = vj;
-  if (vm) {
-    vv = (double)*vm > vj ? (double)*vm : vj;
-    *vm = (T)vv;
-  }
-  p = (T)(pj - h.step_size * mj / (sqrt(vv) / h.bc2_sqrt + h.eps));
-}
 
 template <typename T, int V> struct alignas(sizeof(T) * V) avec {
   T v[V];
 };
 
-// Elements [lo, hi) of entry e. The vector path needs lo (a multiple of the
-// chunk) and the pointers aligned; a tail shorter than V goes one by one.
-template <typename T> __device__ void adam_chunk(const adam_hyper &h, const adam_entry &e, int64_t lo, int64_t hi) {
-  T *p = (T *)e.p, *m = (T *)e.m, *v = (T *)e.v, *vm = (T *)e.vm;
-  const T *g = (const T *)e.g;
+// Elements [lo, hi) of entry e: load the used slots, op(x, flag) per
+// element, store every used slot but the grad's. The vector path needs lo
+// (a multiple of the chunk) and the pointers aligned; a tail shorter than V
+// goes one by one. The slot loops unroll, so x and r stay in registers.
+template <typename T, class Op> __device__ void mt_chunk(const Op &op, const mt_entry &e, int64_t lo, int64_t hi) {
   constexpr int V = 16 / sizeof(T);
   int64_t i = lo;
   if (e.vec) {
     const int64_t nv = (hi - lo) / V;
     for (int64_t k = threadIdx.x; k < nv; k += blockDim.x) {
       const int64_t j = lo + k * V;
-      avec<T, V> pp = *(avec<T, V> *)(p + j), gg = *(const avec<T, V> *)(g + j), mm = *(avec<T, V> *)(m + j),
-                 vv = *(avec<T, V> *)(v + j), ww;
-      if (vm) ww = *(avec<T, V> *)(vm + j);
+      avec<T, V> r[MT_SLOTS];
 #pragma unroll
-      for (int q = 0; q < V; q++) adam_one<T>(h, pp.v[q], gg.v[q], mm.v[q], vv.v[q], vm ? &ww.v[q] : NULL);
-      *(avec<T, V> *)(p + j) = pp, *(avec<T, V> *)(m + j) = mm, *(avec<T, V> *)(v + j) = vv;
-      if (vm) *(avec<T, V> *)(vm + j) = ww;
+      for (int s = 0; s < MT_SLOTS; s++)
+        if (e.t[s]) r[s] = *(const avec<T, V> *)((const T *)e.t[s] + j);
+        else {
+#pragma unroll
+          for (int q = 0; q < V; q++) r[s].v[q] = T(0);
+        }
+#pragma unroll
+      for (int q = 0; q < V; q++) {
+        T x[MT_SLOTS];
+#pragma unroll
+        for (int s = 0; s < MT_SLOTS; s++) x[s] = r[s].v[q];
+        op(x, e.flag);
+#pragma unroll
+        for (int s = 0; s < MT_SLOTS; s++) r[s].v[q] = x[s];
+      }
+#pragma unroll
+      for (int s = 0; s < MT_SLOTS; s++)
+        if (s != 1 && e.t[s]) *(avec<T, V> *)((T *)e.t[s] + j) = r[s];
     }
     i = lo + nv * V;
   }
-  for (int64_t j = i + threadIdx.x; j < hi; j += blockDim.x) adam_one<T>(h, p[j], g[j], m[j], v[j], vm ? vm + j : NULL);
+  for (int64_t j = i + threadIdx.x; j < hi; j += blockDim.x) {
+    T x[MT_SLOTS];
+#pragma unroll
+    for (int s = 0; s < MT_SLOTS; s++) x[s] = e.t[s] ? ((const T *)e.t[s])[j] : T(0);
+    op(x, e.flag);
+#pragma unroll
+    for (int s = 0; s < MT_SLOTS; s++)
+      if (s != 1 && e.t[s]) ((T *)e.t[s])[j] = x[s];
+  }
 }
 
-__global__ void adam_kernel(const adam_entry *__restrict__ ents, int nent, int64_t total_blocks, adam_hyper h) {
+template <class Op>
+__global__ void mt_kernel(const mt_entry *__restrict__ ents, int nent, int64_t total_blocks, Op op) {
   for (int64_t vb = blockIdx.x; vb < total_blocks; vb += gridDim.x) {
     int lo = 0, hi = nent - 1; // the last entry whose first_block <= vb
     while (lo < hi) {
@@ -85,63 +87,168 @@ __global__ void adam_kernel(const adam_entry *__restrict__ ents, int nent, int64
       if (ents[mid].first_block <= vb) lo = mid;
       else hi = mid - 1;
     }
-    const adam_entry e = ents[lo];
-    const int64_t start = (vb - e.first_block) * ADAM_CHUNK, end = min(start + (int64_t)ADAM_CHUNK, e.n);
-    if (e.f64) adam_chunk<double>(h, e, start, end);
-    else adam_chunk<float>(h, e, start, end);
+    const mt_entry e = ents[lo];
+    const int64_t start = (vb - e.first_block) * MT_CHUNK, end = min(start + (int64_t)MT_CHUNK, e.n);
+    if (e.f64) mt_chunk<double>(op, e, start, end);
+    else mt_chunk<float>(op, e, start, end);
   }
 }
 
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
-static ts_status k_adam_step(const ts_call *c) {
-  adam_hyper h;
-  double lr = c->f[0], wd;
-  memcpy(&wd, &c->i[3], sizeof wd);
-  h.lr = lr, h.b1 = c->f[1], h.b2 = c->f[2], h.eps = c->f[3], h.wd = wd;
-  h.maximize = c->i[0] & 2, h.decoupled = c->i[0] & 4;
+// The table for c's parameters (c->i[1] tensors each, placed in slots by
+// slot_of[0..per)), then one launch of op. flag_below: parameters with an
+// index below it get flag 1. Empty parameters are left out, so every entry
+// owns >= 1 block.
+template <class Op>
+static ts_status mt_apply(const ts_call *c, const char *what, const int *slot_of, int64_t flag_below, const Op &op) {
   const int per = (int)c->i[1];
-  const double step = (double)c->i[2];
-  h.step_size = lr / (1 - pow(h.b1, step)), h.bc2_sqrt = sqrt(1 - pow(h.b2, step));
-
-  // the table: empty parameters left out, so every entry owns >= 1 block
-  std::vector<adam_entry> ents;
+  std::vector<mt_entry> ents;
   int64_t blocks = 0;
   for (int k = 0; k + per <= c->nin; k += per) {
     ts_tensor *const *t = c->in + k;
     const int64_t n = ts_numel(t[0]);
     if (n == 0) continue;
-    adam_entry e;
-    e.p = ts_data(t[0]), e.g = ts_data(t[1]), e.m = ts_data(t[2]), e.v = ts_data(t[3]);
-    e.vm = per > 4 ? ts_data(t[4]) : NULL;
-    e.n = n, e.first_block = blocks, e.f64 = t[0]->dtype == TS_FLOAT64;
-    e.vec = aligned16(e.p) && aligned16(e.g) && aligned16(e.m) && aligned16(e.v) && (!e.vm || aligned16(e.vm));
-    blocks += (n + ADAM_CHUNK - 1) / ADAM_CHUNK;
+    mt_entry e;
+    memset(&e, 0, sizeof e);
+    e.vec = 1;
+    for (int j = 0; j < per; j++) {
+      e.t[slot_of[j]] = ts_data(t[j]);
+      e.vec &= aligned16(e.t[slot_of[j]]);
+    }
+    e.n = n, e.first_block = blocks, e.f64 = t[0]->dtype == TS_FLOAT64, e.flag = k / per < flag_below;
+    blocks += (n + MT_CHUNK - 1) / MT_CHUNK;
     try {
       ents.push_back(e);
     } catch (...) { // no exception crosses the C boundary
-      return ts_fail(TS_ERR_OOM, "adam_step: out of memory for the parameter table");
+      return ts_fail(TS_ERR_OOM, "%s: out of memory for the parameter table", what);
     }
   }
-  if (!ents.empty()) {
-    ts_status st;
-    const size_t bytes = ents.size() * sizeof(adam_entry);
-    adam_entry *dev = (adam_entry *)tsc_temp_alloc(bytes, &st);
-    if (st) return st;
-    // pageable source: the copy stages it before returning, so the vector may go
-    cudaError_t e = cudaMemcpyAsync(dev, ents.data(), bytes, cudaMemcpyHostToDevice, tsc_stream());
-    if (e != cudaSuccess) {
-      tsc_temp_free(dev);
-      return tsc_cuda_error(e, "adam_step (parameter table)");
-    }
-    const unsigned grid = (unsigned)(blocks < INT32_MAX ? blocks : INT32_MAX);
-    adam_kernel<<<grid, TSC_THREADS, 0, tsc_stream()>>>(dev, (int)ents.size(), blocks, h);
-    st = tsc_after_launch("adam_step");
+  if (ents.empty()) return TS_OK;
+  ts_status st;
+  const size_t bytes = ents.size() * sizeof(mt_entry);
+  mt_entry *dev = (mt_entry *)tsc_temp_alloc(bytes, &st);
+  if (st) return st;
+  // pageable source: the copy stages it before returning, so the vector may go
+  cudaError_t e = cudaMemcpyAsync(dev, ents.data(), bytes, cudaMemcpyHostToDevice, tsc_stream());
+  if (e != cudaSuccess) {
     tsc_temp_free(dev);
-    if (st) return st;
+    return tsc_cuda_error(e, what);
   }
-  for (int k = 0; k + per <= c->nin; k += per) c->in[k]->storage->version++;
-  return TS_OK;
+  const unsigned grid = (unsigned)(blocks < INT32_MAX ? blocks : INT32_MAX);
+  mt_kernel<Op><<<grid, TSC_THREADS, 0, tsc_stream()>>>(dev, (int)ents.size(), blocks, op);
+  st = tsc_after_launch(what);
+  tsc_temp_free(dev); // stream-ordered: the kernel has read it before a reuse
+  return st;
 }
 
-extern "C" void tsc_register_optim(ts_kernel *k) { k[TS_OP_ADAM_STEP] = k_adam_step; }
+// ---- Adam / AdamW: slots param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq -------
+
+struct adam_op {
+  double b1, b2, eps, wd, lr, step_size, bc2_sqrt;
+  bool amsgrad, maximize, decoupled;
+  // As the CPU's ADAM_LOOP body (double arithmetic, stores in T).
+  template <typename T> __device__ __forceinline__ void operator()(T (&x)[MT_SLOTS], int) const {
+    double gj = maximize ? -(double)x[1] : (double)x[1], pj = (double)x[0];
+    if (wd != 0) {
+      if (decoupled) pj *= 1 - lr * wd;
+      else gj += wd * pj;
+    }
+    const double mj = (double)x[2] * b1 + (1 - b1) * gj, vj = (double)x[3] * b2 + (1 - b2) * gj * gj;
+    x[2] = (T)mj, x[3] = (T)vj;
+    double vv = vj;
+    if (amsgrad) {
+      vv = (double)x[4] > vj ? (double)x[4] : vj;
+      x[4] = (T)vv;
+    }
+    x[0] = (T)(pj - step_size * mj / (sqrt(vv) / bc2_sqrt + eps));
+  }
+};
+
+static ts_status k_adam_step(const ts_call *c) {
+  adam_op h;
+  double lr = c->f[0], wd;
+  memcpy(&wd, &c->i[3], sizeof wd);
+  h.lr = lr, h.b1 = c->f[1], h.b2 = c->f[2], h.eps = c->f[3], h.wd = wd;
+  h.amsgrad = c->i[1] > 4, h.maximize = c->i[0] & 2, h.decoupled = c->i[0] & 4;
+  const double step = (double)c->i[2];
+  h.step_size = lr / (1 - pow(h.b1, step)), h.bc2_sqrt = sqrt(1 - pow(h.b2, step));
+  static const int slots[] = {0, 1, 2, 3, 4};
+  return mt_apply(c, "adam_step", slots, 0, h);
+}
+
+// ---- SGD: slots param, grad, momentum_buffer; flag: the buffer is fresh ----------
+
+struct sgd_op {
+  double lr, mom, damp, wd;
+  bool has_buf, nesterov, maximize;
+  // As the CPU's SGD_LOOP body.
+  template <typename T> __device__ __forceinline__ void operator()(T (&x)[MT_SLOTS], int fresh) const {
+    const double pj = (double)x[0];
+    double d = maximize ? -(double)x[1] : (double)x[1];
+    if (wd != 0) d += wd * pj;
+    if (has_buf) {
+      const T bs = (T)(fresh ? d : (double)x[2] * mom + (1 - damp) * d);
+      x[2] = bs;
+      d = nesterov ? d + mom * (double)bs : (double)bs;
+    }
+    x[0] = (T)(pj - lr * d);
+  }
+};
+
+static ts_status k_sgd_step(const ts_call *c) {
+  sgd_op h;
+  h.lr = c->f[0], h.mom = c->f[1], h.damp = c->f[2], h.wd = c->f[3];
+  h.has_buf = c->i[1] > 2, h.nesterov = c->i[0] & 1, h.maximize = c->i[0] & 2;
+  static const int slots[] = {0, 1, 2};
+  return mt_apply(c, "sgd_step", slots, c->i[2], h);
+}
+
+// ---- RMSprop: slots param, grad, square_avg, momentum_buffer, grad_avg -----------
+
+struct rmsprop_op {
+  double lr, alpha, eps, wd, mom;
+  bool has_buf, centered, maximize;
+  // As the CPU's RMSPROP_LOOP body (lerp as torch.lerp).
+  template <typename T> __device__ __forceinline__ void operator()(T (&x)[MT_SLOTS], int) const {
+    const double pj = (double)x[0];
+    double d = maximize ? -(double)x[1] : (double)x[1];
+    if (wd != 0) d += wd * pj;
+    const T sqs = (T)((double)x[2] * alpha + (1 - alpha) * (d * d));
+    x[2] = sqs;
+    double avg;
+    if (centered) {
+      const double a = (double)x[4], w = 1 - alpha;
+      const T gas = (T)(fabs(w) < 0.5 ? a + w * (d - a) : d - (d - a) * (1 - w));
+      x[4] = gas;
+      avg = sqrt((double)sqs - (double)gas * (double)gas);
+    } else {
+      avg = sqrt((double)sqs);
+    }
+    avg += eps;
+    if (has_buf) {
+      const T bs = (T)((double)x[3] * mom + d / avg);
+      x[3] = bs;
+      x[0] = (T)(pj - lr * (double)bs);
+    } else {
+      x[0] = (T)(pj - lr * (d / avg));
+    }
+  }
+};
+
+static ts_status k_rmsprop_step(const ts_call *c) {
+  rmsprop_op h;
+  h.lr = c->f[0], h.alpha = c->f[1], h.eps = c->f[2], h.wd = c->f[3];
+  memcpy(&h.mom, &c->i[2], sizeof h.mom);
+  h.has_buf = h.mom > 0, h.centered = c->i[0] & 1, h.maximize = c->i[0] & 2;
+  // the op's layout packs the optional tensors; the functor wants fixed slots
+  int slots[MT_SLOTS] = {0, 1, 2, 3, 4};
+  if (h.centered && !h.has_buf) slots[3] = 4;
+  return mt_apply(c, "rmsprop_step", slots, 0, h);
+}
+
+extern "C" void tsc_register_optim(ts_kernel *k) {
+  k[TS_OP_ADAM_STEP] = k_adam_step;
+  k[TS_OP_SGD_STEP] = k_sgd_step;
+  k[TS_OP_RMSPROP_STEP] = k_rmsprop_step;
+}

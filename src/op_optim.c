@@ -1,40 +1,132 @@
-/* The op layer of the fused optimizer steps: checks, then one kernel call. */
+/* The op layer of the fused optimizer steps: checks every parameter's
+ * tensors, lays them out per parameter (ops_optim.def), then one kernel call
+ * for the whole group, and bumps the versions of what it wrote. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops.h"
+
+/* Checks parameter k's `per` tensors t[0..per) (t[0] the parameter, role[j]
+ * what t[j] is) against each other and against the group's first parameter p0. */
+static ts_status check_param(const char *fn, int k, ts_tensor *const *t, int per, const char *const *role,
+                             const ts_tensor *p0) {
+  if (!t[0]) return ts_fail(TS_ERR_ARG, "%s: parameter %d is missing", fn, k);
+  if (t[0]->dtype != TS_FLOAT32 && t[0]->dtype != TS_FLOAT64)
+    return ts_fail(TS_ERR_DTYPE, "%s: parameter %d is %s; the fused step takes float32 or float64", fn, k,
+                   ts_dtype_name(t[0]->dtype));
+  if (!ts_device_eq(t[0]->device, p0->device))
+    return ts_fail(TS_ERR_DEVICE, "%s: parameter %d is on another device than parameter 0", fn, k);
+  for (int j = 0; j < per; j++) {
+    const ts_tensor *x = t[j];
+    if (!x) return ts_fail(TS_ERR_ARG, "%s: parameter %d lacks its %s", fn, k, role[j]);
+    if (x->dtype != t[0]->dtype)
+      return ts_fail(TS_ERR_DTYPE, "%s: parameter %d: its %s is %s but the parameter is %s (one dtype per parameter)",
+                     fn, k, role[j], ts_dtype_name(x->dtype), ts_dtype_name(t[0]->dtype));
+    if (!ts_device_eq(x->device, t[0]->device))
+      return ts_fail(TS_ERR_DEVICE, "%s: parameter %d: its %s is on another device than the parameter", fn, k, role[j]);
+    if (x->ndim != t[0]->ndim || memcmp(x->sizes, t[0]->sizes, sizeof(int64_t) * (size_t)x->ndim) != 0)
+      return ts_fail(TS_ERR_SHAPE, "%s: parameter %d: its %s's shape differs from the parameter's", fn, k, role[j]);
+    if (!ts_is_contiguous(x))
+      return ts_fail(TS_ERR_SHAPE, "%s: parameter %d: %s %s is not contiguous (call :contiguous())", fn, k,
+                     j ? "its" : "the", role[j]);
+  }
+  return TS_OK;
+}
+
+/* Checks the n x per table `in` (parameter-major), dispatches c with it,
+ * and on success bumps the version of every tensor but the grads (slot 1). */
+static ts_status run_step(const char *fn, ts_call *c, int n, int per, const char *const *role, ts_tensor **in) {
+  ts_status st = TS_OK;
+  for (int k = 0; k < n && !st; k++) st = check_param(fn, k, in + (size_t)k * per, per, role, in[0]);
+  if (!st) {
+    c->in = in, c->nin = n * per, c->out[0] = in[0];
+    st = ts_dispatch(c);
+  }
+  if (!st)
+    for (int k = 0; k < n * per; k++)
+      if (k % per != 1) in[k]->storage->version++;
+  return st;
+}
+
+static ts_tensor **table(const char *fn, int n, int per, ts_status *st) {
+  ts_tensor **in = calloc((size_t)n * (size_t)per, sizeof *in);
+  *st = in ? TS_OK : ts_fail(TS_ERR_OOM, "%s: out of memory", fn);
+  return in;
+}
 
 ts_status ts_adam_step(int n, ts_tensor *const *params, ts_tensor *const *grads, ts_tensor *const *exp_avg,
                        ts_tensor *const *exp_avg_sq, ts_tensor *const *max_exp_avg_sq, const ts_adam_params *p) {
   const char *fn = "adam_step";
   if (n <= 0) return TS_OK;
   int per = p->amsgrad ? 5 : 4;
-  ts_tensor **in = malloc(sizeof *in * (size_t)n * (size_t)per);
-  if (!in) return ts_fail(TS_ERR_OOM, "%s: out of memory", fn);
-  ts_status st = TS_OK;
-  for (int k = 0; k < n && !st; k++) {
-    ts_tensor *t[5] = {params[k], grads[k], exp_avg[k], exp_avg_sq[k], p->amsgrad ? max_exp_avg_sq[k] : NULL};
-    for (int j = 0; j < per && !st; j++) {
-      ts_tensor *x = t[j];
-      if (!x) st = ts_fail(TS_ERR_ARG, "%s: parameter %d lacks tensor %d", fn, k, j);
-      else if (x->dtype != t[0]->dtype || !ts_dtype_is_float(x->dtype) || x->dtype == TS_FLOAT16 ||
-               x->dtype == TS_BFLOAT16)
-        st = ts_fail(TS_ERR_DTYPE, "%s: parameter %d: every tensor must be float32 or float64 of one dtype", fn, k);
-      else if (!ts_device_eq(x->device, t[0]->device) || !ts_device_eq(x->device, params[0]->device))
-        st = ts_fail(TS_ERR_DEVICE, "%s: parameter %d: tensors on different devices", fn, k);
-      else if (!ts_is_contiguous(x) || x->ndim != t[0]->ndim ||
-               memcmp(x->sizes, t[0]->sizes, sizeof(int64_t) * (size_t)x->ndim) != 0)
-        st = ts_fail(TS_ERR_SHAPE, "%s: parameter %d: tensors must be contiguous and of one shape", fn, k);
-      else in[k * per + j] = x;
+  ts_status st;
+  ts_tensor **in = table(fn, n, per, &st);
+  if (st) return st;
+  for (int k = 0; k < n; k++) {
+    ts_tensor **t = in + (size_t)k * per;
+    t[0] = params[k], t[1] = grads[k], t[2] = exp_avg[k], t[3] = exp_avg_sq[k];
+    if (p->amsgrad) t[4] = max_exp_avg_sq[k];
+  }
+  ts_call c = {.op = TS_OP_ADAM_STEP, .f = {p->lr, p->beta1, p->beta2, p->eps},
+               .i = {(p->amsgrad ? 1 : 0) | (p->maximize ? 2 : 0) | (p->decoupled ? 4 : 0), per, p->step, 0}};
+  memcpy(&c.i[3], &p->weight_decay, sizeof(double));
+  static const char *const role[] = {"parameter", "grad", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  st = run_step(fn, &c, n, per, role, in);
+  free(in);
+  return st;
+}
+
+ts_status ts_sgd_step(int n, ts_tensor *const *params, ts_tensor *const *grads, ts_tensor *const *momentum_buffers,
+                      const bool *fresh, const ts_sgd_params *p) {
+  const char *fn = "sgd_step";
+  if (n <= 0) return TS_OK;
+  bool mom = p->momentum != 0;
+  int per = mom ? 3 : 2;
+  ts_status st;
+  ts_tensor **in = table(fn, n, per, &st);
+  if (st) return st;
+  /* the kernel knows fresh buffers by place: the parameters with one go first
+   * (their order within the group does not matter: each is updated alone) */
+  int row = 0, nfresh = 0;
+  for (int pass = 0; pass < (mom ? 2 : 1); pass++)
+    for (int k = 0; k < n; k++) {
+      bool f = mom && fresh && fresh[k];
+      if (mom && f != (pass == 0)) continue;
+      ts_tensor **t = in + (size_t)row++ * per;
+      t[0] = params[k], t[1] = grads[k];
+      if (mom) t[2] = momentum_buffers ? momentum_buffers[k] : NULL;
+      nfresh += f;
     }
+  ts_call c = {.op = TS_OP_SGD_STEP, .f = {p->lr, p->momentum, p->dampening, p->weight_decay},
+               .i = {(p->nesterov ? 1 : 0) | (p->maximize ? 2 : 0), per, nfresh, 0}};
+  static const char *const role[] = {"parameter", "grad", "momentum_buffer"};
+  st = run_step(fn, &c, n, per, role, in);
+  free(in);
+  return st;
+}
+
+ts_status ts_rmsprop_step(int n, ts_tensor *const *params, ts_tensor *const *grads, ts_tensor *const *square_avgs,
+                          ts_tensor *const *momentum_buffers, ts_tensor *const *grad_avgs, const ts_rmsprop_params *p) {
+  const char *fn = "rmsprop_step";
+  if (n <= 0) return TS_OK;
+  bool mom = p->momentum > 0;
+  int per = 3 + (mom ? 1 : 0) + (p->centered ? 1 : 0);
+  ts_status st;
+  ts_tensor **in = table(fn, n, per, &st);
+  if (st) return st;
+  for (int k = 0; k < n; k++) {
+    ts_tensor **t = in + (size_t)k * per;
+    int j = 3;
+    t[0] = params[k], t[1] = grads[k], t[2] = square_avgs[k];
+    if (mom) t[j++] = momentum_buffers ? momentum_buffers[k] : NULL;
+    if (p->centered) t[j++] = grad_avgs ? grad_avgs[k] : NULL;
   }
-  if (!st) {
-    ts_call c = {.op = TS_OP_ADAM_STEP, .nin = n * per, .in = in, .out = {params[0]},
-                 .f = {p->lr, p->beta1, p->beta2, p->eps},
-                 .i = {(p->amsgrad ? 1 : 0) | (p->maximize ? 2 : 0) | (p->decoupled ? 4 : 0), per, p->step, 0}};
-    memcpy(&c.i[3], &p->weight_decay, sizeof(double));
-    st = ts_dispatch(&c);
-  }
+  ts_call c = {.op = TS_OP_RMSPROP_STEP, .f = {p->lr, p->alpha, p->eps, p->weight_decay},
+               .i = {(p->centered ? 1 : 0) | (p->maximize ? 2 : 0), per, 0, 0}};
+  memcpy(&c.i[2], &p->momentum, sizeof(double));
+  const char *role[5] = {"parameter", "grad", "square_avg", "momentum_buffer", "grad_avg"};
+  if (p->centered && !mom) role[3] = "grad_avg";
+  st = run_step(fn, &c, n, per, role, in);
   free(in);
   return st;
 }

@@ -300,27 +300,70 @@ local function sgd_validate(name, g)
   end
 end
 
+-- Whether the fused steps (torch._sgd_step, torch._rmsprop_step: one C call
+-- for the whole group) can take parameter p with the tensors ts[1..n] (nil
+-- entries are absent state): float32/float64, one dtype, one shape,
+-- contiguous, on `device` (the group's fused parameters share one).
+local function fusable_with(p, device, ts, n)
+  local dt = p.dtype
+  if (dt ~= torch.float32 and dt ~= torch.float64) or not p:is_contiguous() then return false end
+  if device ~= nil and p.device ~= device then return false end
+  for i = 1, n do
+    local t = ts[i]
+    if t ~= nil and (t.dtype ~= dt or not t:is_contiguous() or t.device ~= p.device or t.shape ~= p.shape) then
+      return false
+    end
+  end
+  return true
+end
+
+-- The fused path takes every parameter it can; the rest (float16, strided,
+-- another device) go op by op, with the same rule.
 local function sgd_update(self, g)
   local lr, wd, momentum, dampening = g.lr, g.weight_decay, g.momentum, g.dampening
+  local ps, gs, bufs, fresh, device = {}, {}, {}, {}, nil
+  local new_bufs = {} -- fresh buffers enter the state once the fused step has filled them
   for _, p in ipairs(g.params) do
     local grad = p.grad
     if grad ~= nil then
-      if g.maximize then grad = -grad end
-      if wd ~= 0 then grad = grad:add(p, {alpha = wd}) end
-      if momentum ~= 0 then
-        local st = self.state[p]
-        if st == nil then st = {}; self.state[p] = st end
-        local buf = st.momentum_buffer
-        if buf == nil then
-          buf = grad:clone()
-          st.momentum_buffer = buf
-        else
-          buf:mul_(momentum):add_(grad, {alpha = 1 - dampening})
+      local st = self.state[p]
+      local buf = momentum ~= 0 and st ~= nil and st.momentum_buffer or nil
+      if torch._sgd_step ~= nil and fusable_with(p, device, {grad, buf}, 2) then
+        device = p.device
+        local i = #ps + 1
+        ps[i], gs[i], fresh[i] = p, grad, false
+        if momentum ~= 0 then
+          if buf == nil then -- PyTorch's first step clones the grad: the kernel does
+            buf = torch.empty_like(p)
+            fresh[i] = true
+            new_bufs[p] = buf
+          end
+          bufs[i] = buf
         end
-        if g.nesterov then grad = grad:add(buf, {alpha = momentum}) else grad = buf end
+      else
+        if g.maximize then grad = -grad end
+        if wd ~= 0 then grad = grad:add(p, {alpha = wd}) end
+        if momentum ~= 0 then
+          if st == nil then st = {}; self.state[p] = st end
+          if buf == nil then
+            buf = grad:clone()
+            st.momentum_buffer = buf
+          else
+            buf:mul_(momentum):add_(grad, {alpha = 1 - dampening})
+          end
+          if g.nesterov then grad = grad:add(buf, {alpha = momentum}) else grad = buf end
+        end
+        p:add_(grad, {alpha = -lr})
       end
-      p:add_(grad, {alpha = -lr})
     end
+  end
+  if #ps == 0 then return end
+  torch._sgd_step(ps, gs, momentum ~= 0 and bufs or nil, momentum ~= 0 and fresh or nil, {lr = lr, momentum = momentum,
+    dampening = dampening, weight_decay = wd, nesterov = g.nesterov, maximize = g.maximize})
+  for p, buf in pairs(new_bufs) do
+    local st = self.state[p]
+    if st == nil then st = {}; self.state[p] = st end
+    st.momentum_buffer = buf
   end
 end
 
@@ -429,10 +472,10 @@ end
 
 local function rmsprop_update(self, g)
   local lr, alpha, eps, wd, momentum = g.lr, g.alpha, g.eps, g.weight_decay, g.momentum
+  local ps, gs, sqs, bufs, gas, device = {}, {}, {}, {}, {}, nil
   for _, p in ipairs(g.params) do
     local grad = p.grad
     if grad ~= nil then
-      if g.maximize then grad = -grad end
       local st = self.state[p]
       if st == nil then
         st = {step = 0, square_avg = torch.zeros_like(p)}
@@ -441,24 +484,36 @@ local function rmsprop_update(self, g)
       if momentum > 0 and st.momentum_buffer == nil then st.momentum_buffer = torch.zeros_like(p) end
       if g.centered and st.grad_avg == nil then st.grad_avg = torch.zeros_like(p) end
       st.step = st.step + 1
-      if wd ~= 0 then grad = grad:add(p, {alpha = wd}) end
-      st.square_avg:mul_(alpha):add_(grad * grad, {alpha = 1 - alpha})
-      local avg
-      if g.centered then
-        st.grad_avg:mul_(alpha):add_(grad, {alpha = 1 - alpha})
-        avg = (st.square_avg - st.grad_avg * st.grad_avg):sqrt_()
+      local buf = momentum > 0 and st.momentum_buffer or nil
+      local ga = g.centered and st.grad_avg or nil
+      if torch._rmsprop_step ~= nil and fusable_with(p, device, {grad, st.square_avg, buf, ga}, 4) then
+        device = p.device
+        local i = #ps + 1
+        ps[i], gs[i], sqs[i], bufs[i], gas[i] = p, grad, st.square_avg, buf, ga
       else
-        avg = st.square_avg:sqrt()
-      end
-      avg:add_(eps)
-      if momentum > 0 then
-        st.momentum_buffer:mul_(momentum):add_(grad / avg)
-        p:add_(st.momentum_buffer, {alpha = -lr})
-      else
-        p:add_(grad / avg, {alpha = -lr})
+        if g.maximize then grad = -grad end
+        if wd ~= 0 then grad = grad:add(p, {alpha = wd}) end
+        st.square_avg:mul_(alpha):add_(grad * grad, {alpha = 1 - alpha})
+        local avg
+        if g.centered then
+          st.grad_avg:copy_(st.grad_avg:lerp(grad, 1 - alpha)) -- PyTorch's grad_avg.lerp_(grad, 1 - alpha)
+          avg = (st.square_avg - st.grad_avg * st.grad_avg):sqrt_()
+        else
+          avg = st.square_avg:sqrt()
+        end
+        avg:add_(eps)
+        if momentum > 0 then
+          st.momentum_buffer:mul_(momentum):add_(grad / avg)
+          p:add_(st.momentum_buffer, {alpha = -lr})
+        else
+          p:add_(grad / avg, {alpha = -lr})
+        end
       end
     end
   end
+  if #ps == 0 then return end
+  torch._rmsprop_step(ps, gs, sqs, momentum > 0 and bufs or nil, g.centered and gas or nil, {lr = lr, alpha = alpha,
+    eps = eps, weight_decay = wd, momentum = momentum, centered = g.centered, maximize = g.maximize})
 end
 
 optim.RMSprop = Optimizer:extend("RMSprop",

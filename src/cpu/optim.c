@@ -1,6 +1,9 @@
-/* CPU optimizer kernels: the fused Adam/AdamW step over all the parameters
- * of a group (see ops_optim.def). Computes in double per element and stores
- * in the parameter's dtype, in the order PyTorch's single-tensor Adam uses. */
+/* CPU optimizer kernels: the fused Adam/AdamW, SGD and RMSprop steps over all
+ * the parameters of a group (see ops_optim.def). Each computes in double per
+ * element and stores in the parameter's dtype, in the order PyTorch's
+ * single-tensor update uses; a state value read back later in the same step
+ * (SGD's and RMSprop's buffers) is the stored one, as PyTorch reads it. This
+ * is the reference for cuda/optim.cu, which does the same arithmetic. */
 #include <math.h>
 #include <string.h>
 
@@ -31,8 +34,7 @@
 static ts_status k_adam_step(const ts_call *c) {
   double lr = c->f[0], b1 = c->f[1], b2 = c->f[2], eps = c->f[3], wd;
   memcpy(&wd, &c->i[3], sizeof wd);
-  bool amsgrad = c->i[0] & 1, maximize = c->i[0] & 2, decoupled = c->i[0] & 4;
-  (void)amsgrad;
+  bool maximize = c->i[0] & 2, decoupled = c->i[0] & 4;
   int per = (int)c->i[1];
   double step = (double)c->i[2];
   double step_size = lr / (1 - pow(b1, step)), bc2_sqrt = sqrt(1 - pow(b2, step));
@@ -41,9 +43,101 @@ static ts_status k_adam_step(const ts_call *c) {
     int64_t n = ts_numel(t[0]);
     if (t[0]->dtype == TS_FLOAT32) ADAM_LOOP(float);
     else ADAM_LOOP(double);
-    t[0]->storage->version++;
   }
   return TS_OK;
 }
 
-void ts_cpu_register_optim(ts_kernel *k) { k[TS_OP_ADAM_STEP] = k_adam_step; }
+/* SGD: d = grad (negated when maximizing) + wd p; with momentum the buffer
+ * becomes d on its first step, else mom buf + (1 - dampening) d, and d is
+ * the buffer (or d + mom buf with nesterov); p -= lr d. */
+#define SGD_LOOP(T)                                                                      \
+  do {                                                                                   \
+    T *p = ts_data(t[0]), *b = per > 2 ? ts_data(t[2]) : NULL;                           \
+    const T *g = ts_data(t[1]);                                                          \
+    _Pragma("omp parallel for schedule(static) if (n > TS_PARALLEL_GRAIN)")              \
+    for (int64_t j = 0; j < n; j++) {                                                    \
+      double pj = p[j], d = maximize ? -(double)g[j] : (double)g[j];                     \
+      if (wd != 0) d += wd * pj;                                                         \
+      if (b) {                                                                           \
+        T bs = (T)(fresh ? d : (double)b[j] * mom + (1 - damp) * d);                     \
+        b[j] = bs;                                                                       \
+        d = nesterov ? d + mom * (double)bs : (double)bs;                                \
+      }                                                                                  \
+      p[j] = (T)(pj - lr * d);                                                           \
+    }                                                                                    \
+  } while (0)
+
+static ts_status k_sgd_step(const ts_call *c) {
+  double lr = c->f[0], mom = c->f[1], damp = c->f[2], wd = c->f[3];
+  bool nesterov = c->i[0] & 1, maximize = c->i[0] & 2;
+  int per = (int)c->i[1];
+  int64_t nfresh = c->i[2];
+  for (int k = 0; k + per <= c->nin; k += per) {
+    ts_tensor *const *t = c->in + k;
+    int64_t n = ts_numel(t[0]);
+    bool fresh = k / per < nfresh;
+    if (t[0]->dtype == TS_FLOAT32) SGD_LOOP(float);
+    else SGD_LOOP(double);
+  }
+  return TS_OK;
+}
+
+/* torch.lerp's formula (exact at both ends): a + w (b - a), or from b's side
+ * when w >= 0.5 */
+static inline double lerp(double a, double b, double w) {
+  return fabs(w) < 0.5 ? a + w * (b - a) : b - (b - a) * (1 - w);
+}
+
+/* RMSprop: d = grad (negated when maximizing) + wd p; sq = alpha sq +
+ * (1 - alpha) d^2; centered: ga = lerp(ga, d, 1 - alpha), avg = sqrt(sq -
+ * ga^2), else avg = sqrt(sq); avg += eps; with momentum buf = mom buf + d /
+ * avg and p -= lr buf, else p -= lr d / avg. */
+#define RMSPROP_LOOP(T)                                                                              \
+  do {                                                                                               \
+    T *p = ts_data(t[0]), *sq = ts_data(t[2]), *b = has_buf ? ts_data(t[3]) : NULL,                  \
+      *ga = centered ? ts_data(t[has_buf ? 4 : 3]) : NULL;                                           \
+    const T *g = ts_data(t[1]);                                                                      \
+    _Pragma("omp parallel for schedule(static) if (n > TS_PARALLEL_GRAIN)")                          \
+    for (int64_t j = 0; j < n; j++) {                                                                \
+      double pj = p[j], d = maximize ? -(double)g[j] : (double)g[j];                                 \
+      if (wd != 0) d += wd * pj;                                                                     \
+      T sqs = (T)((double)sq[j] * alpha + (1 - alpha) * (d * d));                                    \
+      sq[j] = sqs;                                                                                   \
+      double avg;                                                                                    \
+      if (ga) {                                                                                      \
+        T gas = (T)lerp((double)ga[j], d, 1 - alpha);                                                \
+        ga[j] = gas;                                                                                 \
+        avg = sqrt((double)sqs - (double)gas * (double)gas);                                         \
+      } else {                                                                                       \
+        avg = sqrt((double)sqs);                                                                     \
+      }                                                                                              \
+      avg += eps;                                                                                    \
+      if (b) {                                                                                       \
+        T bs = (T)((double)b[j] * mom + d / avg);                                                    \
+        b[j] = bs;                                                                                   \
+        p[j] = (T)(pj - lr * (double)bs);                                                            \
+      } else {                                                                                       \
+        p[j] = (T)(pj - lr * (d / avg));                                                             \
+      }                                                                                              \
+    }                                                                                                \
+  } while (0)
+
+static ts_status k_rmsprop_step(const ts_call *c) {
+  double lr = c->f[0], alpha = c->f[1], eps = c->f[2], wd = c->f[3], mom;
+  memcpy(&mom, &c->i[2], sizeof mom);
+  bool centered = c->i[0] & 1, maximize = c->i[0] & 2, has_buf = mom > 0;
+  int per = (int)c->i[1];
+  for (int k = 0; k + per <= c->nin; k += per) {
+    ts_tensor *const *t = c->in + k;
+    int64_t n = ts_numel(t[0]);
+    if (t[0]->dtype == TS_FLOAT32) RMSPROP_LOOP(float);
+    else RMSPROP_LOOP(double);
+  }
+  return TS_OK;
+}
+
+void ts_cpu_register_optim(ts_kernel *k) {
+  k[TS_OP_ADAM_STEP] = k_adam_step;
+  k[TS_OP_SGD_STEP] = k_sgd_step;
+  k[TS_OP_RMSPROP_STEP] = k_rmsprop_step;
+}

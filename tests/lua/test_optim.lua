@@ -565,4 +565,308 @@ T.test("the fused Adam/AdamW step matches the op-by-op one", function()
   end
 end)
 
+-- ---- the fused SGD and RMSprop steps (torch._sgd_step, torch._rmsprop_step) ------
+
+-- Every flag combination PyTorch allows (nesterov needs momentum and no dampening).
+local function sgd_configs()
+  local out = {}
+  for _, mom in ipairs({0, 0.9}) do
+    for _, damp in ipairs({0, 0.3}) do
+      for _, nest in ipairs({false, true}) do
+        for _, wd in ipairs({0, 0.1}) do
+          for _, max in ipairs({false, true}) do
+            if not nest or (mom > 0 and damp == 0) then
+              out[#out + 1] = {lr = 0.05, momentum = mom, dampening = damp, nesterov = nest, weight_decay = wd, maximize = max}
+            end
+          end
+        end
+      end
+    end
+  end
+  return out
+end
+
+local function rmsprop_configs()
+  local out = {}
+  for _, mom in ipairs({0, 0.5}) do
+    for _, cen in ipairs({false, true}) do
+      for _, wd in ipairs({0, 0.1}) do
+        for _, max in ipairs({false, true}) do
+          out[#out + 1] = {lr = 0.01, alpha = 0.9, eps = 1e-6, momentum = mom, centered = cen, weight_decay = wd, maximize = max}
+        end
+      end
+    end
+  end
+  return out
+end
+
+local function cfg_name(o)
+  local parts = {}
+  for k, v in pairs(o) do parts[#parts + 1] = k .. "=" .. tostring(v) end
+  table.sort(parts)
+  return table.concat(parts, " ")
+end
+
+-- Runs 4 steps of the optimizer over a (3, 5) and a (7) parameter of dtype dt
+-- (both contiguous: the fused path) against ref in plain Lua doubles.
+local function check_fused(name, make, ref, o, dt, rtol, atol)
+  local fn = name == "sgd" and "_sgd_step" or "_rmsprop_step"
+  local real, calls = torch[fn], 0
+  torch[fn] = function(...) calls = calls + 1; return real(...) end
+  local okk, err = pcall(function()
+  local p1, p2 = R({3, 5}), R({7})
+  local a = torch.tensor(p1, {dtype = dt, requires_grad = true})
+  local b = torch.tensor(p2, {dtype = dt, requires_grad = true})
+  local opt = make({a, b}, o)
+  local r1, r2, s1, s2 = T.flat(a), T.flat(b), {}, {} -- from the stored (rounded) values
+  for step = 1, 4 do
+    local g1, g2 = torch.tensor(R({3, 5}), {dtype = dt}), torch.tensor(R({7}), {dtype = dt})
+    a.grad, b.grad = g1, g2
+    opt:step()
+    ref(r1, T.flat(g1), s1, o)
+    ref(r2, T.flat(g2), s2, o)
+    close(a, r1, rtol, atol, ("%s %s step %d, param 0 (%s)"):format(name, tostring(dt), step, cfg_name(o)))
+    close(b, r2, rtol, atol, ("%s %s step %d, param 1 (%s)"):format(name, tostring(dt), step, cfg_name(o)))
+  end
+  eq(a.dtype, dt, name .. ": dtype kept")
+  end)
+  torch[fn] = real
+  if not okk then error(err, 0) end
+  eq(calls, 4, name .. ": one fused call per step for the group")
+end
+
+test("fused SGD: every flag combination against PyTorch's rule, float64 and float32", function()
+  ok(torch._sgd_step ~= nil, "torch._sgd_step exists")
+  local make = function(p, o) return optim.SGD(p, o) end
+  for _, o in ipairs(sgd_configs()) do
+    check_fused("sgd", make, sgd_ref, o, torch.float64, 1e-10, 1e-12)
+    check_fused("sgd", make, sgd_ref, o, torch.float32, 1e-5, 1e-5)
+  end
+end)
+
+test("fused RMSprop: every flag combination against PyTorch's rule, float64 and float32", function()
+  ok(torch._rmsprop_step ~= nil, "torch._rmsprop_step exists")
+  local make = function(p, o) return optim.RMSprop(p, o) end
+  for _, o in ipairs(rmsprop_configs()) do
+    check_fused("rmsprop", make, rmsprop_ref, o, torch.float64, 1e-10, 1e-12)
+    check_fused("rmsprop", make, rmsprop_ref, o, torch.float32, 1e-4, 1e-5)
+  end
+end)
+
+test("the fused SGD and RMSprop steps match the op-by-op ones (strided parameters, mixed groups)", function()
+  local cfgs = {}
+  for _, o in ipairs(sgd_configs()) do cfgs[#cfgs + 1] = {"SGD", o} end
+  for _, o in ipairs(rmsprop_configs()) do cfgs[#cfgs + 1] = {"RMSprop", o} end
+  for _, cfg in ipairs(cfgs) do
+    local base = torch.randn(4, 3, {dtype = "float64"})
+    local fused = base:clone():requires_grad_()              -- contiguous: the fused step
+    local plain = base:t():contiguous():t():requires_grad_()  -- not contiguous: op by op
+    local both = base:clone():requires_grad_()               -- fused, in a group with a strided one
+    local strided = base:t():contiguous():t():requires_grad_()
+    local o1 = optim[cfg[1]]({fused}, cfg[2])
+    local o2 = optim[cfg[1]]({plain}, cfg[2])
+    local o3 = optim[cfg[1]]({both, strided}, cfg[2])
+    for _ = 1, 4 do
+      local g = torch.randn(4, 3, {dtype = "float64"})
+      fused.grad, both.grad = g:clone(), g:clone()
+      plain.grad, strided.grad = g:t():contiguous():t(), g:t():contiguous():t()
+      o1:step(); o2:step(); o3:step()
+    end
+    local what = cfg[1] .. " " .. cfg_name(cfg[2])
+    close(fused, plain:contiguous(), 1e-12, 1e-12, what .. ": fused vs op-by-op")
+    close(both, fused, 0, 0, what .. ": fused in a mixed group")
+    close(strided, plain:contiguous(), 0, 0, what .. ": op-by-op in a mixed group")
+  end
+end)
+
+test("fused SGD: momentum buffers made lazily (nil grads, added groups), state_dict unchanged", function()
+  local a, b = f64({1, 2, 3}, true), f64({4, 5}, true)
+  local opt = optim.SGD({a, b}, {lr = 0.1, momentum = 0.9, dampening = 0.5})
+  local ra, rb, sa, sb = {1, 2, 3}, {4, 5}, {}, {}
+  local o = {lr = 0.1, momentum = 0.9, dampening = 0.5}
+  a.grad = f64({1, -1, 2}) -- b has no grad: no buffer
+  opt:step()
+  sgd_ref(ra, {1, -1, 2}, sa, o)
+  eq(opt.state[b], nil, "no state for b yet")
+  close(opt.state[a].momentum_buffer, {1, -1, 2}, 0, 0, "first buffer is the grad (no dampening)")
+  a.grad, b.grad = f64({0.5, 0.5, 0.5}), f64({2, 3}) -- a's buffer old, b's fresh: one fused call
+  opt:step()
+  sgd_ref(ra, {0.5, 0.5, 0.5}, sa, o)
+  sgd_ref(rb, {2, 3}, sb, o)
+  close(a, ra, 1e-12, 1e-12, "a")
+  close(b, rb, 1e-12, 1e-12, "b")
+  close(opt.state[b].momentum_buffer, {2, 3}, 0, 0, "b's first buffer")
+  local sd = opt:state_dict()
+  ok(torch.is_tensor(sd.state[0].momentum_buffer) and torch.is_tensor(sd.state[1].momentum_buffer), "buffers saved")
+  eq(sd.state[0].step, nil, "SGD keeps no step")
+  -- without momentum: no state at all, as PyTorch
+  local c = f64({1}, true)
+  local opt2 = optim.SGD({c}, {lr = 0.1})
+  c.grad = f64({1})
+  opt2:step()
+  eq(next(opt2.state), nil, "no state without momentum")
+end)
+
+test("torch._sgd_step and torch._rmsprop_step directly: fresh flags, several parameters, empty ones", function()
+  local o = {lr = 0.1, momentum = 0.8, dampening = 0.25, weight_decay = 0.05, nesterov = false}
+  local ps, gs, bufs, fresh, refs, sts = {}, {}, {}, {}, {}, {}
+  local shapes = {{3}, {0}, {2, 2}, {5}, {1}}
+  for i, sh in ipairs(shapes) do
+    local n = sh[2] and sh[1] * sh[2] or sh[1]
+    local pv, bv = {}, {}
+    for j = 1, n do pv[j] = math.random() * 4 - 2; bv[j] = math.random() end
+    ps[i] = f64(pv):reshape(sh)
+    gs[i] = f64(R({n})):reshape(sh)
+    fresh[i] = i % 2 == 1
+    bufs[i] = f64(bv):reshape(sh)
+    refs[i], sts[i] = pv, {}
+    if not fresh[i] then for j = 1, n do sts[i][j] = bv[j] end end
+  end
+  torch._sgd_step(ps, gs, bufs, fresh, o)
+  for i = 1, #ps do
+    sgd_ref(refs[i], T.flat(gs[i]), sts[i], o)
+    close(ps[i], refs[i], 1e-12, 1e-12, "sgd param " .. i)
+    close(bufs[i], sts[i], 1e-12, 1e-12, "sgd buffer " .. i)
+  end
+  -- RMSprop centered with momentum: the five tensors per parameter
+  local ro = {lr = 0.02, alpha = 0.95, eps = 1e-5, momentum = 0.3, centered = true, weight_decay = 0.1, maximize = true}
+  local sq, mb, ga, rp, rs = {}, {}, {}, {}, {}
+  for i, sh in ipairs(shapes) do
+    sq[i], mb[i], ga[i] = torch.zeros_like(ps[i]), torch.zeros_like(ps[i]), torch.zeros_like(ps[i])
+    rp[i], rs[i] = T.flat(ps[i]), {}
+  end
+  for _ = 1, 3 do
+    for i = 1, #ps do gs[i] = f64(R({ps[i]:numel()})):reshape(shapes[i]) end
+    torch._rmsprop_step(ps, gs, sq, mb, ga, ro)
+    for i = 1, #ps do rmsprop_ref(rp[i], T.flat(gs[i]), rs[i], ro) end
+  end
+  for i = 1, #ps do close(ps[i], rp[i], 1e-10, 1e-12, "rmsprop param " .. i) end
+end)
+
+test("fused step errors: the op layer names the parameter and what is wrong", function()
+  local p = f64({1, 2, 3, 4}):reshape({2, 2})
+  local g = f64({1, 1, 1, 1}):reshape({2, 2})
+  raises(function() torch._sgd_step({p:t()}, {g}, nil, nil, {lr = 0.1}) end,
+    "sgd_step: parameter 0: the parameter is not contiguous", "strided parameter")
+  raises(function() torch._sgd_step({p, p:clone()}, {g, g:t()}, nil, nil, {lr = 0.1}) end,
+    "sgd_step: parameter 1: its grad is not contiguous", "strided grad")
+  raises(function() torch._sgd_step({p}, {g}, {f64({0, 0})}, nil, {lr = 0.1, momentum = 0.9}) end,
+    "sgd_step: parameter 0: its momentum_buffer's shape differs from the parameter's", "buffer shape")
+  raises(function() torch._sgd_step({p}, {g}, nil, nil, {lr = 0.1, momentum = 0.9}) end,
+    "bad argument #3", "momentum without buffers")
+  raises(function() torch._sgd_step({p}, {g:float()}, nil, nil, {lr = 0.1}) end,
+    "sgd_step: parameter 0: its grad is float32 but the parameter is float64", "dtype mismatch")
+  raises(function() torch._sgd_step({p:half()}, {g:half()}, nil, nil, {lr = 0.1}) end,
+    "sgd_step: parameter 0 is float16; the fused step takes float32 or float64", "float16")
+  raises(function() torch._sgd_step({torch.tensor({1, 2})}, {torch.tensor({1, 2})}, nil, nil, {lr = 0.1}) end,
+    "parameter 0 is int64", "integer parameter")
+  raises(function() torch._sgd_step({p, p:clone()}, {g}, nil, nil, {lr = 0.1}) end,
+    "_sgd_step: list 2 has 1 entries, expected 2", "list lengths")
+  raises(function() torch._rmsprop_step({p}, {g}, {"x"}, nil, nil, {}) end,
+    "_rmsprop_step: list 3 holds a non-tensor at 1", "non-tensor")
+  raises(function() torch._rmsprop_step({p}, {g}, {g:clone()}, nil, {}, {centered = true}) end,
+    "_rmsprop_step: list 5 has 0 entries, expected 1", "centered without grad_avgs")
+  raises(function() torch._rmsprop_step({p}, {g}, {g:clone()}, nil, {f64({1})}, {centered = true}) end,
+    "rmsprop_step: parameter 0: its grad_avg's shape differs from the parameter's", "grad_avg shape")
+  raises(function() torch._rmsprop_step({p}, {g}, {g:clone()}) end, "options table", "no options")
+  -- a failed check changes nothing
+  close(p, {1, 2, 3, 4}, 0, 0, "untouched after the errors")
+  if cuda and cuda.is_available() then
+    raises(function() torch._sgd_step({p:cpu(), p:cuda()}, {g:cpu(), g:cuda()}, nil, nil, {lr = 0.1}) end,
+      "sgd_step: parameter 1 is on another device than parameter 0", "devices")
+    raises(function() torch._sgd_step({p:cuda()}, {g:cpu()}, nil, nil, {lr = 0.1}) end,
+      "sgd_step: parameter 0: its grad is on another device than the parameter", "grad device")
+  end
+end)
+
+test("CUDA fused SGD and RMSprop steps match the CPU's (sizes past a chunk, unaligned, mixed dtypes)", function()
+  if not (cuda and cuda.is_available()) then T.skip("no CUDA device") end
+  -- parameters: two chunks and a tail, empty, unaligned views (offset 1), tiny, float32 and float64 mixed
+  local function make_params()
+    local t = {}
+    t[1] = torch.randn(2 * 16384 + 5, {dtype = "float32", device = "cpu"})
+    t[2] = torch.randn(0, {dtype = "float64", device = "cpu"})
+    t[3] = torch.randn(1001, {dtype = "float64", device = "cpu"}):narrow(0, 1, 1000)
+    t[4] = torch.randn(3, 7, {dtype = "float32", device = "cpu"})
+    t[5] = torch.randn(20001, {dtype = "float32", device = "cpu"}):narrow(0, 1, 20000)
+    t[6] = torch.randn(1, {dtype = "float64", device = "cpu"})
+    return t
+  end
+  local function clone_to(list, dev)
+    local out = {}
+    for i, x in ipairs(list) do out[i] = x:to(dev):contiguous():clone() end
+    return out
+  end
+  local function views_to(list, dev) -- the same unaligned layout on dev
+    local out = {}
+    for i, x in ipairs(list) do
+      if i == 3 or i == 5 then
+        out[i] = torch.zeros(x:numel() + 1, {dtype = x.dtype, device = dev}):narrow(0, 1, x:numel())
+        out[i]:copy_(x:to(dev))
+      else
+        out[i] = x:to(dev):clone()
+      end
+    end
+    return out
+  end
+  local function tol(x) return x.dtype == torch.float32 and 1e-5 or 1e-12 end
+  local function compare(what, a, b)
+    for i = 1, #a do
+      local t = tol(a[i])
+      close(a[i]:cpu(), b[i], t, t, ("%s: tensor %d"):format(what, i))
+    end
+  end
+  for _, o in ipairs(sgd_configs()) do
+    local base = make_params()
+    local pc, pg = views_to(base, "cpu"), views_to(base, "cuda")
+    local bc, bg = {}, {}
+    for i, x in ipairs(base) do bc[i] = torch.zeros_like(x); bg[i] = torch.zeros_like(x):to("cuda") end
+    local fresh = {true, false, true, false, true, false}
+    for step = 1, 3 do
+      local grads = make_params()
+      torch._sgd_step(pc, clone_to(grads, "cpu"), o.momentum ~= 0 and bc or nil, o.momentum ~= 0 and fresh or nil, o)
+      torch._sgd_step(pg, clone_to(grads, "cuda"), o.momentum ~= 0 and bg or nil, o.momentum ~= 0 and fresh or nil, o)
+      fresh = {false, false, false, false, false, false}
+      compare(("sgd step %d (%s) params"):format(step, cfg_name(o)), pg, pc)
+      if o.momentum ~= 0 then compare(("sgd step %d buffers"):format(step), bg, bc) end
+    end
+  end
+  for _, o in ipairs(rmsprop_configs()) do
+    local base = make_params()
+    local pc, pg = views_to(base, "cpu"), views_to(base, "cuda")
+    local st = {}
+    for _, dev in ipairs({"cpu", "cuda"}) do
+      st[dev] = {sq = {}, mb = {}, ga = {}}
+      for i, x in ipairs(base) do
+        for _, k in ipairs({"sq", "mb", "ga"}) do st[dev][k][i] = torch.zeros_like(x):to(dev) end
+      end
+    end
+    for step = 1, 3 do
+      local grads = make_params()
+      for _, d in ipairs({{"cpu", pc}, {"cuda", pg}}) do
+        local s = st[d[1]]
+        torch._rmsprop_step(d[2], clone_to(grads, d[1]), s.sq, o.momentum > 0 and s.mb or nil, o.centered and s.ga or nil, o)
+      end
+      compare(("rmsprop step %d (%s) params"):format(step, cfg_name(o)), pg, pc)
+      compare(("rmsprop step %d square_avg"):format(step), st.cuda.sq, st.cpu.sq)
+      if o.momentum > 0 then compare("rmsprop momentum_buffer", st.cuda.mb, st.cpu.mb) end
+      if o.centered then compare("rmsprop grad_avg", st.cuda.ga, st.cpu.ga) end
+    end
+  end
+  -- the optimizers on CUDA parameters against the same on the CPU
+  for _, name in ipairs({"SGD", "RMSprop"}) do
+    local init = torch.randn(64, 33, {dtype = "float32", device = "cpu"})
+    local a = init:clone():requires_grad_()
+    local b = init:cuda():requires_grad_()
+    local o = name == "SGD" and {lr = 0.1, momentum = 0.9, nesterov = true} or {lr = 0.01, centered = true, momentum = 0.2}
+    local oa, ob = optim[name]({a}, o), optim[name]({b}, o)
+    for _ = 1, 4 do
+      local g = torch.randn(64, 33, {dtype = "float32", device = "cpu"})
+      a.grad, b.grad = g, g:cuda()
+      oa:step(); ob:step()
+    end
+    close(b:cpu(), a, 1e-5, 1e-5, name .. " on cuda vs cpu")
+  end
+end)
+
 T.run()
