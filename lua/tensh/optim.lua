@@ -397,7 +397,7 @@ end
 local function adam_update(self, g, decoupled)
   local lr, wd, eps = g.lr, g.weight_decay, g.eps
   local beta1, beta2 = g.betas[1], g.betas[2]
-  local active, fuse, step = {}, torch._adam_step ~= nil, nil
+  local active, fuse, step, device = {}, torch._adam_step ~= nil, nil, nil
   for _, p in ipairs(g.params) do
     if p.grad ~= nil then
       local st = self.state[p]
@@ -410,6 +410,7 @@ local function adam_update(self, g, decoupled)
       active[#active + 1] = p
       if step == nil then step = st.step elseif step ~= st.step then fuse = false end
       fuse = fuse and fusable(p, st)
+      if device == nil then device = p.device elseif device ~= p.device then fuse = false end -- one launch, one device
     end
   end
   if #active == 0 then return end
