@@ -310,7 +310,11 @@ static ts_status copy_bytes(void *dst, ts_device dd, const void *src, ts_device 
       if (can && cudaDeviceEnablePeerAccess(sd.index, 0) != cudaSuccess) cudaGetLastError();
       peer_enabled[dd.index][sd.index] = true;
     }
-    TSC_CHECK(cudaStreamSynchronize((cudaStream_t)cur_stream[sd.index]));
+    {
+      device_guard gs(sd.index); // stream 0 is each device's own default stream: sync it on its device
+      if (gs.st) return gs.st;
+      TSC_CHECK(cudaStreamSynchronize((cudaStream_t)cur_stream[sd.index]));
+    }
     TSC_CHECK(cudaMemcpyPeerAsync(dst, dd.index, src, sd.index, n, s));
   } else {
     cudaMemcpyKind kind = dd.type == TS_CPU ? cudaMemcpyDeviceToHost
