@@ -29,6 +29,15 @@ static int device_count(void) {
 static int l_is_available(lua_State *L) { return lua_pushboolean(L, device_count() > 0), 1; }
 static int l_device_count(lua_State *L) { return lua_pushinteger(L, device_count()), 1; }
 
+/* cuda.manual_seed(s), manual_seed_all(s): one counter-based generator serves
+ * every device (the same seed gives the same values on the CPU and the GPU),
+ * so these seed it, as torch.manual_seed does; without a GPU they still work,
+ * as in PyTorch. */
+static int l_manual_seed(lua_State *L) {
+  ts_manual_seed((uint64_t)lt_checkint(L, 1));
+  return 0;
+}
+
 #if HAVE_CUDA
 
 static void need_cuda(lua_State *L, const char *fn) {
@@ -508,7 +517,11 @@ void lt_open_cuda(lua_State *L) {
   static const luaL_Reg fns[] = {
     {"is_available", l_is_available},
     {"device_count", l_device_count},
+    {"manual_seed", l_manual_seed},
+    {"manual_seed_all", l_manual_seed},
 #if HAVE_CUDA
+    {"memory_cached", l_memory_reserved}, /* PyTorch's old names */
+    {"max_memory_cached", l_max_memory_reserved},
     {"current_device", l_current_device},
     {"set_device", l_set_device},
     {"device", l_device_scope},

@@ -29,6 +29,19 @@ test("without a GPU every device call says why, and the session goes on", functi
   eq(x:sum():item(), 3, "session goes on")
 end)
 
+test("cuda.manual_seed seeds the one generator every device draws from", function()
+  cuda.manual_seed(7)
+  local a = torch.rand(4):tolist()
+  torch.manual_seed(7)
+  eq(torch.rand(4):tolist(), a, "same values as torch.manual_seed")
+  cuda.manual_seed_all(7)
+  eq(torch.rand(4):tolist(), a, "manual_seed_all")
+  if gpu() then
+    cuda.manual_seed(7)
+    eq(torch.rand(4, {device = "cuda"}):cpu():tolist(), a, "the GPU draws the same values")
+  end
+end)
+
 test("float32 matmul precision setting", function()
   eq(torch.get_float32_matmul_precision(), "highest", "default")
   torch.set_float32_matmul_precision("high")
