@@ -595,11 +595,11 @@ static ts_status k_batch_norm_backward_elemt(const ts_call *c) {
 
 /* ---- max-pool backward ------------------------------------------------------- */
 
-/* Returns an out-of-range index, or -1 when all were in [0, HW) (those out of range
+/* Returns 1 and an out-of-range index in *bad when one was met (those out of range
  * are skipped: the indices may come from the user through torch._backward). */
 #define MAXPOOL_BW(NAME, T)                                                                        \
-  static int64_t NAME(int64_t P, int64_t L, int64_t HW, const T *go, const int64_t *idx, T *gi) {  \
-    int64_t bad = -1;                                                                              \
+  static int NAME(int64_t P, int64_t L, int64_t HW, const T *go, const int64_t *idx, T *gi, int64_t *bad) { \
+    int found = 0;                                                                                 \
     _Pragma("omp parallel for schedule(static) if (P * (L + HW) > TS_PARALLEL_GRAIN)")             \
     for (int64_t pl = 0; pl < P; pl++) {                                                           \
       T *dst = gi + pl * HW;                                                                       \
@@ -608,13 +608,13 @@ static ts_status k_batch_norm_backward_elemt(const ts_call *c) {
       memset(dst, 0, sizeof(T) * (size_t)HW);                                                      \
       for (int64_t l = 0; l < L; l++) {                                                            \
         if ((uint64_t)ix[l] >= (uint64_t)HW) {                                                     \
-          _Pragma("omp atomic write") bad = ix[l];                                                 \
+          _Pragma("omp critical(maxpool_bw_bad)") { found = 1; *bad = ix[l]; }                       \
           continue;                                                                                \
         }                                                                                          \
         dst[ix[l]] += g[l];                                                                        \
       }                                                                                            \
     }                                                                                              \
-    return bad;                                                                                    \
+    return found;                                                                                  \
   }
 
 MAXPOOL_BW(maxpool_bw_f32, float)
@@ -622,10 +622,11 @@ MAXPOOL_BW(maxpool_bw_f64, double)
 
 static ts_status k_max_pool2d_backward(const ts_call *c) {
   const int64_t P = c->i[0], L = c->i[1], HW = c->i[2];
-  int64_t bad;
-  if (c->out[0]->dtype == TS_FLOAT32) bad = maxpool_bw_f32(P, L, HW, D(c->in[0]), D(c->in[1]), D(c->out[0]));
-  else bad = maxpool_bw_f64(P, L, HW, D(c->in[0]), D(c->in[1]), D(c->out[0]));
-  if (bad >= 0 || bad < -1)
+  int64_t bad = 0;
+  int found;
+  if (c->out[0]->dtype == TS_FLOAT32) found = maxpool_bw_f32(P, L, HW, D(c->in[0]), D(c->in[1]), D(c->out[0]), &bad);
+  else found = maxpool_bw_f64(P, L, HW, D(c->in[0]), D(c->in[1]), D(c->out[0]), &bad);
+  if (found)
     return ts_fail(TS_ERR_INDEX, "max_pool2d_backward: index %lld is out of bounds for an input plane of %lld elements",
                    (long long)bad, (long long)HW);
   return ts_check_interrupt();

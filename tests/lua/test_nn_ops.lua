@@ -482,6 +482,11 @@ test("pooling errors", function()
   local y, idx = torch.max_pool2d(x, 2, {return_indices = true})
   raises(function() torch._backward.max_pool2d(y, idx:float(), x) end, "max_pool2d_backward: expected int64 indices, got float32")
   raises(function() torch._backward.max_pool2d(torch.randn(1, 2, 4, 4), idx, x) end, "max_pool2d_backward: indices of shape (1, 2, 3, 3) do not match grad_output of shape (1, 2, 4, 4)")
+  for _, v in ipairs({-1, 99}) do -- -1 too: no value of an index may mean "all were fine"
+    local bad = idx:clone()
+    bad[{0, 0, 0, 0}] = v
+    raises(function() torch._backward.max_pool2d(y, bad, x) end, "max_pool2d_backward: index " .. v .. " is out of bounds")
+  end
   raises(function() torch._backward.avg_pool2d(torch.randn(1, 2, 4, 4), x, 2) end, "avg_pool2d_backward: grad_output has shape (1, 2, 4, 4) but the output has shape (1, 2, 3, 3)")
 end)
 
