@@ -6,13 +6,14 @@
 # found through an $ORIGIN rpath. cuBLAS and the CUDA runtime come from the
 # machine's own toolkit (LD_LIBRARY_PATH=/usr/local/cuda/lib64 there).
 #
-# Here:   bash scripts/gpu-kit.sh          (then carry build-gpu)
-# There:  bash scripts/gpu-kit.sh --run    (the suite, compute-sanitizer, the benchmarks)
+# Here:   bash scripts/gpu-kit.sh          (writes build-kit/tensh-gpu.tar.xz: carry build-kit)
+# There:  bash scripts/gpu-kit.sh --run    (unpacks it; the suite, compute-sanitizer, the benchmarks)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build-gpu
 
 if [ "${1:-}" = "--run" ]; then
+  [ -x "$build/tensh" ] || tar xJf build-kit/tensh-gpu.tar.xz
   export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
   out=${OUT:-/tmp/tensh-gpu}
   mkdir -p "$out"
@@ -39,6 +40,13 @@ mkdir -p "$build/lib"
 for bin in "$build/tensh" "$build/test_c"; do
   ldd "$bin" | awk '/=> \//{print $3}'
 done | sort -u | grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcublas[^/]*|libcudart[^/]*)\.so' |
-  while read -r lib; do cp -L "$lib" "$build/lib/"; done
-du -sh "$build"
-echo "carry $build (and shared/peers copied into the repo for the benchmarks)"
+  grep -v "/$build/lib/" | while read -r lib; do cp -L "$lib" "$build/lib/"; done
+# the carry limit is 64 MiB: binaries without debug sections, everything xz-packed
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/$build" build-kit
+cp -r "$build/lib" "$stage/$build/"
+for bin in tensh test_c; do strip --strip-debug -o "$stage/$build/$bin" "$build/$bin"; done
+tar cJf build-kit/tensh-gpu.tar.xz -C "$stage" "$build"
+du -sh build-kit/tensh-gpu.tar.xz
+echo "carry build-kit (and copy ../shared/peers into the repository as shared/peers for the benchmarks)"
