@@ -84,7 +84,7 @@ typedef struct ts_device {
 } ts_device;
 
 #define TS_DEVICE_CPU ((ts_device){TS_CPU, -1})
-bool ts_device_eq(ts_device a, ts_device b);
+static inline bool ts_device_eq(ts_device a, ts_device b) { return a.type == b.type && a.index == b.index; }
 /* "cpu", "cuda", "cuda:1"; "cuda" resolves to index -1 (the current device, resolved by the backend) */
 ts_status ts_device_parse(const char *s, ts_device *out);
 void ts_device_str(ts_device d, char *buf, size_t n);

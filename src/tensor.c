@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool ts_device_eq(ts_device a, ts_device b) { return a.type == b.type && a.index == b.index; }
 
 ts_status ts_device_parse(const char *s, ts_device *out) {
   if (strcmp(s, "cpu") == 0) return *out = TS_DEVICE_CPU, TS_OK;
