@@ -103,14 +103,16 @@ static int l_tensor(lua_State *L) {
   }
   inferred = kinds & 4 ? TS_FLOAT32 : kinds & 2 ? TS_INT64 : kinds & 1 ? TS_BOOL : TS_FLOAT32;
   create_opts o = read_opts(L, lt_opts_index(L, 2), inferred, TS_DEVICE_CPU);
+  if (o.device.type != TS_CPU && ts_device_resolve(&o.device)) return lt_errorf(L, "tensor: %s", ts_last_error());
   ts_tensor **slot = lt_newslot(L);
-  /* values are written on the CPU; moving to another device is the CUDA issue */
-  if (o.device.type != TS_CPU && !ts_backends[o.device.type])
-    return luaL_error(L, "tensor: device not available (cuda.is_available() is false)");
   LT_TRY(L, ts_tensor_empty(nd, sizes, o.dtype, TS_DEVICE_CPU, slot));
-  char *p = ts_data(*slot);
+  char *p = ts_data(*slot); /* values are written on the host, then moved */
   fill_values(L, 1, 0, nd, sizes, &p, o.dtype);
-  finish(L, *slot, &o);
+  if (o.device.type != TS_CPU) {
+    ts_tensor **moved = lt_newslot(L);
+    LT_TRY(L, ts_to_device(*slot, o.device, o.dtype, false, moved));
+  }
+  finish(L, lt_check(L, -1), &o); /* the result is on top either way */
   return 1;
 }
 

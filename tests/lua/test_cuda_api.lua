@@ -15,6 +15,7 @@ test("without a GPU every device call says why, and the session goes on", functi
   raises(function() x:cuda() end, "CUDA is not available")
   raises(function() x:to("cuda:0") end, "CUDA is not available")
   raises(function() torch.zeros(2, {device = "cuda"}) end, "not available")
+  raises(function() torch.tensor({1, 2}, {device = "cuda"}) end, "tensor: CUDA is not available")
   if cuda.current_device then -- a CUDA build: the whole table is there
     for _, name in ipairs({"current_device", "memory_allocated", "memory_reserved", "memory_stats", "synchronize",
                            "get_device_name", "get_device_properties", "mem_get_info", "Stream", "Event"}) do
@@ -79,6 +80,9 @@ test("transfers: both ways, casts, strides, non_blocking, pinned memory", functi
   need_gpu()
   local x = torch.randn(64, 33)
   local g = x:cuda()
+  local lit = torch.tensor({{1, 2}, {3, 4}}, {device = "cuda", dtype = "float64"})
+  ok(lit.is_cuda and lit.dtype == torch.float64, "torch.tensor with a device lands there")
+  close(lit, {{1, 2}, {3, 4}}, 0, 0, "its values")
   ok(g.is_cuda and g:get_device() == 0 and tostring(g.device) == "cuda:0", "on cuda:0")
   close(g, x, 0, 0, "round trip")
   close(x:t():cuda(), x:t(), 0, 0, "non-contiguous source")
