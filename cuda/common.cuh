@@ -104,9 +104,10 @@ template <> struct tsc_is_float<double> { static constexpr bool value = true; };
 template <> struct tsc_is_float<__half> { static constexpr bool value = true; };
 template <> struct tsc_is_float<__nv_bfloat16> { static constexpr bool value = true; };
 
-// Conversion between any two storage/opmath types, as the CPU casts: float16
-// and bfloat16 through float (round to nearest even), to bool as != 0, float
-// to integer truncating (out-of-range values are undefined, as in C).
+// Conversion between any two storage/opmath types, as the CPU casts
+// (src/cpu/copy.c, ts_store_f64): float16 and bfloat16 through float (round
+// to nearest even; double rounds to float first), to bool as != 0, float to
+// integer truncating, to uint8 through int64 (-1.0 -> 255, as torch).
 template <typename T> struct tsc_conv {
   template <typename F> __host__ __device__ static T from(F v) { return static_cast<T>(v); }
   __host__ __device__ static T from(__half v) { return static_cast<T>(__half2float(v)); }
@@ -120,15 +121,22 @@ template <> struct tsc_conv<bool> {
 };
 template <> struct tsc_conv<__half> {
   template <typename F> __host__ __device__ static __half from(F v) { return __float2half_rn((float)v); }
-  __host__ __device__ static __half from(double v) { return __double2half(v); }
+  __host__ __device__ static __half from(double v) { return __float2half_rn((float)v); }
   __host__ __device__ static __half from(__half v) { return v; }
   __host__ __device__ static __half from(__nv_bfloat16 v) { return __float2half_rn(__bfloat162float(v)); }
 };
 template <> struct tsc_conv<__nv_bfloat16> {
   template <typename F> __host__ __device__ static __nv_bfloat16 from(F v) { return __float2bfloat16_rn((float)v); }
-  __host__ __device__ static __nv_bfloat16 from(double v) { return __double2bfloat16(v); }
+  __host__ __device__ static __nv_bfloat16 from(double v) { return __float2bfloat16_rn((float)v); }
   __host__ __device__ static __nv_bfloat16 from(__half v) { return __float2bfloat16_rn(__half2float(v)); }
   __host__ __device__ static __nv_bfloat16 from(__nv_bfloat16 v) { return v; }
+};
+template <> struct tsc_conv<uint8_t> {
+  template <typename F> __host__ __device__ static uint8_t from(F v) { return static_cast<uint8_t>(v); }
+  __host__ __device__ static uint8_t from(float v) { return (uint8_t)(int64_t)v; }
+  __host__ __device__ static uint8_t from(double v) { return (uint8_t)(int64_t)v; }
+  __host__ __device__ static uint8_t from(__half v) { return (uint8_t)(int64_t)__half2float(v); }
+  __host__ __device__ static uint8_t from(__nv_bfloat16 v) { return (uint8_t)(int64_t)__bfloat162float(v); }
 };
 template <typename To, typename From> __host__ __device__ inline To tsc_cast(From v) { return tsc_conv<To>::from(v); }
 

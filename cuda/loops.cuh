@@ -27,30 +27,9 @@
 
 #include "common.cuh"
 
-// ---- conversions as the CPU makes them ------------------------------------
-// tsc_cast, except where the CPU (src/cpu/copy.c, ts_store_f64) differs:
-// double to float16/bfloat16 rounds through float, and floating values to
-// uint8 go through int64 (-1.0 -> 255, as C's conversion on x86 and torch).
-template <typename To> struct tsc_cpu_conv {
-  template <typename F> __host__ __device__ static To from(F v) { return tsc_cast<To>(v); }
-};
-template <> struct tsc_cpu_conv<__half> {
-  template <typename F> __host__ __device__ static __half from(F v) { return tsc_cast<__half>(v); }
-  __host__ __device__ static __half from(double v) { return __float2half_rn((float)v); }
-};
-template <> struct tsc_cpu_conv<__nv_bfloat16> {
-  template <typename F> __host__ __device__ static __nv_bfloat16 from(F v) { return tsc_cast<__nv_bfloat16>(v); }
-  __host__ __device__ static __nv_bfloat16 from(double v) { return __float2bfloat16_rn((float)v); }
-};
-template <> struct tsc_cpu_conv<uint8_t> {
-  template <typename F> __host__ __device__ static uint8_t from(F v) { return tsc_cast<uint8_t>(v); }
-  __host__ __device__ static uint8_t from(float v) { return (uint8_t)(int64_t)v; }
-  __host__ __device__ static uint8_t from(double v) { return (uint8_t)(int64_t)v; }
-  __host__ __device__ static uint8_t from(__half v) { return (uint8_t)(int64_t)__half2float(v); }
-  __host__ __device__ static uint8_t from(__nv_bfloat16 v) { return (uint8_t)(int64_t)__bfloat162float(v); }
-};
+// Conversions as the CPU makes them: tsc_cast (common.cuh) follows the CPU.
 template <typename To, typename From> __host__ __device__ __forceinline__ To tsc_cvt(From v) {
-  return tsc_cpu_conv<To>::from(v);
+  return tsc_cast<To>(v);
 }
 
 // The compute type of an elementwise op on storage type S, as the CPU's:
