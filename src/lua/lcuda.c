@@ -197,11 +197,6 @@ static int l_reset_accumulated_memory_stats(lua_State *L) {
   return 0;
 }
 
-static int l_empty_cache(lua_State *L) {
-  if (device_count() > 0) LT_TRY(L, ts_cuda_empty_cache());
-  return 0;
-}
-
 /* ---- streams ------------------------------------------------------------- */
 
 typedef struct lstream {
@@ -511,7 +506,29 @@ static void oom_collect(void *ud) {
   ts_cuda_empty_cache();
 }
 
+#else /* a build without CUDA: the same names, each saying why it cannot run */
+
+static int l_not_built(lua_State *L) {
+  return lt_errorf(L, "cuda.%s: CUDA is not available (tensh was built without CUDA: rebuild with nvcc installed)",
+                   lua_tostring(L, lua_upvalueindex(1)));
+}
+
+static const char *const cuda_only[] = {
+    "current_device", "set_device", "device", "synchronize", "get_device_name", "get_device_capability",
+    "get_device_properties", "mem_get_info", "utilization", "memory_allocated", "max_memory_allocated",
+    "memory_reserved", "max_memory_reserved", "memory_cached", "max_memory_cached", "memory_stats",
+    "memory_summary", "reset_peak_memory_stats", "reset_accumulated_memory_stats", "Stream", "stream",
+    "set_stream", "current_stream", "default_stream", "Event", NULL};
+
 #endif /* HAVE_CUDA */
+
+static int l_empty_cache_any(lua_State *L) {
+#if HAVE_CUDA
+  if (device_count() > 0) LT_TRY(L, ts_cuda_empty_cache());
+#endif
+  (void)L;
+  return 0;
+}
 
 void lt_open_cuda(lua_State *L) {
   static const luaL_Reg fns[] = {
@@ -519,6 +536,7 @@ void lt_open_cuda(lua_State *L) {
     {"device_count", l_device_count},
     {"manual_seed", l_manual_seed},
     {"manual_seed_all", l_manual_seed},
+    {"empty_cache", l_empty_cache_any}, /* nothing cached: nothing to do */
 #if HAVE_CUDA
     {"memory_cached", l_memory_reserved}, /* PyTorch's old names */
     {"max_memory_cached", l_max_memory_reserved},
@@ -539,7 +557,6 @@ void lt_open_cuda(lua_State *L) {
     {"memory_summary", l_memory_summary},
     {"reset_peak_memory_stats", l_reset_peak_memory_stats},
     {"reset_accumulated_memory_stats", l_reset_accumulated_memory_stats},
-    {"empty_cache", l_empty_cache},
     {"Stream", l_stream_new},
     {"stream", l_stream_scope},
     {"set_stream", l_set_stream},
@@ -549,6 +566,13 @@ void lt_open_cuda(lua_State *L) {
 #endif
     {NULL, NULL}};
   luaL_newlib(L, fns);
+#if !HAVE_CUDA
+  for (int i = 0; cuda_only[i]; i++) {
+    lua_pushstring(L, cuda_only[i]);
+    lua_pushcclosure(L, l_not_built, 1);
+    lua_setfield(L, -2, cuda_only[i]);
+  }
+#endif
 #if HAVE_CUDA
   int v = ts_cuda_runtime_version();
   lua_pushfstring(L, "%d.%d", v / 1000, (v % 1000) / 10);
