@@ -237,7 +237,8 @@ static ts_status write_body(FILE *f, const char *path, int n, ts_tensor *const *
     if ((st = ts_check_interrupt())) break;
     /* logical values: a strided view is gathered into a contiguous copy first */
     if ((st = ts_contiguous(t, &c))) break;
-    st = write_all(f, path, ts_data(c), (size_t)ts_numel(c) * ts_dtype_size(c->dtype));
+    if (!(st = ts_host_ready(c))) /* a non-blocking copy may still be landing in it */
+      st = write_all(f, path, ts_data(c), (size_t)ts_numel(c) * ts_dtype_size(c->dtype));
     ts_tensor_release(c);
   }
   if (!st && fflush(f) != 0) st = write_fail(path, "write", errno);

@@ -29,6 +29,7 @@ static const int64_t *int64_arg(lua_State *L, int idx, const char *what, int64_t
     luaL_error(L, "%s: expected a 1-D int64 CPU tensor", what);
   ts_tensor **slot = lt_newslot(L);
   LT_TRY(L, ts_contiguous(t, slot));
+  LT_TRY(L, ts_host_ready(*slot));
   *n = (*slot)->sizes[0];
   return ts_data(*slot);
 }

@@ -184,6 +184,7 @@ static const double *histogram_values(lua_State *L, int idx, int64_t *n) {
     LT_TRY(L, ts_to_dtype(t, TS_FLOAT64, d));
     ts_tensor **c = lt_newslot(L);
     LT_TRY(L, ts_contiguous(*d, c));
+    LT_TRY(L, ts_host_ready(*c));
     lt_gc_debt(L);
     *n = ts_numel(*c);
     return ts_data(*c);
