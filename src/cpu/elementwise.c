@@ -297,10 +297,32 @@ static ts_status k_elementwise(const ts_call *c) {
   return run_loop(c, fn);
 }
 
-/* where(cond, a, b): a and b share a dtype; the loop copies bytes. */
+/* where(cond, a, b): a and b share a dtype; the loop copies bytes. A unit-stride
+ * cond and out with a and b each unit-stride or a broadcast scalar (ReLU's backward
+ * is where(y > 0, g, 0)) take branch-free loops the compiler vectorises: both
+ * values are loaded, then selected. */
 #define WHERE_LOOP(NAME, S)                                                             \
   static void NAME(char **d, const int64_t *s, int64_t n, void *ctx) {                 \
     (void)ctx;                                                                         \
+    if (s[0] == sizeof(S) && s[1] == 1 && (s[2] == sizeof(S) || s[2] == 0) &&           \
+        (s[3] == sizeof(S) || s[3] == 0)) {                                            \
+      S *restrict o = (S *)d[0];                                                       \
+      const uint8_t *restrict m = (const uint8_t *)d[1];                               \
+      const S *restrict a = (const S *)d[2], *restrict b = (const S *)d[3];            \
+      if (s[2] && s[3])                                                                \
+        for (int64_t i = 0; i < n; i++) { S av = a[i], bv = b[i]; o[i] = m[i] ? av : bv; } \
+      else if (s[2]) {                                                                 \
+        const S bv = *b;                                                               \
+        for (int64_t i = 0; i < n; i++) { S av = a[i]; o[i] = m[i] ? av : bv; }        \
+      } else if (s[3]) {                                                               \
+        const S av = *a;                                                               \
+        for (int64_t i = 0; i < n; i++) { S bv = b[i]; o[i] = m[i] ? av : bv; }        \
+      } else {                                                                         \
+        const S av = *a, bv = *b;                                                      \
+        for (int64_t i = 0; i < n; i++) o[i] = m[i] ? av : bv;                         \
+      }                                                                                \
+      return;                                                                          \
+    }                                                                                  \
     for (int64_t i = 0; i < n; i++)                                                    \
       *(S *)(d[0] + i * s[0]) = *(const uint8_t *)(d[1] + i * s[1]) ? *(const S *)(d[2] + i * s[2]) \
                                                                     : *(const S *)(d[3] + i * s[3]); \
