@@ -9,7 +9,7 @@
  * grad_weight accumulates grad_out @ cols^T, grad_input is COL2IM of
  * W^T @ grad_out, one GEMM per group per chunk for each (a thin K, as in a
  * first layer, keeps per-sample GEMMs batched over the chunk's samples). Depthwise convolution
- * (one input channel per group) has direct kernels, forward and backward:
+ * (one input channel per group, a one-channel first layer included) has direct kernels, forward and backward:
  * its GEMMs are too thin to pay.
  *
  * Pooling has kernels of its own; max-pool backward is a scatter-add of the
@@ -259,7 +259,7 @@ static ts_status conv_forward(const char *fn, ts_tensor *x, ts_tensor *w, ts_ten
   if (b) TRY(to_compute(b, bc));
   TRY(ts_tensor_empty(4, (int64_t[]){g.N, g.O, g.Ho, g.Wo}, cd, x->device, r));
   if (g.N * g.O * g.L > 0) {
-    if (g.Cg == 1 && g.G > 1) { /* depthwise */
+    if (g.Cg == 1) { /* depthwise, or one input channel (a first layer): the direct kernel */
       ts_tensor *in[3] = {*x4, *wc, b ? *bc : NULL};
       ts_call c = {.op = TS_OP_CONV2D_DEPTHWISE, .nin = b ? 3 : 2, .in = in, .out = {*r}};
       conv_params(p, c.i);
@@ -332,7 +332,7 @@ static ts_status conv_backward(const char *fn, ts_tensor *go, ts_tensor *x, ts_t
   if (need[2]) TRY(ts_sum(*g4, 3, (int64_t[]){0, 2, 3}, false, rgb));
   if (need[1]) TRY(ts_full(4, w->sizes, 0, cd, x->device, rgw));
   if (need[0]) TRY(ts_tensor_empty(4, (int64_t[]){g.N, g.C, g.H, g.W}, cd, x->device, rgi));
-  if ((need[0] || need[1]) && g.N > 0 && g.Cg == 1 && g.G > 1) { /* depthwise: the direct kernel */
+  if ((need[0] || need[1]) && g.N > 0 && g.Cg == 1) { /* depthwise: the direct kernel */
     TRY(ts_contiguous(*g4, gcc));
     ts_tensor *in[3] = {*gcc, *x4, *wcc};
     ts_call c = {.op = TS_OP_CONV2D_DEPTHWISE_BACKWARD, .nin = 3, .in = in,

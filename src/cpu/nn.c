@@ -237,7 +237,12 @@ static ts_status k_conv2d_depthwise(const ts_call *c) {
               const int64_t step = g->sw * g->xs[3];                                               \
               const T *s = src + y * g->Wo;                                                        \
               T part = 0;                                                                          \
-              for (int64_t x0 = lo; x0 < hi; x0++) part += s[x0] * img[base + x0 * step];          \
+              if (step == 1) { /* simd: the row's dot product may be reassociated (vectorised) */  \
+                const T *r = img + base;                                                           \
+                _Pragma("omp simd reduction(+ : part)")                                            \
+                for (int64_t x0 = lo; x0 < hi; x0++) part += s[x0] * r[x0];                        \
+              } else                                                                               \
+                for (int64_t x0 = lo; x0 < hi; x0++) part += s[x0] * img[base + x0 * step];        \
               acc += part;                                                                         \
             }                                                                                      \
           }                                                                                        \
