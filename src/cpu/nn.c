@@ -7,6 +7,7 @@
 #include "cpu.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Geometry shared by the kernels, in elements. */
@@ -142,6 +143,30 @@ static ts_status k_col2im(const ts_call *c) {
  * over the output columns whose input column is in bounds (unit stride:
  * a loop the compiler vectorises). */
 #define DEPTHWISE(NAME, T)                                                                         \
+  /* Stride 1: the plane zero-padded to (Hp, Wp) once, then each tap is ONE multiply-add     \
+   * over the whole (Ho, Wp) output (columns past Wo computed and dropped): long loops the   \
+   * compiler vectorises, instead of Ho*kh*kw rows of Wo. False (nothing written) when the   \
+   * buffer cannot be allocated. */                                                          \
+  static bool NAME##_padded(const geo *g, const T *src, const T *w, const int64_t *ws, T bias, T *dst) { \
+    const int64_t Hp = g->H + 2 * g->ph, Wp = g->W + 2 * g->pw, slack = (g->kw - 1) * g->dw;       \
+    const int64_t np = Hp * Wp + slack, no = g->Ho * Wp;                                           \
+    T *ip = malloc(sizeof(T) * (size_t)(np + no));                                                 \
+    if (!ip) return false;                                                                         \
+    T *restrict op = ip + np;                                                                      \
+    memset(ip, 0, sizeof(T) * (size_t)np);                                                         \
+    for (int64_t y = 0; y < g->H; y++)                                                             \
+      for (int64_t x0 = 0; x0 < g->W; x0++) ip[(y + g->ph) * Wp + x0 + g->pw] = src[y * g->xs[2] + x0 * g->xs[3]]; \
+    for (int64_t k = 0; k < no; k++) op[k] = bias;                                                 \
+    for (int64_t i = 0; i < g->kh; i++)                                                            \
+      for (int64_t j = 0; j < g->kw; j++) {                                                        \
+        const T wv = w[i * ws[2] + j * ws[3]];                                                     \
+        const T *restrict s = ip + i * g->dh * Wp + j * g->dw; /* reads end before np */          \
+        for (int64_t k = 0; k < no; k++) op[k] += wv * s[k];                                       \
+      }                                                                                            \
+    for (int64_t y = 0; y < g->Ho; y++) memcpy(dst + y * g->Wo, op + y * Wp, sizeof(T) * (size_t)g->Wo); \
+    free(ip);                                                                                      \
+    return true;                                                                                   \
+  }                                                                                                \
   static void NAME(const geo *g, int64_t O, const T *x, const T *w, const int64_t *ws, const T *b, \
                    int64_t bs, T *out) {                                                           \
     const int64_t planes = g->N * O, m = O / g->C, L = g->Ho * g->Wo;                              \
@@ -151,6 +176,7 @@ static ts_status k_col2im(const ts_call *c) {
       const T *src = x + n * g->xs[0] + (o / m) * g->xs[1];                                        \
       T *dst = out + pl * L;                                                                       \
       const T bias = b ? b[o * bs] : (T)0;                                                         \
+      if (g->sh == 1 && g->sw == 1 && NAME##_padded(g, src, w + o * ws[0], ws, bias, dst)) continue; \
       for (int64_t k = 0; k < L; k++) dst[k] = bias;                                               \
       for (int64_t i = 0; i < g->kh; i++)                                                          \
         for (int64_t j = 0; j < g->kw; j++) {                                                      \
