@@ -332,7 +332,9 @@ static ts_status conv_backward(const char *fn, ts_tensor *go, ts_tensor *x, ts_t
   if (need[2]) TRY(ts_sum(*g4, 3, (int64_t[]){0, 2, 3}, false, rgb));
   if (need[1]) TRY(ts_full(4, w->sizes, 0, cd, x->device, rgw));
   if (need[0]) TRY(ts_tensor_empty(4, (int64_t[]){g.N, g.C, g.H, g.W}, cd, x->device, rgi));
-  if ((need[0] || need[1]) && g.N > 0 && g.Cg == 1) { /* depthwise: the direct kernel */
+  /* depthwise: the direct kernel. A one-channel first layer (G = 1) keeps the GEMM path
+   * below: its per-sample weight-gradient GEMMs measured 2x faster than the direct loop. */
+  if ((need[0] || need[1]) && g.N > 0 && g.Cg == 1 && g.G > 1) {
     TRY(ts_contiguous(*g4, gcc));
     ts_tensor *in[3] = {*gcc, *x4, *wcc};
     ts_call c = {.op = TS_OP_CONV2D_DEPTHWISE_BACKWARD, .nin = 3, .in = in,
