@@ -48,7 +48,7 @@ endif
 ifeq ($(CUDA),1)
 CFLAGS    += -DTS_HAVE_CUDA
 CUDA_OBJ  := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
-LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart_static -ldl -lrt -lpthread -lstdc++
+LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++
 else
 CUDA_OBJ  :=
 endif
@@ -93,7 +93,7 @@ $(BUILD)/gen/lua_lib.o: $(BUILD)/gen/lua_lib.c
 
 $(BUILD)/%.o: %.cu $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) --expt-relaxed-constexpr -Isrc -Icuda -Xcompiler -fPIC -c $< -o $@
+	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) --expt-relaxed-constexpr -Isrc -Icuda -Xcompiler -fPIC -DTSC_CUDA_LIB_DIR='"$(CUDA_HOME)/lib64"' -c $< -o $@
 
 $(BUILD)/tensh: $(CORE_OBJ) $(LUA_OBJ) $(SHELL_OBJ) $(CUDA_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LUA_LIBS) $(LDLIBS) -Wl,-E

@@ -9,7 +9,7 @@
 
 ts_status ts_device_resolve(ts_device *d) {
   if (d->type == TS_CPU) return d->index = -1, TS_OK;
-  ts_backend *be = (unsigned)d->type < TS_DEVICE_TYPE_COUNT ? ts_backends[d->type] : NULL;
+  ts_backend *be = ts_backend_get((ts_device_type)d->type);
   if (!be || be->device_count <= 0)
     return ts_fail(TS_ERR_DEVICE, "CUDA is not available (no GPU, driver or CUDA build: cuda.is_available() is "
                    "false); use \"cpu\"");
@@ -125,7 +125,7 @@ ts_status ts_copy_across(ts_tensor *dst, ts_tensor *src, bool non_blocking) {
 }
 
 ts_status ts_tensor_empty_pinned(int ndim, const int64_t *sizes, ts_dtype dt, ts_tensor **out) {
-  ts_backend *be = ts_backends[TS_CUDA];
+  ts_backend *be = ts_backend_get(TS_CUDA);
   if (!be || !be->host_allocator || be->device_count <= 0)
     return ts_fail(TS_ERR_DEVICE, "pin_memory: page-locked memory needs CUDA (cuda.is_available() is false)");
   return pinned_empty(ndim, sizes, dt, be->host_allocator, out);
@@ -138,7 +138,7 @@ ts_status ts_pin_memory(ts_tensor *t, ts_tensor **out) {
     ts_tensor_retain(t);
     return *out = t, TS_OK;
   }
-  ts_backend *be = ts_backends[TS_CUDA];
+  ts_backend *be = ts_backend_get(TS_CUDA);
   if (!be || !be->host_allocator || be->device_count <= 0)
     return ts_fail(TS_ERR_DEVICE, "pin_memory: page-locked memory needs CUDA (cuda.is_available() is false)");
   ts_tensor *r;

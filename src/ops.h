@@ -69,8 +69,14 @@ typedef struct ts_backend {
   const ts_allocator *host_allocator; /* page-locked host memory, for pin_memory */
 } ts_backend;
 
-/* Backends register themselves at start-up; NULL where not built. */
+/* Backends register themselves; NULL where not built or not loaded yet. */
 extern ts_backend *ts_backends[TS_DEVICE_TYPE_COUNT];
+/* A backend that is costly to start (CUDA asks the driver: ~70 ms without a
+ * GPU) sets a loader and is started the first time a device of its type is
+ * named; start-up stays fast for CPU work. */
+extern void (*ts_backend_loaders[TS_DEVICE_TYPE_COUNT])(void);
+/* The backend of device type t, loaded on first use; NULL when unavailable. */
+ts_backend *ts_backend_get(ts_device_type t);
 void ts_cpu_backend_init(void);
 
 /* Runs c on the backend of out[0]'s device (or in[0]'s when there is no out). */

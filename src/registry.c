@@ -10,6 +10,17 @@ const ts_op_desc ts_ops[TS_OP_COUNT] = {
 };
 
 ts_backend *ts_backends[TS_DEVICE_TYPE_COUNT];
+void (*ts_backend_loaders[TS_DEVICE_TYPE_COUNT])(void);
+
+ts_backend *ts_backend_get(ts_device_type t) {
+  if ((unsigned)t >= TS_DEVICE_TYPE_COUNT) return NULL;
+  if (!ts_backends[t] && ts_backend_loaders[t]) {
+    void (*load)(void) = ts_backend_loaders[t];
+    ts_backend_loaders[t] = NULL; /* once, whatever it finds */
+    load();
+  }
+  return ts_backends[t];
+}
 
 /* Ops whose kernels on every backend accept a 0-dim CPU tensor beside
  * device tensors (read as a scalar, as PyTorch allows). */

@@ -81,7 +81,7 @@ ts_status ts_storage_new_from(size_t nbytes, ts_device dev, const ts_allocator *
 }
 
 ts_status ts_storage_new(size_t nbytes, ts_device dev, ts_storage **out) {
-  ts_backend *be = (unsigned)dev.type < TS_DEVICE_TYPE_COUNT ? ts_backends[dev.type] : NULL;
+  ts_backend *be = ts_backend_get((ts_device_type)dev.type);
   if (!be) return unavailable(dev);
   ts_status st = ts_device_resolve(&dev);
   if (st) return st;

@@ -244,7 +244,7 @@ static void run_transforms(const ts_data_source *s, uint64_t key, int64_t pos, f
  * :to(dev, {non_blocking = true}) overlaps), ordinary memory otherwise
  * (is_pinned() tells which). */
 static ts_status batch_empty(int ndim, const int64_t *sizes, ts_dtype dt, bool pin, ts_tensor **out) {
-  ts_backend *be = ts_backends[TS_CUDA];
+  ts_backend *be = pin ? ts_backend_get(TS_CUDA) : NULL;
   if (pin && be && be->host_allocator && be->device_count > 0) return ts_tensor_empty_pinned(ndim, sizes, dt, out);
   return ts_tensor_empty(ndim, sizes, dt, TS_DEVICE_CPU, out);
 }

@@ -577,7 +577,7 @@ void lt_open_cuda(lua_State *L) {
   int v = ts_cuda_runtime_version();
   lua_pushfstring(L, "%d.%d", v / 1000, (v % 1000) / 10);
   lua_setfield(L, -2, "version");
-  ts_cuda_backend_init();
+  ts_backend_loaders[TS_CUDA] = ts_cuda_backend_init; /* the driver is asked on first use */
   lua_State *main_L = L;
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
   main_L = lua_tothread(L, -1);

@@ -183,7 +183,20 @@ static int pmain(lua_State *L) {
   return 1;
 }
 
+/* Restarts once with OPENBLAS_CORETYPE set when OpenBLAS fell back to its
+ * generic kernels on a CPU that has better ones (see ts_blas_better_coretype);
+ * an explicit OPENBLAS_CORETYPE is left alone. */
+static void fix_blas_core(char **argv) {
+  if (getenv("OPENBLAS_CORETYPE") || getenv("TENSH_BLAS_RESTARTED")) return;
+  const char *core = ts_blas_better_coretype();
+  if (!core) return;
+  setenv("OPENBLAS_CORETYPE", core, 1);
+  setenv("TENSH_BLAS_RESTARTED", "1", 1);
+  execv("/proc/self/exe", argv); /* on failure, go on with the generic kernels */
+}
+
 int main(int argc, char **argv) {
+  fix_blas_core(argv);
   for (int i = 1; i < argc && argv[i][0] == '-'; i++) { /* -h answers before anything loads */
     if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
       printf("%s", usage);
