@@ -14,6 +14,10 @@ build=build-gpu
 
 if [ "${1:-}" = "--run" ]; then
   [ -x "$build/tensh" ] || tar xJf build-kit/tensh-gpu.tar.xz
+  # Debian's dataset-fashion-mnist, where the scripts look for it
+  if [ -d build-kit/fashion-mnist ] && [ ! -d /usr/share/datasets/fashion-mnist ]; then
+    mkdir -p /usr/share/datasets && cp -r build-kit/fashion-mnist /usr/share/datasets/
+  fi
   export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
   out=${OUT:-/tmp/tensh-gpu}
   mkdir -p "$out"
@@ -48,5 +52,7 @@ mkdir -p "$stage/$build" build-kit
 cp -r "$build/lib" "$stage/$build/"
 for bin in tensh test_c; do strip --strip-debug -o "$stage/$build/$bin" "$build/$bin"; done
 tar cJf build-kit/tensh-gpu.tar.xz -C "$stage" "$build"
-du -sh build-kit/tensh-gpu.tar.xz
+# the dataset the Fashion-MNIST benchmark and script read (30 MB, already gzipped)
+[ -d /usr/share/datasets/fashion-mnist ] && rm -rf build-kit/fashion-mnist && cp -r /usr/share/datasets/fashion-mnist build-kit/
+du -sh build-kit
 echo "carry build-kit (and copy ../shared/peers into the repository as shared/peers for the benchmarks)"
