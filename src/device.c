@@ -138,11 +138,8 @@ ts_status ts_pin_memory(ts_tensor *t, ts_tensor **out) {
     ts_tensor_retain(t);
     return *out = t, TS_OK;
   }
-  ts_backend *be = ts_backend_get(TS_CUDA);
-  if (!be || !be->host_allocator || be->device_count <= 0)
-    return ts_fail(TS_ERR_DEVICE, "pin_memory: page-locked memory needs CUDA (cuda.is_available() is false)");
   ts_tensor *r;
-  ts_status st = pinned_empty(t->ndim, t->sizes, t->dtype, be->host_allocator, &r);
+  ts_status st = ts_tensor_empty_pinned(t->ndim, t->sizes, t->dtype, &r);
   if (st) return st;
   if ((st = ts_copy_(r, t))) {
     ts_tensor_release(r);

@@ -37,10 +37,7 @@ static ts_status check_index_dtype(const char *fn, const ts_tensor *index) {
 /* Strict: a 0-dim CPU tensor is no scalar here (x and its indices or mask) */
 static ts_status check_devices(const char *fn, ts_tensor *a, ts_tensor *b) {
   if (ts_device_eq(a->device, b->device) || b->is_wrapped_number) return TS_OK;
-  char da[32], db[32];
-  ts_device_str(a->device, da, sizeof da);
-  ts_device_str(b->device, db, sizeof db);
-  return ts_fail(TS_ERR_DEVICE, "%s: expected all tensors on the same device, got %s and %s", fn, da, db);
+  return ts_fail_devices(fn, a->device, b->device);
 }
 
 /* Reads the one int64 element of t (a count written by a kernel). */

@@ -88,6 +88,8 @@ ts_status ts_run(ts_op op, int nin, ts_tensor *const *in, ts_tensor *out0);
 /* The dtype torch.result_type would give for these operands (wrapped numbers
  * and 0-dim tensors count less than dimensioned tensors of the same category). */
 ts_dtype ts_result_type(int n, ts_tensor *const *ts);
+/* "fn: expected all tensors on the same device, got a and b" (TS_ERR_DEVICE) */
+ts_status ts_fail_devices(const char *fn, ts_device a, ts_device b);
 /* Checks all tensors share one device; a 0-dim CPU tensor is accepted as a scalar. */
 ts_status ts_check_same_device(const char *fn, int n, ts_tensor *const *ts);
 

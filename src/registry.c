@@ -38,10 +38,7 @@ static ts_status check_operand_devices(const ts_call *c, const ts_tensor *ref) {
     if (!t || ts_device_eq(t->device, ref->device)) continue;
     if (t->device.type == TS_CPU && (t->is_wrapped_number || t->ndim == 0) && i < c->nin && takes_cpu_scalars(c->op))
       continue;
-    char a[32], b[32];
-    ts_device_str(ref->device, a, sizeof a);
-    ts_device_str(t->device, b, sizeof b);
-    return ts_fail(TS_ERR_DEVICE, "%s: expected all tensors on the same device, got %s and %s", ts_ops[c->op].name, a, b);
+    return ts_fail_devices(ts_ops[c->op].name, ref->device, t->device);
   }
   return TS_OK;
 }
@@ -96,18 +93,20 @@ ts_dtype ts_result_type(int n, ts_tensor *const *ts) {
   return r < 0 ? TS_DEFAULT_DTYPE : (ts_dtype)r;
 }
 
+ts_status ts_fail_devices(const char *fn, ts_device a, ts_device b) {
+  char sa[32], sb[32];
+  ts_device_str(a, sa, sizeof sa);
+  ts_device_str(b, sb, sizeof sb);
+  return ts_fail(TS_ERR_DEVICE, "%s: expected all tensors on the same device, got %s and %s", fn, sa, sb);
+}
+
 ts_status ts_check_same_device(const char *fn, int n, ts_tensor *const *ts) {
   const ts_tensor *ref = NULL;
   for (int i = 0; i < n; i++) {
     const ts_tensor *t = ts[i];
     if (t->is_wrapped_number || (t->ndim == 0 && t->device.type == TS_CPU)) continue;
     if (!ref) ref = t;
-    else if (!ts_device_eq(ref->device, t->device)) {
-      char a[32], b[32];
-      ts_device_str(ref->device, a, sizeof a);
-      ts_device_str(t->device, b, sizeof b);
-      return ts_fail(TS_ERR_DEVICE, "%s: expected all tensors on the same device, got %s and %s", fn, a, b);
-    }
+    else if (!ts_device_eq(ref->device, t->device)) return ts_fail_devices(fn, ref->device, t->device);
   }
   return TS_OK;
 }

@@ -339,9 +339,8 @@ static lscope *push_scope(lua_State *L) {
 
 static int l_device_scope(lua_State *L) {
   int d = opt_device(L, 1, "device");
-  lscope *sc = push_scope(L);
+  push_scope(L);
   LT_TRY(L, ts_cuda_set_device(d));
-  (void)sc;
   return scope_run(L, 2);
 }
 
