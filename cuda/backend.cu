@@ -63,27 +63,10 @@ extern "C" ts_status ts_cuda_set_current_stream(int device, uintptr_t s) {
   return TS_OK;
 }
 
-// Runs the rest of a scope on `device`, restoring the previous one after.
-struct device_guard {
-  int prev = -1;
-  ts_status st = TS_OK;
-  explicit device_guard(int device) {
-    int cur = ts_cuda_current_device();
-    if (device != cur) {
-      cudaError_t e = cudaSetDevice(device);
-      if (e != cudaSuccess) st = tsc_cuda_error(e, "cudaSetDevice");
-      else prev = cur, cur_device = device;
-    }
-  }
-  ~device_guard() {
-    if (prev >= 0) cudaSetDevice(prev), cur_device = prev;
-  }
-};
-
 // ---- the caching allocator of each device --------------------------------
 
 static void *raw_malloc(void *ctx, size_t n) {
-  device_guard g((int)(intptr_t)ctx);
+  tsc_device_guard g((int)(intptr_t)ctx);
   void *p = NULL;
   if (g.st || cudaMalloc(&p, n) != cudaSuccess) {
     cudaGetLastError(); // out of memory is not sticky: clear it
@@ -93,12 +76,12 @@ static void *raw_malloc(void *ctx, size_t n) {
 }
 
 static void raw_free(void *ctx, void *p) {
-  device_guard g((int)(intptr_t)ctx);
+  tsc_device_guard g((int)(intptr_t)ctx);
   cudaFree(p);
 }
 
 static void *raw_event_record(void *ctx, uintptr_t stream) {
-  device_guard g((int)(intptr_t)ctx);
+  tsc_device_guard g((int)(intptr_t)ctx);
   cudaEvent_t ev;
   if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) return cudaGetLastError(), (void *)NULL;
   if (cudaEventRecord(ev, (cudaStream_t)stream) != cudaSuccess) {
@@ -142,7 +125,7 @@ static void *dev_alloc(void *ctx, size_t n, ts_device dev) {
   if (!p) {
     size_t free_b = 0, total = 0;
     {
-      device_guard g(dev.index);
+      tsc_device_guard g(dev.index);
       if (cudaMemGetInfo(&free_b, &total) != cudaSuccess) cudaGetLastError();
     }
     char name[16], msg[512];
@@ -298,7 +281,7 @@ static bool peer_enabled[TSC_MAX_DEVICES][TSC_MAX_DEVICES];
 
 static ts_status copy_bytes(void *dst, ts_device dd, const void *src, ts_device sd, size_t n, bool non_blocking) {
   int dev = dd.type == TS_CUDA ? dd.index : sd.index; // the copy runs on this device's stream
-  device_guard g(dev);
+  tsc_device_guard g(dev);
   if (g.st) return g.st;
   cudaStream_t s = (cudaStream_t)cur_stream[dev];
   if (dd.type == TS_CUDA && sd.type == TS_CUDA && dd.index != sd.index) {
@@ -311,7 +294,7 @@ static ts_status copy_bytes(void *dst, ts_device dd, const void *src, ts_device 
       peer_enabled[dd.index][sd.index] = true;
     }
     {
-      device_guard gs(sd.index); // stream 0 is each device's own default stream: sync it on its device
+      tsc_device_guard gs(sd.index); // stream 0 is each device's own default stream: sync it on its device
       if (gs.st) return gs.st;
       TSC_CHECK(cudaStreamSynchronize((cudaStream_t)cur_stream[sd.index]));
     }
@@ -328,7 +311,7 @@ static ts_status copy_bytes(void *dst, ts_device dd, const void *src, ts_device 
 }
 
 static ts_status copy_pending(ts_device dev, uintptr_t *pending) {
-  device_guard g(dev.index);
+  tsc_device_guard g(dev.index);
   if (g.st) return g.st;
   return record_pending((cudaStream_t)cur_stream[dev.index], pending);
 }

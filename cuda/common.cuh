@@ -79,6 +79,23 @@ ts_status tsc_sort_pairs_u64(const uint64_t *kin, uint64_t *kout, const void *vi
   for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x, e##_step = (I)gridDim.x * blockDim.x; e < (n); \
        e += e##_step)
 
+// Runs the rest of a scope on `device` (nothing for a negative one), then
+// makes the previous device current again; st says whether the switch worked.
+struct tsc_device_guard {
+  int prev = -1;
+  ts_status st = TS_OK;
+  explicit tsc_device_guard(int device) {
+    if (device < 0) return;
+    int cur = ts_cuda_current_device();
+    if (device != cur && (st = ts_cuda_set_device(device)) == TS_OK) prev = cur;
+  }
+  ~tsc_device_guard() {
+    if (prev >= 0) ts_cuda_set_device(prev);
+  }
+  tsc_device_guard(const tsc_device_guard &) = delete;
+  tsc_device_guard &operator=(const tsc_device_guard &) = delete;
+};
+
 #define TSC_THREADS 256
 
 // Blocks for a grid-stride loop over n items with `per_thread` items each:

@@ -7,21 +7,6 @@
 
 #include "common.cuh"
 
-struct scoped_device { // runs a call on `device`, then restores the current one
-  int prev = -1;
-  ts_status st = TS_OK;
-  explicit scoped_device(int device) {
-    if (device < 0) return;
-    int cur = ts_cuda_current_device();
-    if (device != cur) {
-      if ((st = ts_cuda_set_device(device)) == TS_OK) prev = cur;
-    }
-  }
-  ~scoped_device() {
-    if (prev >= 0) ts_cuda_set_device(prev);
-  }
-};
-
 extern "C" int ts_cuda_driver_version(void) {
   int v = 0;
   if (cudaDriverGetVersion(&v) != cudaSuccess) cudaGetLastError(), v = 0;
@@ -32,7 +17,7 @@ extern "C" ts_status ts_cuda_synchronize(int device) {
   if (device < 0) device = ts_cuda_current_device();
   ts_status st = ts_cuda_check_device(device);
   if (st) return st;
-  scoped_device g(device);
+  tsc_device_guard g(device);
   if (g.st) return g.st;
   TSC_CHECK(cudaDeviceSynchronize());
   return TS_OK;
@@ -63,7 +48,7 @@ extern "C" ts_status ts_cuda_mem_get_info(int device, size_t *free_bytes, size_t
   if (device < 0) device = ts_cuda_current_device();
   ts_status st = ts_cuda_check_device(device);
   if (st) return st;
-  scoped_device g(device);
+  tsc_device_guard g(device);
   if (g.st) return g.st;
   TSC_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
   return TS_OK;
@@ -121,7 +106,7 @@ extern "C" ts_status ts_cuda_stream_create(int device, int priority, uintptr_t *
   if (device < 0) device = ts_cuda_current_device();
   ts_status st = ts_cuda_check_device(device);
   if (st) return st;
-  scoped_device g(device);
+  tsc_device_guard g(device);
   if (g.st) return g.st;
   int lo = 0, hi = 0; // numerically lower is higher priority; clamp as PyTorch does
   TSC_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
@@ -139,14 +124,14 @@ extern "C" ts_status ts_cuda_stream_destroy(uintptr_t s) {
 }
 
 extern "C" ts_status ts_cuda_stream_synchronize(uintptr_t s, int device) {
-  scoped_device g(device); // the default stream 0 means this device's
+  tsc_device_guard g(device); // the default stream 0 means this device's
   if (g.st) return g.st;
   TSC_CHECK(cudaStreamSynchronize((cudaStream_t)s));
   return TS_OK;
 }
 
 extern "C" ts_status ts_cuda_stream_query(uintptr_t s, int device, bool *done) {
-  scoped_device g(device);
+  tsc_device_guard g(device);
   if (g.st) return g.st;
   cudaError_t e = cudaStreamQuery((cudaStream_t)s);
   if (e == cudaErrorNotReady) return cudaGetLastError(), *done = false, TS_OK;
@@ -157,7 +142,7 @@ extern "C" ts_status ts_cuda_stream_query(uintptr_t s, int device, bool *done) {
 
 extern "C" ts_status ts_cuda_stream_wait_stream(uintptr_t s, uintptr_t other, int device) {
   if (s == other) return TS_OK;
-  scoped_device g(device);
+  tsc_device_guard g(device);
   if (g.st) return g.st;
   cudaEvent_t ev;
   TSC_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
@@ -170,7 +155,7 @@ extern "C" ts_status ts_cuda_stream_wait_stream(uintptr_t s, uintptr_t other, in
 // ---- events -----------------------------------------------------------------
 
 extern "C" ts_status ts_cuda_event_create(int device, bool timing, bool blocking, uintptr_t *out) {
-  scoped_device g(device);
+  tsc_device_guard g(device);
   if (g.st) return g.st;
   unsigned flags = (timing ? cudaEventDefault : cudaEventDisableTiming) | (blocking ? cudaEventBlockingSync : 0);
   cudaEvent_t ev;
@@ -185,7 +170,7 @@ extern "C" ts_status ts_cuda_event_destroy(uintptr_t e) {
 }
 
 extern "C" ts_status ts_cuda_event_record(uintptr_t e, uintptr_t stream, int device) {
-  scoped_device g(device);
+  tsc_device_guard g(device);
   if (g.st) return g.st;
   TSC_CHECK(cudaEventRecord((cudaEvent_t)e, (cudaStream_t)stream));
   return TS_OK;
@@ -210,7 +195,7 @@ extern "C" ts_status ts_cuda_event_elapsed(uintptr_t start, uintptr_t end, float
 }
 
 extern "C" ts_status ts_cuda_stream_wait_event(uintptr_t s, uintptr_t e, int device) {
-  scoped_device g(device);
+  tsc_device_guard g(device);
   if (g.st) return g.st;
   TSC_CHECK(cudaStreamWaitEvent((cudaStream_t)s, (cudaEvent_t)e, 0));
   return TS_OK;
