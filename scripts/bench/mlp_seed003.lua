@@ -7,36 +7,9 @@
 -- Where optim or the functional losses are not in the build, an Adam and a
 -- cross-entropy written here with torch ops stand in (the "optimizer" and
 -- "loss" fields say which ran).
-local clock = torch._clock
-
-local device = (cuda and cuda.is_available()) and "cuda" or "cpu"
-for i = 1, #arg do
-  if arg[i] == "--device" and arg[i + 1] then device = arg[i + 1] end
-  local d = arg[i]:match("^%-%-device=(.+)$")
-  if d then device = d end
-end
-
-local function sync()
-  if device ~= "cpu" then cuda.synchronize() end
-end
-
--- median of `iters` timed calls in ms after `warmup` calls (the peer's
--- common.time_ms); garbage is collected outside the timed region, as
--- CPython's refcounting frees each step's tensors at once
-local function time_ms(fn, warmup, iters)
-  for _ = 1, warmup do fn() end
-  sync()
-  local times = {}
-  for i = 1, iters do
-    collectgarbage()
-    local t = clock()
-    fn()
-    sync()
-    times[i] = (clock() - t) * 1e3
-  end
-  table.sort(times)
-  return times[iters // 2 + 1]
-end
+local bench = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
+local device = bench.device(arg)
+local function time_ms(fn, warmup, iters) return bench.time_ms(fn, warmup, iters, device) end
 
 -- Adam with PyTorch's defaults (lr 1e-3, betas 0.9/0.999, eps 1e-8), used
 -- only when optim is missing

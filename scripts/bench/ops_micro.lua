@@ -5,31 +5,10 @@
 -- Prints one JSON object per case on stdout, with the peer's keys.
 -- Run: build/tensh scripts/bench/ops_micro.lua [--device cpu|cuda]
 -- (default: cuda when available, as the peer; threads: OMP_NUM_THREADS)
-local clock = torch._clock
-local dev = (cuda and cuda.is_available()) and "cuda" or "cpu"
-for i = 1, #arg do
-  if arg[i] == "--device" then dev = assert(arg[i + 1], "--device needs a value") end
-end
+local bench = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
+local dev = bench.device(arg)
 local on_gpu = dev:sub(1, 4) == "cuda"
-local function sync() if on_gpu then cuda.synchronize() end end
-
--- Median of `iters` timed calls of fn, in milliseconds, after `warmup` calls
--- (the peer's common.time_ms). Garbage from the previous call is collected
--- outside the timed region, as CPython's refcounting frees it immediately.
-local function time_ms(fn, warmup, iters)
-  for _ = 1, warmup do fn() end
-  sync()
-  local times = {}
-  for i = 1, iters do
-    collectgarbage()
-    local t = clock()
-    fn()
-    sync()
-    times[i] = (clock() - t) * 1e3
-  end
-  table.sort(times)
-  return times[iters // 2 + 1]
-end
+local function time_ms(fn, warmup, iters) return bench.time_ms(fn, warmup, iters, dev) end
 
 local function round(x, digits)
   local m = 10 ^ digits
