@@ -1,5 +1,5 @@
-// CUDA kernels of the copy family: COPY (every dtype pair, any strides, and
-// the copies between the CPU and a GPU or two GPUs that reach this kernel),
+// CUDA kernels of the copy family: COPY (every dtype pair, any strides, on
+// one device; src/device.c moves bytes between devices),
 // FILL, ARANGE and LINSPACE. src/cpu/copy.c is the spec: conversions as its
 // C casts (tsc_cvt), fill values converted once on the host by the same core
 // functions, arange and linspace computed in double with the CPU's formulas,
@@ -9,39 +9,6 @@
 #include "loops.cuh"
 
 namespace {
-
-// ---- views of raw buffers ------------------------------------------------------
-// A tensor header over memory this file owns for one call (a temporary):
-// never retained, never released.
-struct raw_view {
-  ts_storage s;
-  ts_tensor t;
-};
-
-ts_tensor *wrap(raw_view *w, void *data, ts_dtype dt, ts_device dev, int ndim, const int64_t *sizes,
-                const int64_t *strides) {
-  memset(w, 0, sizeof *w);
-  w->s.data = data;
-  w->s.device = dev;
-  w->s.refcount = 1;
-  w->t.storage = &w->s;
-  w->t.ndim = ndim;
-  memcpy(w->t.sizes, sizes, sizeof(int64_t) * (size_t)ndim);
-  if (strides) memcpy(w->t.strides, strides, sizeof(int64_t) * (size_t)ndim);
-  else ts_contiguous_strides(ndim, sizes, w->t.strides);
-  w->t.dtype = dt;
-  w->t.device = dev;
-  w->t.refcount = 1;
-  return &w->t;
-}
-
-// Largest element offset of t + 1: the span of storage its view reads
-// (strides are never negative).
-int64_t span_elems(const ts_tensor *t) {
-  int64_t e = 1;
-  for (int d = 0; d < t->ndim; d++) e += (t->sizes[d] - 1) * t->strides[d];
-  return e;
-}
 
 // ---- on one device -------------------------------------------------------------------
 template <typename D> struct f_cvt {
@@ -84,155 +51,10 @@ ts_status copy_device(ts_tensor *dst, ts_tensor *src) {
   });
 }
 
-// TSC_CHECK for code that must free temporaries before it returns.
-ts_status cu(cudaError_t e, const char *what) { return e == cudaSuccess ? TS_OK : tsc_cuda_error(e, what); }
-
-// The CPU copy kernel, for the host side of a transfer.
-ts_status copy_cpu(ts_tensor *dst, ts_tensor *src) {
-  ts_backend *cpu = ts_backends[TS_CPU];
-  if (!cpu || !cpu->kernels[TS_OP_COPY]) return ts_fail(TS_ERR_BACKEND, "copy: no CPU backend");
-  ts_tensor *in = src;
-  ts_call c = {};
-  c.op = TS_OP_COPY;
-  c.nin = 1;
-  c.in = &in;
-  c.out[0] = dst;
-  return cpu->kernels[TS_OP_COPY](&c);
-}
-
-// A tensor's CUDA ordinal; -1 ("cuda" unresolved) is the current device.
-int gpu_index(const ts_tensor *t) {
-  if (t->device.index >= 0) return t->device.index;
-  int cur = 0;
-  if (cudaGetDevice(&cur) != cudaSuccess) cudaGetLastError(), cur = 0;
-  return cur;
-}
-
-// The device of a cross-device copy must be current: its stream is tsc_stream().
-ts_status check_current(const ts_tensor *t) {
-  int cur = -1;
-  TSC_CHECK(cudaGetDevice(&cur));
-  if (cur != gpu_index(t))
-    return ts_fail(TS_ERR_DEVICE, "copy: cuda:%d is not the current device (cuda:%d); the dispatcher must prepare it",
-                   gpu_index(t), cur);
-  return TS_OK;
-}
-
-// ---- CPU -> GPU -------------------------------------------------------------------------
-ts_status copy_h2d(ts_tensor *dst, ts_tensor *src) {
-  int64_t n = ts_numel(dst);
-  size_t w = ts_dtype_size(src->dtype), bytes = (size_t)n * w;
-  cudaStream_t s = tsc_stream();
-  if (src->dtype == dst->dtype && tsc_dense(dst) && tsc_dense(src)) {
-    TSC_CHECK(cudaMemcpyAsync(ts_data(dst), ts_data(src), bytes, cudaMemcpyHostToDevice, s));
-    // pageable memory is staged before the call returns; pinned memory is
-    // read later, so wait for it (copy_ blocks, the caller may overwrite src)
-    if (src->storage->pinned) TSC_CHECK(cudaStreamSynchronize(s));
-    return TS_OK;
-  }
-  if (tsc_one_value(src)) return copy_device(dst, src); // the value goes as a kernel argument
-
-  // a dense host copy of src in its dtype, dst's shape (a pageable temporary
-  // when src is strided or broadcast), then a device copy of it
-  ts_tensor *host = src, *made = NULL;
-  ts_status st;
-  if (!tsc_dense(src)) {
-    if ((st = ts_tensor_empty(dst->ndim, dst->sizes, src->dtype, TS_DEVICE_CPU, &made))) return st;
-    if ((st = copy_cpu(made, src))) {
-      ts_tensor_release(made);
-      return st;
-    }
-    host = made;
-  }
-  if (src->dtype == dst->dtype && tsc_dense(dst)) {
-    st = cu(cudaMemcpyAsync(ts_data(dst), ts_data(host), bytes, cudaMemcpyHostToDevice, s), "copy to cuda");
-    if (!st && host->storage->pinned) st = cu(cudaStreamSynchronize(s), "copy to cuda");
-  } else {
-    void *tmp = tsc_temp_alloc(bytes, &st);
-    if (!st) st = cu(cudaMemcpyAsync(tmp, ts_data(host), bytes, cudaMemcpyHostToDevice, s), "copy to cuda");
-    if (!st && host->storage->pinned) st = cu(cudaStreamSynchronize(s), "copy to cuda");
-    if (!st) {
-      raw_view v;
-      st = copy_device(dst, wrap(&v, tmp, src->dtype, dst->device, dst->ndim, dst->sizes, NULL));
-    }
-    tsc_temp_free(tmp);
-  }
-  if (made) ts_tensor_release(made);
-  return st;
-}
-
-// ---- GPU -> CPU -------------------------------------------------------------------------
-ts_status copy_d2h(ts_tensor *dst, ts_tensor *src) {
-  ts_status st = check_current(src);
-  if (st) return st;
-  int64_t n = ts_numel(dst);
-  size_t bytes = (size_t)n * ts_dtype_size(dst->dtype);
-  cudaStream_t s = tsc_stream();
-  if (src->dtype == dst->dtype && tsc_dense(dst) && tsc_dense(src)) {
-    TSC_CHECK(cudaMemcpyAsync(ts_data(dst), ts_data(src), bytes, cudaMemcpyDeviceToHost, s));
-    TSC_CHECK(cudaStreamSynchronize(s));
-    return TS_OK;
-  }
-  // cast and gather on the device into a dense temporary in dst's dtype,
-  // then one transfer, and the CPU scatters it when dst is strided
-  void *tmp = tsc_temp_alloc(bytes, &st);
-  if (st) return st;
-  raw_view v;
-  ts_tensor *dense = wrap(&v, tmp, dst->dtype, src->device, dst->ndim, dst->sizes, NULL);
-  ts_tensor *host = dst, *made = NULL;
-  st = copy_device(dense, src);
-  if (!st && !tsc_dense(dst) && !(st = ts_tensor_empty(dst->ndim, dst->sizes, dst->dtype, TS_DEVICE_CPU, &made)))
-    host = made;
-  if (!st) st = cu(cudaMemcpyAsync(ts_data(host), tmp, bytes, cudaMemcpyDeviceToHost, s), "copy to cpu");
-  if (!st) st = cu(cudaStreamSynchronize(s), "copy to cpu");
-  tsc_temp_free(tmp);
-  if (!st && made) st = copy_cpu(dst, made);
-  if (made) ts_tensor_release(made);
-  return st;
-}
-
-// ---- GPU -> another GPU -------------------------------------------------------------------
-// Rare (one process per GPU is the design), so simple and safe: the source
-// device is drained, the span of storage src reads is copied peer to peer
-// into a temporary on dst's device, a device copy applies src's strides and
-// the cast, and the stream is drained so no later write to src can race it.
-ts_status copy_peer(ts_tensor *dst, ts_tensor *src) {
-  ts_status st = check_current(dst);
-  if (st) return st;
-  int cur = gpu_index(dst), sd = gpu_index(src);
-  TSC_CHECK(cudaSetDevice(sd));
-  cudaError_t e = cudaDeviceSynchronize();
-  TSC_CHECK(cudaSetDevice(cur));
-  if ((st = cu(e, "copy between devices"))) return st;
-  cudaStream_t s = tsc_stream();
-  size_t w = ts_dtype_size(src->dtype);
-  if (src->dtype == dst->dtype && tsc_dense(dst) && tsc_dense(src)) {
-    TSC_CHECK(cudaMemcpyPeerAsync(ts_data(dst), cur, ts_data(src), sd, (size_t)ts_numel(dst) * w, s));
-  } else {
-    size_t bytes = (size_t)span_elems(src) * w;
-    void *tmp = tsc_temp_alloc(bytes, &st);
-    if (st) return st;
-    st = cu(cudaMemcpyPeerAsync(tmp, cur, ts_data(src), sd, bytes, s), "copy between devices");
-    if (!st) {
-      raw_view v;
-      st = copy_device(dst, wrap(&v, tmp, src->dtype, dst->device, src->ndim, src->sizes, src->strides));
-    }
-    tsc_temp_free(tmp);
-    if (st) return st;
-  }
-  TSC_CHECK(cudaStreamSynchronize(s));
-  return TS_OK;
-}
-
-ts_status k_copy(const ts_call *c) {
-  ts_tensor *dst = c->out[0], *src = c->in[0];
-  if (ts_numel(dst) == 0) return TS_OK;
-  bool dg = dst->device.type == TS_CUDA, sg = src->device.type == TS_CUDA;
-  if (dg && sg) return gpu_index(src) == gpu_index(dst) ? copy_device(dst, src) : copy_peer(dst, src);
-  if (dg) return copy_h2d(dst, src);
-  if (sg) return copy_d2h(dst, src);
-  return copy_cpu(dst, src);
-}
+// Copies between devices never come here: ts_copy_ sends them to the
+// backend's copy_bytes (src/device.c). A CPU source here is a 0-dim scalar
+// (the dispatcher lets nothing else through), passed by value.
+ts_status k_copy(const ts_call *c) { return copy_device(c->out[0], c->in[0]); }
 
 // ---- fill ---------------------------------------------------------------------------
 template <typename U> struct f_value {
