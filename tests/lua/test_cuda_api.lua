@@ -24,6 +24,12 @@ test("without a GPU every device call says why, and the session goes on", functi
     cuda.empty_cache() -- nothing to empty: not an error
   end
   raises(function() x:pin_memory() end, "pin_memory: page-locked memory needs CUDA")
+  -- wrong options and arguments name what was wrong, GPU or not
+  raises(function() x:to("cpu", {non_blocking = 1}) end, "option 'non_blocking' must be a boolean")
+  raises(function() x:to(1.5) end, "a device ordinal must be an integer")
+  raises(function() x:cuda("cpu") end, "a CUDA device expected")
+  raises(function() x:cuda({non_blocking = "yes"}) end, "option 'non_blocking' must be a boolean")
+  raises(function() x:to(print) end, "bad argument #1 to 'to' (dtype, device, tensor or options table expected")
   eq(x:is_pinned(), false, "is_pinned")
   eq(x:to("cpu", {non_blocking = true}):sum():item(), 3, "non_blocking to the CPU is a plain copy")
   ok(rawequal(x:cpu(), x), "cpu() of a CPU tensor is the tensor itself")
