@@ -238,6 +238,28 @@ static ts_tensor cols_view(const ts_tensor *buf, const conv_geo *g, int64_t nb, 
   return v;
 }
 
+/* The backend's library convolution (oneDNN, cuDNN: TS_KIND_LIBRARY) on contiguous copies of
+ * a, b and the bias; *ran false when it has none, is switched off, or declines the case. */
+static ts_status conv_library(ts_op op, ts_tensor *a, ts_tensor *b, ts_tensor *bias, const ts_conv2d_params *p,
+                              ts_tensor *out0, ts_tensor *out1, bool *ran) {
+  *ran = false;
+  ts_backend *be = ts_backends[out0->device.type];
+  if (!be || !be->kernels[op] || !ts_library_kernels_enabled(out0->device.type)) return TS_OK;
+  ts_tensor *in[3] = {NULL, NULL, NULL};
+  ts_status st = ts_contiguous(a, &in[0]);
+  if (!st) st = ts_contiguous(b, &in[1]);
+  if (!st && bias) st = ts_contiguous(bias, &in[2]);
+  if (!st) {
+    ts_call c = {.op = op, .nin = bias ? 3 : 2, .in = in, .out = {out0, out1}};
+    conv_params(p, c.i);
+    c.i[3] = p->groups;
+    st = ts_dispatch_library(&c, ran);
+  }
+  for (int i = 0; i < 3; i++)
+    if (in[i]) ts_tensor_release(in[i]);
+  return st;
+}
+
 static ts_status im2col(ts_tensor *x, ts_tensor *cols, const ts_conv2d_params *p) {
   ts_call c = {.op = TS_OP_IM2COL, .nin = 1, .in = &x, .out = {cols}};
   conv_params(p, c.i);
@@ -258,7 +280,9 @@ static ts_status conv_forward(const char *fn, ts_tensor *x, ts_tensor *w, ts_ten
   TRY(to_compute(w, wc));
   if (b) TRY(to_compute(b, bc));
   TRY(ts_tensor_empty(4, (int64_t[]){g.N, g.O, g.Ho, g.Wo}, cd, x->device, r));
-  if (g.N * g.O * g.L > 0) {
+  bool ran = false;
+  if (g.N * g.O * g.L > 0) TRY(conv_library(TS_OP_CONV2D_FORWARD, *x4, *wc, b ? *bc : NULL, p, *r, NULL, &ran));
+  if (g.N * g.O * g.L > 0 && !ran) {
     if (g.Cg == 1) { /* depthwise, or one input channel (a first layer): the direct kernel */
       ts_tensor *in[3] = {*x4, *wc, b ? *bc : NULL};
       ts_call c = {.op = TS_OP_CONV2D_DEPTHWISE, .nin = b ? 3 : 2, .in = in, .out = {*r}};
@@ -321,7 +345,7 @@ static ts_status conv_backward(const char *fn, ts_tensor *go, ts_tensor *x, ts_t
   tmps k = {.n = 0};
   ts_tensor **gc = tmp(&k), **g4 = tmp(&k), **gcc = tmp(&k), **xc = tmp(&k), **x4 = tmp(&k), **wc = tmp(&k),
             **wcc = tmp(&k), **cols = tmp(&k), **rgi = tmp(&k), **rgw = tmp(&k), **rgb = tmp(&k), **fgi = tmp(&k),
-            **fgw = tmp(&k), **fgb = tmp(&k), **gt = tmp(&k), **part = tmp(&k), **ones = tmp(&k);
+            **fgw = tmp(&k), **fgb = tmp(&k), **gt = tmp(&k), **part = tmp(&k), **ones = tmp(&k), **lgb = tmp(&k);
   const ts_dtype cd = compute_dtype(x->dtype);
   TRY(ts_to_dtype(go, cd, gc));
   TRY(lift4(*gc, g4));
@@ -329,19 +353,31 @@ static ts_status conv_backward(const char *fn, ts_tensor *go, ts_tensor *x, ts_t
   TRY(lift4(*xc, x4));
   TRY(to_compute(w, wc));
   TRY(ts_contiguous(*wc, wcc));
-  if (need[2]) TRY(ts_sum(*g4, 3, (int64_t[]){0, 2, 3}, false, rgb));
   if (need[1]) TRY(ts_full(4, w->sizes, 0, cd, x->device, rgw));
   if (need[0]) TRY(ts_tensor_empty(4, (int64_t[]){g.N, g.C, g.H, g.W}, cd, x->device, rgi));
+  /* the backend's library first; what it declines is composed below (todo) */
+  bool todo[3] = {need[0], need[1], need[2]}, ran = false;
+  if (need[0] && g.N > 0) {
+    TRY(conv_library(TS_OP_CONV2D_BACKWARD_INPUT, *g4, *wcc, NULL, p, *rgi, NULL, &ran));
+    todo[0] = !ran;
+  }
+  if (need[1] && g.N > 0) {
+    if (need[2]) TRY(ts_tensor_empty(1, &g.O, cd, x->device, lgb));
+    TRY(conv_library(TS_OP_CONV2D_BACKWARD_WEIGHT, *g4, *x4, NULL, p, *rgw, need[2] ? *lgb : NULL, &ran));
+    todo[1] = !ran;
+    if (ran && need[2]) *rgb = take(lgb), todo[2] = false;
+  }
+  if (todo[2]) TRY(ts_sum(*g4, 3, (int64_t[]){0, 2, 3}, false, rgb));
   /* depthwise: the direct kernel. A one-channel first layer (G = 1) keeps the GEMM path
    * below: its per-sample weight-gradient GEMMs measured 2x faster than the direct loop. */
-  if ((need[0] || need[1]) && g.N > 0 && g.Cg == 1 && g.G > 1) {
+  if ((todo[0] || todo[1]) && g.N > 0 && g.Cg == 1 && g.G > 1) {
     TRY(ts_contiguous(*g4, gcc));
     ts_tensor *in[3] = {*gcc, *x4, *wcc};
     ts_call c = {.op = TS_OP_CONV2D_DEPTHWISE_BACKWARD, .nin = 3, .in = in,
-                 .out = {need[0] ? *rgi : NULL, need[1] ? *rgw : NULL}};
+                 .out = {todo[0] ? *rgi : NULL, todo[1] ? *rgw : NULL}};
     conv_params(p, c.i);
     TRY(ts_dispatch(&c));
-  } else if ((need[0] || need[1]) && g.N > 0) {
+  } else if ((todo[0] || todo[1]) && g.N > 0) {
     /* The forward's layout: cols (C*kh*kw, nb, L) and grad_out reordered to (O, nb, L), so
      * that each group takes one GEMM per chunk for each gradient. */
     const int64_t nb = conv_chunk(&g), CK = g.C * g.kh * g.kw, NL = nb * g.L;
@@ -350,7 +386,7 @@ static ts_status conv_backward(const char *fn, ts_tensor *go, ts_tensor *x, ts_t
      * conv 1->32 3x3 on 28x28, batch 100, 1.7x); those go per sample, summed by a GEMV. */
     const bool small = g.K < 32;
     TRY(ts_tensor_empty(3, (int64_t[]){CK, nb, g.L}, cd, x->device, cols));
-    if (small && need[1]) {
+    if (small && todo[1]) {
       TRY(ts_tensor_empty(3, (int64_t[]){nb, g.Og, g.K}, cd, x->device, part));
       TRY(ts_full(2, (int64_t[]){1, nb}, 1, cd, x->device, ones));
     }
@@ -374,7 +410,7 @@ static ts_status conv_backward(const char *fn, ts_tensor *go, ts_tensor *x, ts_t
         memcpy(dst.strides, st4, sizeof st4);
         TRY(ts_copy_(&dst, &src));
       }
-      if (need[1]) { /* grad_weight[g] (Og, K) += gt[g] (Og, rows*L) @ cols[g]^T (rows*L, K) */
+      if (todo[1]) { /* grad_weight[g] (Og, K) += gt[g] (Og, rows*L) @ cols[g]^T (rows*L, K) */
         ts_tensor xv = rows_view(*x4, n0, rows);
         TRY(im2col(&xv, &cv, p));
         for (int64_t gi2 = 0; gi2 < g.G; gi2++) {
@@ -395,7 +431,7 @@ static ts_status conv_backward(const char *fn, ts_tensor *go, ts_tensor *x, ts_t
           TRY(bmm(&A, &B, &O, 1));
         }
       }
-      if (need[0]) { /* cols[g] (K, rows*L) = W[g]^T (K, Og) @ gt[g] (Og, rows*L), then col2im */
+      if (todo[0]) { /* cols[g] (K, rows*L) = W[g]^T (K, Og) @ gt[g] (Og, rows*L), then col2im */
         for (int64_t gi2 = 0; gi2 < g.G; gi2++) {
           const int64_t bt = small ? rows : 1, cl = small ? g.L : RL; /* small: one product per sample */
           ts_tensor A = view3(*wcc, gi2 * g.Og * g.K, bt, g.K, g.Og, 0, 1, g.K);
@@ -409,7 +445,7 @@ static ts_status conv_backward(const char *fn, ts_tensor *go, ts_tensor *x, ts_t
         TRY(ts_dispatch(&c));
       }
     }
-  } else if (need[0]) {
+  } else if (todo[0]) {
     TRY(ts_fill_(*rgi, 0));
   }
   if (need[0]) TRY(finish(*rgi, x->dtype, g.unbatched, fgi));

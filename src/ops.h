@@ -20,6 +20,11 @@ typedef enum ts_op_kind {
   TS_KIND_COMPARE,      /* out is bool */
   TS_KIND_REDUCE,
   TS_KIND_SCAN,
+  /* A kernel a backend has only when its build found a library (oneDNN on the
+   * CPU, cuDNN on CUDA). A NULL slot, a kernel returning TS_ERR_UNSUPPORTED, or
+   * the library switched off (ts_set_library_kernels) sends the op layer to the
+   * op's composed form, so the registry test does not require these. */
+  TS_KIND_LIBRARY,
 } ts_op_kind;
 
 typedef enum ts_op {
@@ -78,6 +83,15 @@ extern void (*ts_backend_loaders[TS_DEVICE_TYPE_COUNT])(void);
 /* The backend of device type t, loaded on first use; NULL when unavailable. */
 ts_backend *ts_backend_get(ts_device_type t);
 void ts_cpu_backend_init(void);
+
+/* torch.backends.mkldnn.enabled / torch.backends.cudnn.enabled: whether the
+ * TS_KIND_LIBRARY kernels of a device type may run (on by default). */
+void ts_set_library_kernels(ts_device_type t, bool enabled);
+bool ts_library_kernels_enabled(ts_device_type t);
+/* Runs a TS_KIND_LIBRARY call when the backend has it and it is enabled: TS_OK with
+ * *ran true, TS_OK with *ran false when declined (the caller composes the op), or
+ * the kernel's error. */
+ts_status ts_dispatch_library(const ts_call *c, bool *ran);
 
 /* Runs c on the backend of out[0]'s device (or in[0]'s when there is no out). */
 ts_status ts_dispatch(const ts_call *c);

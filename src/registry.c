@@ -62,6 +62,25 @@ ts_status ts_dispatch(const ts_call *c) {
   return k(c);
 }
 
+static bool library_kernels_off[TS_DEVICE_TYPE_COUNT];
+
+void ts_set_library_kernels(ts_device_type t, bool enabled) {
+  if ((unsigned)t < TS_DEVICE_TYPE_COUNT) library_kernels_off[t] = !enabled;
+}
+
+bool ts_library_kernels_enabled(ts_device_type t) { return (unsigned)t < TS_DEVICE_TYPE_COUNT && !library_kernels_off[t]; }
+
+ts_status ts_dispatch_library(const ts_call *c, bool *ran) {
+  const ts_tensor *ref = c->out[0] ? c->out[0] : c->in[0];
+  ts_backend *be = ts_backends[ref->device.type];
+  *ran = false;
+  if (!be || !be->kernels[c->op] || library_kernels_off[ref->device.type]) return TS_OK;
+  ts_status st = ts_dispatch(c);
+  if (st == TS_ERR_UNSUPPORTED) return TS_OK; /* declined: the caller composes the op */
+  *ran = st == TS_OK;
+  return st;
+}
+
 ts_status ts_run(ts_op op, int nin, ts_tensor *const *in, ts_tensor *out0) {
   ts_call c = {.op = op, .nin = nin, .in = in, .out = {out0}};
   return ts_dispatch(&c);

@@ -152,7 +152,7 @@ void test_autograd_registry_all(void) {
       {"norm", p_norm}, {"logsumexp", p_lse}, {"cumsum", p_cumsum}, {"softmax", p_softmax},
       {"log_softmax", p_log_softmax}, {"bmm", p_bmm}, {"cat", p_cat}, {"gather", p_gather}, {"scatter", p_scatter},
       {"masked_select", p_masked}, {"sort", p_sort}, {"topk", p_topk}, {"where", p_where}, {"lerp", p_lerp},
-      {"im2col", p_conv_dense}, {"col2im", p_conv_dense}, {"conv2d_depthwise", p_conv},
+      {"im2col", p_conv_dense}, {"col2im", p_conv_dense}, {"conv2d_forward", p_conv_dense}, {"conv2d_depthwise", p_conv},
       {"max_pool2d", p_maxpool}, {"avg_pool2d", p_avgpool}, {"adaptive_avg_pool2d", p_adaptive},
       {"batch_norm_stats", p_bn}, {"batch_norm_elemt", p_bn}};
   /* not differentiable: creation and random fills, integer/bool results, data-dependent
@@ -161,7 +161,7 @@ void test_autograd_registry_all(void) {
       "fill", "arange", "linspace", "rand", "randn", "randint", "randperm", "all", "any", "nonzero", "unique",
       "masked_scatter", "conv2d_depthwise_backward", "avg_pool2d_backward", "adaptive_avg_pool2d_backward",
       "batch_norm_backward_reduce", "batch_norm_backward_elemt", "max_pool2d_backward", "adam_step", "sgd_step",
-      "rmsprop_step"};
+      "rmsprop_step", "conv2d_backward_input", "conv2d_backward_weight"};
   for (int op = 0; op < TS_OP_COUNT; op++) {
     ts_op_kind k = ts_ops[op].kind;
     if (k == TS_KIND_UNARY || k == TS_KIND_UNARY_FLOAT || k == TS_KIND_UNARY_BOOL || k == TS_KIND_BINARY ||

@@ -12,7 +12,7 @@
 
 void test_registry_complete(void) {
   for (int op = 0; op < TS_OP_COUNT; op++) {
-    if (!ts_backends[TS_CPU]->kernels[op]) {
+    if (!ts_backends[TS_CPU]->kernels[op] && ts_ops[op].kind != TS_KIND_LIBRARY) {
       char m[128];
       snprintf(m, sizeof m, "op '%s' has no CPU kernel", ts_ops[op].name);
       t_fail(__FILE__, __LINE__, m);
@@ -23,7 +23,7 @@ void test_registry_complete(void) {
   ts_kernel cuda[TS_OP_COUNT] = {0};
   ts_cuda_kernel_table(cuda);
   for (int op = 0; op < TS_OP_COUNT; op++) {
-    if (!cuda[op]) {
+    if (!cuda[op] && ts_ops[op].kind != TS_KIND_LIBRARY) {
       char m[128];
       snprintf(m, sizeof m, "op '%s' has no CUDA kernel", ts_ops[op].name);
       t_fail(__FILE__, __LINE__, m);
