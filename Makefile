@@ -21,6 +21,15 @@ BLAS_OMP  := $(wildcard /usr/lib/$(ARCH_DIR)/openblas-openmp/libopenblas.so)
 BLAS_LIBS := $(if $(BLAS_OMP),-L/usr/lib/$(ARCH_DIR)/openblas-openmp -Wl$(comma)-rpath$(comma)/usr/lib/$(ARCH_DIR)/openblas-openmp) -lopenblas
 BLAS_INC  := -I/usr/include/$(ARCH_DIR)/openblas-$(if $(BLAS_OMP),openmp,pthread)
 
+# oneDNN (Debian's libdnnl-dev) runs CPU convolution when the build finds it:
+# the library PyTorch's CPU convolution uses, 2x im2col + OpenBLAS here.
+# DNNL=0 builds without it (convolution composed from im2col and GEMM).
+DNNL      ?= $(if $(wildcard /usr/include/oneapi/dnnl/dnnl.h),1,0)
+ifeq ($(DNNL),1)
+CFLAGS   += -DTS_HAVE_DNNL
+LDLIBS   += -ldnnl
+endif
+
 LUA_CFLAGS := $(shell pkg-config --cflags $(LUA_PKG) 2>/dev/null)
 LUA_LIBS   := $(shell pkg-config --libs $(LUA_PKG) 2>/dev/null)
 CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fPIC -fopenmp -fno-math-errno -fno-trapping-math -fvect-cost-model=dynamic \

@@ -92,6 +92,8 @@ bool ts_library_kernels_enabled(ts_device_type t);
  * *ran true, TS_OK with *ran false when declined (the caller composes the op), or
  * the kernel's error. */
 ts_status ts_dispatch_library(const ts_call *c, bool *ran);
+/* oneDNN's version as major*10000 + minor*100 + patch; 0 in a build without it */
+int ts_cpu_dnnl_version(void);
 
 /* Runs c on the backend of out[0]'s device (or in[0]'s when there is no out). */
 ts_status ts_dispatch(const ts_call *c);

@@ -16,6 +16,7 @@ void ts_cpu_register_linalg(ts_kernel *k);
 void ts_cpu_register_index(ts_kernel *k);
 void ts_cpu_register_optim(ts_kernel *k);
 void ts_cpu_register_nn(ts_kernel *k);
+void ts_cpu_register_dnnl(ts_kernel *k); /* none without oneDNN */
 
 /* Parameters handed to loops through the iterator's ctx. err is set (never
  * cleared) by a loop that meets an input it cannot compute, such as integer

@@ -338,6 +338,58 @@ test("conv2d backward matches finite differences (groups, depthwise, stride, dil
   check_grads("conv1d", f, {x, w}, {{3, 7}, {2, 3, 3}}, R, {gi, gw})
 end)
 
+-- float32 convolution runs on oneDNN when the build has it, and on im2col + GEMM with
+-- torch.backends.mkldnn.enabled = false: both against float64 (whose backward the finite
+-- differences above check), forward and backward, on shapes wide enough for oneDNN's
+-- blocked kernels too.
+test("conv2d float32 on oneDNN and on im2col agrees with float64, forward and backward", function()
+  local cases = {table.unpack(conv_cases)}
+  cases[#cases + 1] = {3, 32, 9, 8, 48, 3, 3, 1, 1, 1, 1, true, true}   -- blocked layouts
+  cases[#cases + 1] = {2, 1, 12, 12, 16, 3, 3, 1, 1, 1, 1, true, false} -- a first layer
+  cases[#cases + 1] = {2, 32, 7, 7, 32, 3, 3, 2, 1, 1, 32, true, false} -- depthwise, wide
+  cases[#cases + 1] = {2, 16, 6, 6, 32, 1, 1, 1, 0, 1, 2, false, true}  -- grouped 1x1
+  local was = torch.backends.mkldnn.enabled
+  for ci, c in ipairs(cases) do
+    local N, C, H, W, O, kh, kw, _, _, _, G, hasb, nc = table.unpack(c)
+    local xs, ws = {N, C, H, W}, {O, C // G, kh, kw}
+    local x, w, b = rand_flat(xs), rand_flat(ws), hasb and rand_flat({O}) or nil
+    local opts = conv_opts(c)
+    local y64 = torch.conv2d(tensor(x, xs), tensor(w, ws), b and tensor(b, {O}), opts)
+    local R = rand_flat(shape(y64))
+    local gi64, gw64, gb64 = torch._backward.conv2d(tensor(R, shape(y64)), tensor(x, xs), tensor(w, ws), opts)
+    for _, on in ipairs({true, false}) do
+      torch.backends.mkldnn.enabled = on
+      local what = ("case %d (mkldnn %s)"):format(ci, tostring(on))
+      local x32 = (nc and noncontig(x, xs) or tensor(x, xs)):float()
+      local y = torch.conv2d(x32, tensor(w, ws, "float32"), b and tensor(b, {O}, "float32"), opts)
+      eq(y.dtype, "torch.float32", what .. " dtype")
+      close(y, y64, 1e-4, 1e-4, what .. " forward")
+      -- grad_out transposed in memory: a non-contiguous gradient
+      local g32 = tensor(R, shape(y64), "float32"):transpose(2, 3):contiguous():transpose(2, 3)
+      local gi, gw, gb = torch._backward.conv2d(g32, x32, tensor(w, ws, "float32"), opts)
+      close(gi, gi64, 1e-4, 1e-4, what .. " grad_input")
+      close(gw, gw64, 2e-4, 2e-4, what .. " grad_weight")
+      close(gb, gb64, 2e-4, 2e-4, what .. " grad_bias")
+    end
+  end
+  torch.backends.mkldnn.enabled = was
+end)
+
+test("torch.backends: settings are booleans with known names", function()
+  eq(type(torch.backends.mkldnn.is_available()), "boolean", "mkldnn.is_available")
+  eq(torch.backends.mkldnn.enabled, true, "mkldnn on by default")
+  eq(torch.backends.cudnn.allow_tf32, true, "cudnn.allow_tf32 defaults to PyTorch's true")
+  eq(torch.backends.cudnn.benchmark, false, "cudnn.benchmark defaults to false")
+  raises(function() torch.backends.mkldnn.enable = false end, "torch.backends.mkldnn has no setting 'enable' (its settings: enabled)")
+  raises(function() torch.backends.cudnn.benchmark = "yes" end, "torch.backends.cudnn.benchmark must be true or false, got string")
+  local prec = torch.get_float32_matmul_precision()
+  torch.backends.cuda.matmul.allow_tf32 = true
+  eq(torch.get_float32_matmul_precision(), "high", "allow_tf32 is precision high")
+  torch.backends.cuda.matmul.allow_tf32 = false
+  eq(torch.get_float32_matmul_precision(), "highest", "no tf32 is precision highest")
+  torch.set_float32_matmul_precision(prec)
+end)
+
 test("conv2d errors name the op, the shapes and the fix", function()
   local x, w = torch.randn(1, 3, 8, 8), torch.randn(4, 3, 3, 3)
   raises(function() torch.conv2d(torch.randn(3, 32), w) end, "conv2d: expected a 4-D input (N, C, H, W) or a 3-D unbatched one (C, H, W), got shape (3, 32)")

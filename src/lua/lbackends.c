@@ -1,0 +1,146 @@
+/* torch.backends: PyTorch's switches for the libraries behind the ops.
+ *   torch.backends.mkldnn.enabled          oneDNN convolution on the CPU
+ *   torch.backends.cudnn.enabled, .benchmark, .deterministic, .allow_tf32
+ *   torch.backends.cuda.matmul.allow_tf32  torch.set_float32_matmul_precision's "high"
+ * Each table reads and writes its settings through __index/__newindex, so a
+ * typo or a non-boolean is an error instead of a silently ignored field. */
+#include "lt.h"
+#include "../op_linalg.h"
+#ifdef TS_HAVE_CUDA
+#include "../../cuda/cuda_api.h"
+#endif
+
+#include <string.h>
+
+/* one settings table: its name, its settings, a getter and a setter */
+typedef struct backend_settings {
+  const char *name;
+  const char *const *keys;
+  bool (*get)(int key);
+  void (*set)(int key, bool v);
+} backend_settings;
+
+static int key_index(const backend_settings *b, const char *k) {
+  for (int i = 0; b->keys[i]; i++)
+    if (strcmp(b->keys[i], k) == 0) return i;
+  return -1;
+}
+
+static int settings_index(lua_State *L) {
+  const backend_settings *b = lua_touserdata(L, lua_upvalueindex(1));
+  int i = lua_type(L, 2) == LUA_TSTRING ? key_index(b, lua_tostring(L, 2)) : -1;
+  if (i < 0) return lua_pushnil(L), 1;
+  return lua_pushboolean(L, b->get(i)), 1;
+}
+
+static int settings_newindex(lua_State *L) {
+  const backend_settings *b = lua_touserdata(L, lua_upvalueindex(1));
+  const char *k = luaL_checkstring(L, 2);
+  int i = key_index(b, k);
+  if (i < 0) {
+    luaL_Buffer buf;
+    luaL_buffinit(L, &buf);
+    for (int j = 0; b->keys[j]; j++) {
+      if (j) luaL_addstring(&buf, ", ");
+      luaL_addstring(&buf, b->keys[j]);
+    }
+    luaL_pushresult(&buf);
+    return luaL_error(L, "%s has no setting '%s' (its settings: %s)", b->name, k, lua_tostring(L, -1));
+  }
+  if (!lua_isboolean(L, 3))
+    return luaL_error(L, "%s.%s must be true or false, got %s", b->name, k, luaL_typename(L, 3));
+  b->set(i, lua_toboolean(L, 3));
+  return 0;
+}
+
+/* Pushes a table whose settings b reads and writes; functions go in `fns`. */
+static void push_settings(lua_State *L, const backend_settings *b, const luaL_Reg *fns) {
+  lua_newtable(L);
+  if (fns) luaL_setfuncs(L, fns, 0);
+  lua_newtable(L); /* its metatable */
+  lua_pushlightuserdata(L, (void *)b);
+  lua_pushcclosure(L, settings_index, 1);
+  lua_setfield(L, -2, "__index");
+  lua_pushlightuserdata(L, (void *)b);
+  lua_pushcclosure(L, settings_newindex, 1);
+  lua_setfield(L, -2, "__newindex");
+  lua_setmetatable(L, -2);
+}
+
+/* ---- mkldnn (oneDNN) ---------------------------------------------------- */
+static const char *const mkldnn_keys[] = {"enabled", NULL};
+static bool mkldnn_get(int key) { return ts_library_kernels_enabled(TS_CPU); }
+static void mkldnn_set(int key, bool v) { ts_set_library_kernels(TS_CPU, v); }
+static const backend_settings mkldnn = {"torch.backends.mkldnn", mkldnn_keys, mkldnn_get, mkldnn_set};
+
+static int l_mkldnn_is_available(lua_State *L) { return lua_pushboolean(L, ts_cpu_dnnl_version() > 0), 1; }
+
+/* oneDNN's version as 20603 for 2.6.3, nil without it */
+static int l_mkldnn_version(lua_State *L) {
+  int v = ts_cpu_dnnl_version();
+  if (v) lua_pushinteger(L, v);
+  else lua_pushnil(L);
+  return 1;
+}
+
+/* ---- cudnn ---------------------------------------------------------------- */
+enum { CUDNN_ENABLED, CUDNN_BENCHMARK, CUDNN_DETERMINISTIC, CUDNN_ALLOW_TF32 };
+static const char *const cudnn_keys[] = {"enabled", "benchmark", "deterministic", "allow_tf32", NULL};
+#if defined(TS_HAVE_CUDA) && defined(TS_HAVE_CUDNN_API)
+static bool cudnn_get(int key) {
+  ts_cudnn_flags f = ts_cuda_cudnn_get_flags();
+  switch (key) {
+  case CUDNN_ENABLED: return ts_library_kernels_enabled(TS_CUDA);
+  case CUDNN_BENCHMARK: return f.benchmark;
+  case CUDNN_DETERMINISTIC: return f.deterministic;
+  default: return f.allow_tf32;
+  }
+}
+static void cudnn_set(int key, bool v) {
+  ts_cudnn_flags f = ts_cuda_cudnn_get_flags();
+  switch (key) {
+  case CUDNN_ENABLED: ts_set_library_kernels(TS_CUDA, v); return;
+  case CUDNN_BENCHMARK: f.benchmark = v; break;
+  case CUDNN_DETERMINISTIC: f.deterministic = v; break;
+  default: f.allow_tf32 = v;
+  }
+  ts_cuda_cudnn_set_flags(f);
+}
+static int cudnn_version(void) { return ts_cuda_cudnn_version(); }
+#else /* no cuDNN in this build: the settings are kept (scripts set them unconditionally) and do nothing */
+static bool cudnn_flags[4] = {true, false, false, true};
+static bool cudnn_get(int key) { return cudnn_flags[key]; }
+static void cudnn_set(int key, bool v) { cudnn_flags[key] = v; }
+static int cudnn_version(void) { return 0; }
+#endif
+static const backend_settings cudnn = {"torch.backends.cudnn", cudnn_keys, cudnn_get, cudnn_set};
+
+static int l_cudnn_is_available(lua_State *L) { return lua_pushboolean(L, cudnn_version() > 0), 1; }
+
+static int l_cudnn_version(lua_State *L) {
+  int v = cudnn_version();
+  if (v) lua_pushinteger(L, v);
+  else lua_pushnil(L);
+  return 1;
+}
+
+/* ---- cuda.matmul ---------------------------------------------------------- */
+static const char *const matmul_keys[] = {"allow_tf32", NULL};
+static bool matmul_get(int key) { return ts_get_float32_matmul_precision() != TS_MATMUL_HIGHEST; }
+static void matmul_set(int key, bool v) { ts_set_float32_matmul_precision(v ? TS_MATMUL_HIGH : TS_MATMUL_HIGHEST); }
+static const backend_settings matmul = {"torch.backends.cuda.matmul", matmul_keys, matmul_get, matmul_set};
+
+void lt_open_backends(lua_State *L) {
+  lua_newtable(L); /* torch.backends */
+  push_settings(L, &mkldnn, (const luaL_Reg[]){{"is_available", l_mkldnn_is_available},
+                                               {"version", l_mkldnn_version}, {NULL, NULL}});
+  lua_setfield(L, -2, "mkldnn");
+  push_settings(L, &cudnn, (const luaL_Reg[]){{"is_available", l_cudnn_is_available},
+                                              {"version", l_cudnn_version}, {NULL, NULL}});
+  lua_setfield(L, -2, "cudnn");
+  lua_newtable(L); /* torch.backends.cuda */
+  push_settings(L, &matmul, NULL);
+  lua_setfield(L, -2, "matmul");
+  lua_setfield(L, -2, "cuda");
+  lua_setfield(L, -3, "backends"); /* torch at -2 before the table was pushed */
+}
