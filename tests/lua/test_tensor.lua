@@ -245,6 +245,49 @@ test("to / casts / copy_ / clone", function()
   raises(function() x:to("float99") end, "unknown device 'float99'")
 end)
 
+test("to / cuda take a torch.device: it is a device, never an options table", function()
+  local x = torch.tensor({1.5, -2.5})
+  local y = x:to(torch.device("cpu"), "float64")
+  eq(y.dtype, torch.float64, "to(torch.device('cpu'), dtype)")
+  eq(tostring(y.device), "cpu", "to(torch.device('cpu')) device")
+  close(y, {1.5, -2.5}, 0, 0, "values")
+  eq(tostring(x:to(torch.device("cpu")).device), "cpu", "to(torch.device('cpu'))")
+  -- a device that is not there is an error, not a silent stay on the CPU (the
+  -- device table was once read as an options table without a device field)
+  local n = cuda.device_count()
+  for _, d in ipairs({torch.device("cuda"), torch.device("cuda:1"), torch.device("cuda", 1)}) do
+    if (d.index or 0) >= n then
+      local msg = n == 0 and "to: CUDA is not available" or "invalid device ordinal cuda:1"
+      raises(function() return x:to(d) end, msg, "x:to(" .. tostring(d) .. ")")
+      raises(function() return x:to(d, {non_blocking = true}) end, msg, "x:to(" .. tostring(d) .. ", opts)")
+      raises(function() return x:cuda(d) end, n == 0 and "cuda: CUDA is not available" or msg, "x:cuda(" .. tostring(d) .. ")")
+    else
+      eq(tostring(x:to(d).device), "cuda:" .. (d.index or 0), "x:to(" .. tostring(d) .. ")")
+    end
+  end
+end)
+
+test("creation on a device that is not there: the error names the function", function()
+  local n = cuda.device_count()
+  local dev = n == 0 and "cuda" or ("cuda:" .. n)
+  local msg = n == 0 and "CUDA is not available" or ("invalid device ordinal cuda:" .. n)
+  local cases = {
+    {"zeros", function(o) return torch.zeros(2, o) end}, {"ones", function(o) return torch.ones(2, o) end},
+    {"empty", function(o) return torch.empty(2, 3, o) end}, {"full", function(o) return torch.full({2}, 1.5, o) end},
+    {"rand", function(o) return torch.rand(2, o) end}, {"randn", function(o) return torch.randn(32, 784, o) end},
+    {"randint", function(o) return torch.randint(0, 10, {4}, o) end}, {"randperm", function(o) return torch.randperm(4, o) end},
+    {"arange", function(o) return torch.arange(3, o) end}, {"linspace", function(o) return torch.linspace(0, 1, 3, o) end},
+    {"eye", function(o) return torch.eye(2, o) end}, {"tensor", function(o) return torch.tensor({4, 5, 6}, o) end},
+    {"zeros_like", function(o) return torch.zeros_like(torch.ones(2), o) end},
+    {"randn_like", function(o) return torch.randn_like(torch.ones(2), o) end},
+  }
+  for _, c in ipairs(cases) do
+    raises(function() return c[2]({device = dev}) end, c[1] .. ": " .. msg, c[1])
+    raises(function() return c[2]({device = torch.device(dev)}) end, c[1] .. ": " .. msg, c[1] .. " with a torch.device")
+    eq(tostring(c[2]({device = torch.device("cpu")}).device), "cpu", c[1] .. " on torch.device('cpu')")
+  end
+end)
+
 test("a loop that drops 4 MB tensors runs at flat memory", function()
   local x = torch.zeros(1 << 20) -- 4 MB
   collectgarbage()
