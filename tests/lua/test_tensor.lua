@@ -288,6 +288,36 @@ test("creation on a device that is not there: the error names the function", fun
   end
 end)
 
+test("torch.Tensor: the legacy constructor, float32 from values or sizes", function()
+  local t = torch.Tensor({0., 0.})
+  eq(t.dtype, torch.float32, "from floats")
+  close(t, {0, 0}, 0, 0, "values")
+  local i = torch.Tensor({{1, 2}, {3, 4}})
+  eq(i.dtype, torch.float32, "integers still give float32")
+  close(i, {{1, 2}, {3, 4}}, 0, 0, "integer values")
+  eq(tostring(torch.Tensor(2, 3).shape), "torch.Size([2, 3])", "sizes")
+  eq(torch.Tensor(2, 3).dtype, torch.float32, "sizes: float32")
+  eq(tostring(torch.Tensor(torch.Size({4})).shape), "torch.Size([4])", "a torch.Size")
+  eq(tostring(torch.Tensor().shape), "torch.Size([0])", "no arguments: (0,)")
+  eq(tostring(torch.Tensor({}).shape), "torch.Size([0])", "an empty list")
+  eq(tostring(torch.Tensor({1.5}, {device = "cpu"}).device), "cpu", "device option")
+  eq(tostring(torch.Tensor(2, {device = torch.device("cpu")}).device), "cpu", "sizes and a torch.device")
+  local f = torch.ones(2)
+  ok(rawequal(torch.Tensor(f), f), "a float32 tensor is returned as is")
+  raises(function() torch.Tensor(torch.ones(2, {dtype = "int64"})) end, "torch.Tensor: expected a float32 tensor, got torch.int64")
+  raises(function() torch.Tensor({1, 2}, {dtype = "float64"}) end, "torch.Tensor: unknown option 'dtype'")
+  raises(function() torch.Tensor(2.5) end, "torch.Tensor: expected a list of values, sizes or a tensor, got 2.5")
+  raises(function() torch.Tensor(-1) end, "torch.Tensor: negative size -1")
+  raises(function() torch.Tensor({{1, 2}, {3}}) end, "torch.Tensor: ragged nested table")
+  raises(function() torch.Tensor({1, 2}, 3) end, "torch.Tensor: expected one list of values, got 2 arguments")
+  if not cuda.is_available() then
+    raises(function() torch.Tensor({0., 0.}, {device = torch.device("cuda:1")}) end, "torch.Tensor: CUDA is not available")
+  end
+  -- errors point at the caller's line, not at the library
+  local err = raises(function() torch.Tensor(2.5) end, "torch.Tensor")
+  ok(not err:find("lua/tensh/", 1, true), "error position is the caller's: " .. err)
+end)
+
 test("a loop that drops 4 MB tensors runs at flat memory", function()
   local x = torch.zeros(1 << 20) -- 4 MB
   collectgarbage()
