@@ -385,7 +385,7 @@ local function parse_to(...)
     if okd then
       -- canonical form ("cuda" -> "cuda:0"), and an error now if it does not exist
       local ok, t = pcall(torch.empty, 0, {device = tostring(d)})
-      if not ok then raise("to: %s", tostring(t):gsub("^[^:]*:%d+: ", "")) end
+      if not ok then raise("to: %s", (tostring(t):gsub("^[^:]*:%d+: ", ""):gsub("^empty: ", ""))) end
       dev = tostring(t.device)
       return
     end
@@ -453,7 +453,17 @@ function Module:to(...)
   local dev, dtype = parse_to(...)
   return self:_apply_move(dev, dtype)
 end
-function Module:cuda(i) return self:to(i and ("cuda:" .. i) or "cuda") end
+-- m:cuda(), m:cuda(1), m:cuda("cuda:1"), m:cuda(torch.device("cuda:1")), as PyTorch's
+function Module:cuda(device)
+  if device == nil then return self:to("cuda") end
+  if math.type(device) == "integer" then return self:to("cuda:" .. device) end
+  local ok, d = pcall(torch.device, device)
+  if not ok or d.type ~= "cuda" then
+    raise("cuda: expected a CUDA device (an ordinal, \"cuda:N\" or torch.device), got %s",
+      ok and tostring(d) or type(device))
+  end
+  return self:to(d)
+end
 function Module:cpu() return self:to("cpu") end
 function Module:half() return self:_apply_move(nil, "torch.float16") end
 function Module:float() return self:_apply_move(nil, "torch.float32") end

@@ -275,6 +275,26 @@ test("Module:to: same objects when nothing changes, new leaves when the dtype do
   end
 end)
 
+test("Module:cuda(device): an ordinal, \"cuda:N\" or a torch.device, as PyTorch's; anything else says what it takes", function()
+  local m = nn.Linear(2, 3)
+  raises(function() m:cuda("cpu") end, "cuda: expected a CUDA device (an ordinal, \"cuda:N\" or torch.device), got cpu")
+  raises(function() m:cuda(torch.device("cpu")) end, "expected a CUDA device")
+  raises(function() m:cuda({}) end, "expected a CUDA device")
+  local n = cuda.device_count()
+  for _, dev in ipairs({0, "cuda:0", torch.device("cuda:0"), torch.device("cuda", 0)}) do
+    if n > 0 then
+      eq(tostring(m:cuda(dev).weight.device), "cuda:0", "m:cuda(" .. tostring(dev) .. ")")
+      m:cpu()
+    else
+      raises(function() m:cuda(dev) end, "to: CUDA is not available", "m:cuda(" .. tostring(dev) .. ") without a GPU")
+    end
+  end
+  if n < 2 then
+    raises(function() m:cuda(torch.device("cuda:1")) end, n == 0 and "CUDA is not available" or "invalid device ordinal cuda:1")
+  end
+  eq(tostring(m.weight.device), "cpu", "a failed move leaves the model where it was")
+end)
+
 test("Module:to: tied parameters stay tied", function()
   local emb = nn.Embedding(5, 3)
   local head = nn.Linear(3, 5, {bias = false})
