@@ -122,18 +122,8 @@ int luaopen_tensh(lua_State *L) {
     lua_getglobal(L, "require");
     lua_pushstring(L, mod);
     lua_call(L, 1, 1);
-    /* torch.nn, torch.optim, ... too, as PyTorch spells them; data is torch.utils.data */
-    if (strcmp(globals[g], "data") == 0) {
-      if (lua_getfield(L, torch, "utils") != LUA_TTABLE) {
-        lua_pop(L, 1);
-        lua_newtable(L);
-        lua_pushvalue(L, -1);
-        lua_setfield(L, torch, "utils");
-      }
-      lua_pushvalue(L, -2);
-      lua_setfield(L, -2, "data");
-      lua_pop(L, 1);
-    } else {
+    /* torch.nn, torch.optim, ... too, as PyTorch spells them (data sets torch.utils.data itself) */
+    if (strcmp(globals[g], "data") != 0) {
       lua_pushvalue(L, -1);
       lua_setfield(L, torch, globals[g]);
     }

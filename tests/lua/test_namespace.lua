@@ -42,4 +42,23 @@ test("os.setenv sets and unsets a variable for this process and its children", f
   raises(function() os.setenv(name, {}) end, "string or nil expected")
 end)
 
+test("tensh.time: time() is the epoch clock to sub-second resolution, perf_counter() is monotonic", function()
+  local time = require "tensh.time"
+  local t = time.time()
+  eq(math.type(t), "float", "time.time() is a float")
+  ok(math.abs(t - os.time()) <= 1.0, ("time.time() %.3f agrees with os.time() %d"):format(t, os.time()))
+  local a = time.perf_counter()
+  local x = torch.randn(256, 256)
+  for _ = 1, 5 do x = x:matmul(x) / 256 end
+  local b = time.perf_counter()
+  ok(b >= a, "perf_counter() never goes back")
+  ok(b - a < 60, "perf_counter() counts seconds")
+  -- sub-second resolution: two readings a few milliseconds apart differ
+  local t0 = time.time()
+  local t1 = t0
+  for _ = 1, 1e7 do t1 = time.time() if t1 > t0 then break end end
+  ok(t1 > t0 and t1 - t0 < 0.5, "time.time() advances in less than a second")
+  ok(rawequal(require "tensh.time", time), "one module")
+end)
+
 T.run()
