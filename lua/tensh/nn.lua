@@ -491,7 +491,7 @@ function Module:_apply_move(dev, dtype)
   return self
 end
 
--- m:to("cuda"), m:to("float16"), m:to(dev, dtype), m:to({device =, dtype =}), m:to(tensor)
+-- m:to("cuda"), m:to(0) (a CUDA ordinal), m:to("float16"), m:to(dev, dtype), m:to({device =, dtype =}), m:to(tensor)
 function Module:to(...)
   local dev, dtype = parse_to(...)
   return self:_apply_move(dev, dtype)

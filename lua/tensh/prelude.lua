@@ -61,7 +61,13 @@ device_mt.__index = function(_, k) return nil end
 device_mt.__name = "torch.device"
 torch.device = function(s, index)
   if getmetatable(s) == device_mt then return s end
-  if type(s) ~= "string" then error("torch.device: expected a string such as \"cpu\" or \"cuda:0\", got " .. type(s), 2) end
+  if math.type(s) == "integer" and index == nil then -- torch.device(1): a CUDA ordinal, as PyTorch's
+    if s < 0 then error(("torch.device: a device ordinal must be non-negative, got %d"):format(s), 2) end
+    s = "cuda:" .. s
+  end
+  if type(s) ~= "string" then
+    error("torch.device: expected a string such as \"cpu\" or \"cuda:0\", or a CUDA ordinal, got " .. type(s), 2)
+  end
   if index ~= nil then s = s .. ":" .. tostring(index) end
   local typ, idx = s:match("^(%a+):?(%d*)$")
   if typ ~= "cpu" and typ ~= "cuda" then

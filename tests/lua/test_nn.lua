@@ -322,6 +322,13 @@ test("Module:cuda(device): an ordinal, \"cuda:N\" or a torch.device, as PyTorch'
   if n < 2 then
     raises(function() m:cuda(torch.device("cuda:1")) end, n == 0 and "CUDA is not available" or "invalid device ordinal cuda:1")
   end
+  -- m:to(0), PyTorch's model.to(rank): a CUDA ordinal
+  if n > 0 then
+    eq(tostring(m:to(0).weight.device), "cuda:0", "m:to(0)")
+    m:cpu()
+  else
+    raises(function() m:to(0) end, "to: CUDA is not available", "m:to(0) without a GPU")
+  end
   eq(tostring(m.weight.device), "cpu", "a failed move leaves the model where it was")
 end)
 

@@ -252,6 +252,12 @@ test("to / cuda take a torch.device: it is a device, never an options table", fu
   eq(tostring(y.device), "cpu", "to(torch.device('cpu')) device")
   close(y, {1.5, -2.5}, 0, 0, "values")
   eq(tostring(x:to(torch.device("cpu")).device), "cpu", "to(torch.device('cpu'))")
+  -- torch.device(n) is CUDA ordinal n, as PyTorch's
+  eq(tostring(torch.device(0)), "cuda:0", "torch.device(0)")
+  eq(torch.device(2).type, "cuda", "torch.device(2).type")
+  eq(torch.device(2).index, 2, "torch.device(2).index")
+  raises(function() torch.device(-1) end, "torch.device: a device ordinal must be non-negative, got -1")
+  raises(function() torch.device(1.5) end, "torch.device: expected a string such as \"cpu\" or \"cuda:0\", or a CUDA ordinal")
   -- a device that is not there is an error, not a silent stay on the CPU (the
   -- device table was once read as an options table without a device field)
   local n = cuda.device_count()
