@@ -276,9 +276,9 @@ end
 --           return h0, c0
 
 -- ---- Transformers and Attention Mechanisms --------------------------------------------------
--- The article omits Encoder and Decoder ("implementation details omitted for
--- brevity"). GAP: nn.MultiheadAttention, nn.TransformerEncoderLayer and
--- nn.TransformerDecoderLayer are not in tensh yet; with them Encoder would be
+-- The article omits Encoder and Decoder ("implementation details omitted for brevity").
+-- GAP: nn.MultiheadAttention, nn.TransformerEncoderLayer and nn.TransformerDecoderLayer
+-- (API.md's layer list) are not in tensh yet; with them Encoder would hold
 --   self.layers = nn.TransformerEncoder(nn.TransformerEncoderLayer(hidden_size, num_heads), num_layers)
 -- Until then each is one head of scaled dot-product attention written with
 -- matmul and softmax, enough for the Transformer class to run as the article has it.
