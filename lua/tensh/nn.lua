@@ -142,12 +142,55 @@ local function instance_call(self, ...) return self:forward(...) end
 local METAMETHODS = {"__index", "__newindex", "__call", "__tostring", "__len", "__pairs", "__getitem", "__setitem",
   "__close", "__concat"}
 
+-- Python's keyword arguments for a class's positional parameters:
+-- nn.Linear({in_features = 64, out_features = 32}) and
+-- nn.Conv2d({in_channels = 3, out_channels = 16, kernel_size = 3, stride = 1})
+-- as PyTorch's nn.Linear(in_features=64, ...). Keys of a trailing options
+-- table that name a parameter of the class's init (read with debug.getlocal,
+-- so a user's Net:init(input_size, output_size) takes them too) move to that
+-- position; the other keys stay a trailing options table.
+-- Returns the new argument count.
+local function bind_keywords(cls, init, args, n)
+  local opts = args[n]
+  if n == 0 or not util.is_opts(opts) or next(opts) == nil or type(init) ~= "function" then return n end
+  local info = debug.getinfo(init, "u")
+  local names = {}
+  for i = 2, info.nparams do names[#names + 1] = debug.getlocal(init, i) end -- 1 is self
+  local hit = false
+  for _, name in ipairs(names) do if opts[name] ~= nil then hit = true break end end
+  if not hit then return n end
+  local npos, last = n - 1, n - 1
+  local rest = {}
+  for k, v in pairs(opts) do rest[k] = v end
+  args[n] = nil
+  for i, name in ipairs(names) do
+    local v = rest[name]
+    if v ~= nil then
+      if i <= npos then raise("%s: '%s' given both as an argument and as an option", rawget(cls, "__name"), name) end
+      args[i], rest[name] = v, nil
+      if i > last then last = i end
+    end
+  end
+  if next(rest) ~= nil then
+    last = last + 1
+    args[last] = rest
+  end
+  return last
+end
+
 local function construct(cls, ...)
   local self = setmetatable({
     _parameters = od_new(), _buffers = od_new(), _modules = od_new(),
     _attrs = {training = true}, _non_persistent = {},
   }, cls)
-  self:init(...)
+  local n = select("#", ...)
+  if n > 0 and util.is_opts((select(n, ...))) then
+    local args = {...}
+    n = bind_keywords(cls, self.init, args, n)
+    self:init(table.unpack(args, 1, n))
+  else
+    self:init(...)
+  end
   return self
 end
 
@@ -385,7 +428,7 @@ local function parse_to(...)
     if okd then
       -- canonical form ("cuda" -> "cuda:0"), and an error now if it does not exist
       local ok, t = pcall(torch.empty, 0, {device = tostring(d)})
-      if not ok then raise("to: %s", tostring(t):gsub("^[^:]*:%d+: ", "")) end
+      if not ok then raise("to: %s", (tostring(t):gsub("^[^:]*:%d+: ", ""):gsub("^empty: ", ""))) end
       dev = tostring(t.device)
       return
     end
@@ -448,12 +491,22 @@ function Module:_apply_move(dev, dtype)
   return self
 end
 
--- m:to("cuda"), m:to("float16"), m:to(dev, dtype), m:to({device =, dtype =}), m:to(tensor)
+-- m:to("cuda"), m:to(0) (a CUDA ordinal), m:to("float16"), m:to(dev, dtype), m:to({device =, dtype =}), m:to(tensor)
 function Module:to(...)
   local dev, dtype = parse_to(...)
   return self:_apply_move(dev, dtype)
 end
-function Module:cuda(i) return self:to(i and ("cuda:" .. i) or "cuda") end
+-- m:cuda(), m:cuda(1), m:cuda("cuda:1"), m:cuda(torch.device("cuda:1")), as PyTorch's
+function Module:cuda(device)
+  if device == nil then return self:to("cuda") end
+  if math.type(device) == "integer" then return self:to("cuda:" .. device) end
+  local ok, d = pcall(torch.device, device)
+  if not ok or d.type ~= "cuda" then
+    raise("cuda: expected a CUDA device (an ordinal, \"cuda:N\" or torch.device), got %s",
+      ok and tostring(d) or type(device))
+  end
+  return self:to(d)
+end
 function Module:cpu() return self:to("cpu") end
 function Module:half() return self:_apply_move(nil, "torch.float16") end
 function Module:float() return self:_apply_move(nil, "torch.float32") end

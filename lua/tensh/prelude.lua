@@ -61,7 +61,13 @@ device_mt.__index = function(_, k) return nil end
 device_mt.__name = "torch.device"
 torch.device = function(s, index)
   if getmetatable(s) == device_mt then return s end
-  if type(s) ~= "string" then error("torch.device: expected a string such as \"cpu\" or \"cuda:0\", got " .. type(s), 2) end
+  if math.type(s) == "integer" and index == nil then -- torch.device(1): a CUDA ordinal, as PyTorch's
+    if s < 0 then error(("torch.device: a device ordinal must be non-negative, got %d"):format(s), 2) end
+    s = "cuda:" .. s
+  end
+  if type(s) ~= "string" then
+    error("torch.device: expected a string such as \"cpu\" or \"cuda:0\", or a CUDA ordinal, got " .. type(s), 2)
+  end
   if index ~= nil then s = s .. ":" .. tostring(index) end
   local typ, idx = s:match("^(%a+):?(%d*)$")
   if typ ~= "cpu" and typ ~= "cuda" then
@@ -69,4 +75,63 @@ torch.device = function(s, index)
   end
   if typ == "cpu" and idx ~= "" then error("torch.device: the CPU takes no index", 2) end
   return setmetatable({type = typ, index = idx ~= "" and tonumber(idx) or nil, _str = s}, device_mt)
+end
+
+-- torch.version.cuda: the CUDA runtime tensh was built with ("13.0"), nil
+-- in a CPU-only build, as PyTorch's None; the same string as cuda.version.
+torch.version = {cuda = torch.cuda and torch.cuda.version or nil, __version__ = torch.__version__}
+
+-- torch.Tensor: PyTorch's legacy constructor, always float32.
+--   torch.Tensor({0., 0.}[, {device =}])   from values (integers too: still float32)
+--   torch.Tensor(2, 3[, {device =}]), torch.Tensor(size)   uninitialised, of that shape
+--   torch.Tensor()                         an empty (0,) tensor
+-- Errors name torch.Tensor and point at the caller's line.
+local raise = require("tensh.errors").raise
+local function is_opts(v)
+  return type(v) == "table" and getmetatable(v) == nil and rawget(v, 1) == nil and next(v) ~= nil
+    and type(next(v)) == "string"
+end
+torch.Tensor = function(...)
+  local n = select("#", ...)
+  local args = {...}
+  local opts = {}
+  if n > 0 and is_opts(args[n]) then
+    for k, v in pairs(args[n]) do
+      if k ~= "device" then
+        raise("torch.Tensor: unknown option '%s' (the legacy constructor takes only device; for a dtype use torch.tensor(data, {dtype = ...}))",
+          tostring(k))
+      end
+    end
+    opts.device = args[n].device
+    n = n - 1
+  end
+  opts.dtype = torch.float32
+  local first = args[1]
+  local ok, t
+  if n == 0 then
+    ok, t = pcall(torch.empty, 0, opts)
+  elseif torch.is_tensor(first) then
+    if n > 1 then raise("torch.Tensor: expected one tensor, got %d arguments", n) end
+    if first.dtype ~= torch.float32 then
+      raise("torch.Tensor: expected a float32 tensor, got %s (use t:float() to convert)", first.dtype)
+    end
+    return first
+  elseif type(first) == "table" and getmetatable(first) == nil then
+    if n > 1 then raise("torch.Tensor: expected one list of values, got %d arguments", n) end
+    ok, t = pcall(torch.tensor, first, opts)
+  else -- sizes: integers or one torch.Size
+    local sizes = {}
+    for i = 1, n do
+      local v = args[i]
+      if getmetatable(v) == size_mt and n == 1 then sizes = v:totable()
+      elseif math.type(v) == "integer" then sizes[#sizes + 1] = v
+      else
+        raise("torch.Tensor: expected a list of values, sizes or a tensor, got %s as argument %d",
+          type(v) == "number" and tostring(v) or type(v), i)
+      end
+    end
+    ok, t = pcall(torch.empty, sizes, opts)
+  end
+  if not ok then raise("torch.Tensor: %s", (tostring(t):gsub("^[^:]*:%d+: ", ""):gsub("^%a+: ", ""))) end
+  return t
 end

@@ -1,5 +1,6 @@
 /* Timing and threads: torch._clock(), a monotonic wall clock for scripts/bench
- * (os.clock() is CPU time summed over threads, os.time() whole seconds), and
+ * (os.clock() is CPU time summed over threads, os.time() whole seconds),
+ * torch._time(), seconds since the epoch to the nanosecond (tensh.time), and
  * torch.set_num_threads / get_num_threads as PyTorch's (OpenMP's team size and
  * OpenBLAS's threads together). */
 #include "lt.h"
@@ -14,6 +15,14 @@
 static int l_clock(lua_State *L) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
+  lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec * 1e-9);
+  return 1;
+}
+
+/* torch._time() -> seconds since the epoch (float) on CLOCK_REALTIME, Python's time.time() */
+static int l_time(lua_State *L) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
   lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec * 1e-9);
   return 1;
 }
@@ -38,7 +47,7 @@ static int l_get_num_threads(lua_State *L) {
 }
 
 void lt_open_bench(lua_State *L) {
-  static const luaL_Reg fns[] = {{"_clock", l_clock}, {"set_num_threads", l_set_num_threads},
+  static const luaL_Reg fns[] = {{"_clock", l_clock}, {"_time", l_time}, {"set_num_threads", l_set_num_threads},
                                  {"get_num_threads", l_get_num_threads}, {NULL, NULL}};
   lt_register(L, fns, NULL);
 }

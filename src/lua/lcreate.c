@@ -12,8 +12,12 @@ typedef struct create_opts {
   bool requires_grad;
 } create_opts;
 
-static create_opts read_opts(lua_State *L, int opts, ts_dtype dflt_dtype, ts_device dflt_dev) {
+/* The options of creation function fn; a device that is not there is an
+ * error naming fn before anything is allocated ("zeros: CUDA is not
+ * available ...", "randn: invalid device ordinal cuda:1 ..."). */
+static create_opts read_opts(lua_State *L, const char *fn, int opts, ts_dtype dflt_dtype, ts_device dflt_dev) {
   create_opts o = {lt_opt_dtype(L, opts, dflt_dtype), lt_opt_device(L, opts, dflt_dev), false};
+  if (o.device.type != TS_CPU && ts_device_resolve(&o.device)) lt_errorf(L, "%s: %s", fn, ts_last_error());
   o.requires_grad = lt_opt_bool(L, opts, "requires_grad", false);
   if (o.requires_grad && !ts_dtype_is_float(o.dtype))
     luaL_error(L, "only tensors of floating point dtype can require gradients, got %s", ts_dtype_name(o.dtype));
@@ -83,7 +87,7 @@ static void fill_values(lua_State *L, int idx, int d, int nd, const int64_t *siz
 static int l_tensor(lua_State *L) {
   if (lt_test(L, 1)) { /* torch.tensor(t): a copy */
     ts_tensor *src = lt_test(L, 1);
-    create_opts o = read_opts(L, lt_opts_index(L, 2), src->dtype, src->device);
+    create_opts o = read_opts(L, "tensor", lt_opts_index(L, 2), src->dtype, src->device);
     ts_tensor **slot = lt_newslot(L);
     LT_TRY(L, ts_tensor_empty(src->ndim, src->sizes, o.dtype, o.device, slot));
     LT_TRY(L, ts_copy_(*slot, src));
@@ -102,8 +106,7 @@ static int l_tensor(lua_State *L) {
     scan_values(L, 1, 0, nd, sizes, &kinds);
   }
   inferred = kinds & 4 ? TS_FLOAT32 : kinds & 2 ? TS_INT64 : kinds & 1 ? TS_BOOL : TS_FLOAT32;
-  create_opts o = read_opts(L, lt_opts_index(L, 2), inferred, TS_DEVICE_CPU);
-  if (o.device.type != TS_CPU && ts_device_resolve(&o.device)) return lt_errorf(L, "tensor: %s", ts_last_error());
+  create_opts o = read_opts(L, "tensor", lt_opts_index(L, 2), inferred, TS_DEVICE_CPU);
   ts_tensor **slot = lt_newslot(L);
   LT_TRY(L, ts_tensor_empty(nd, sizes, o.dtype, TS_DEVICE_CPU, slot));
   char *p = ts_data(*slot); /* values are written on the host, then moved */
@@ -118,13 +121,13 @@ static int l_tensor(lua_State *L) {
 
 /* ---- shapes + fill ---------------------------------------------------- */
 
-static int make_filled(lua_State *L, int first, double v, bool fill) {
+static int make_filled(lua_State *L, const char *fn, int first, double v, bool fill) {
   int nd;
   int64_t sizes[TS_MAX_DIMS];
   int used = lt_sizes(L, first, &nd, sizes);
   if (used == 0 && !lua_isnoneornil(L, first) && !lt_opts_index(L, first))
     return luaL_typeerror(L, first, "sizes (integers, a table or a torch.Size)");
-  create_opts o = read_opts(L, lt_opts_index(L, first + used), TS_DEFAULT_DTYPE, TS_DEVICE_CPU);
+  create_opts o = read_opts(L, fn, lt_opts_index(L, first + used), TS_DEFAULT_DTYPE, TS_DEVICE_CPU);
   ts_tensor **slot = lt_newslot(L);
   if (fill) LT_TRY(L, ts_full(nd, sizes, v, o.dtype, o.device, slot));
   else LT_TRY(L, ts_tensor_empty(nd, sizes, o.dtype, o.device, slot));
@@ -132,9 +135,9 @@ static int make_filled(lua_State *L, int first, double v, bool fill) {
   return 1;
 }
 
-static int l_zeros(lua_State *L) { return make_filled(L, 1, 0, true); }
-static int l_ones(lua_State *L) { return make_filled(L, 1, 1, true); }
-static int l_empty(lua_State *L) { return make_filled(L, 1, 0, false); }
+static int l_zeros(lua_State *L) { return make_filled(L, "zeros", 1, 0, true); }
+static int l_ones(lua_State *L) { return make_filled(L, "ones", 1, 1, true); }
+static int l_empty(lua_State *L) { return make_filled(L, "empty", 1, 0, false); }
 
 static int l_full(lua_State *L) {
   int nd;
@@ -144,7 +147,7 @@ static int l_full(lua_State *L) {
   int vi = 1 + used;
   ts_dtype dflt = lua_type(L, vi) == LUA_TBOOLEAN ? TS_BOOL : lua_isinteger(L, vi) ? TS_INT64 : TS_DEFAULT_DTYPE;
   double v = lua_type(L, vi) == LUA_TBOOLEAN ? lua_toboolean(L, vi) : luaL_checknumber(L, vi);
-  create_opts o = read_opts(L, lt_opts_index(L, vi + 1), dflt, TS_DEVICE_CPU);
+  create_opts o = read_opts(L, "full", lt_opts_index(L, vi + 1), dflt, TS_DEVICE_CPU);
   ts_tensor **slot = lt_newslot(L);
   LT_TRY(L, ts_full(nd, sizes, v, o.dtype, o.device, slot));
   finish(L, *slot, &o);
@@ -156,7 +159,8 @@ static int make_like(lua_State *L, int mode /* 0 zeros 1 ones 2 empty 3 full 4 r
   ts_tensor *t = lt_check(L, 1);
   int opts_at = mode == 3 ? 3 : 2;
   double v = mode == 1 ? 1 : mode == 3 ? luaL_checknumber(L, 2) : 0;
-  create_opts o = read_opts(L, lt_opts_index(L, opts_at), t->dtype, t->device);
+  static const char *const names[] = {"zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like"};
+  create_opts o = read_opts(L, names[mode], lt_opts_index(L, opts_at), t->dtype, t->device);
   ts_tensor **slot = lt_newslot(L);
   if (mode == 2 || mode >= 4) LT_TRY(L, ts_tensor_empty(t->ndim, t->sizes, o.dtype, o.device, slot));
   else LT_TRY(L, ts_full(t->ndim, t->sizes, v, o.dtype, o.device, slot));
@@ -197,7 +201,7 @@ static int l_arange(lua_State *L) {
   double nf = ceil((end - start) / step);
   if (nf > 9.0e18) return lt_errorf(L, "arange: too many elements (%g)", nf);
   int64_t n = (int64_t)nf;
-  create_opts o = read_opts(L, lt_opts_index(L, nargs + 1), all_int ? TS_INT64 : TS_DEFAULT_DTYPE, TS_DEVICE_CPU);
+  create_opts o = read_opts(L, "arange", lt_opts_index(L, nargs + 1), all_int ? TS_INT64 : TS_DEFAULT_DTYPE, TS_DEVICE_CPU);
   ts_tensor **slot = lt_newslot(L);
   LT_TRY(L, ts_tensor_empty(1, &n, o.dtype, o.device, slot));
   ts_call c = {.op = TS_OP_ARANGE, .out = {*slot}, .f = {start, step}};
@@ -215,7 +219,7 @@ static int l_linspace(lua_State *L) {
   double start = luaL_checknumber(L, 1), end = luaL_checknumber(L, 2);
   int64_t n = lt_checkint(L, 3);
   if (n < 0) return lt_errorf(L, "linspace: number of steps must be non-negative, got %lld", (long long)n);
-  create_opts o = read_opts(L, lt_opts_index(L, 4), TS_DEFAULT_DTYPE, TS_DEVICE_CPU);
+  create_opts o = read_opts(L, "linspace", lt_opts_index(L, 4), TS_DEFAULT_DTYPE, TS_DEVICE_CPU);
   ts_tensor **slot = lt_newslot(L);
   LT_TRY(L, ts_tensor_empty(1, &n, o.dtype, o.device, slot));
   ts_call c = {.op = TS_OP_LINSPACE, .out = {*slot}, .f = {start, end}};
@@ -228,7 +232,7 @@ static int l_linspace(lua_State *L) {
 static int l_eye(lua_State *L) {
   int64_t n = lt_checkint(L, 1), m = lua_type(L, 2) == LUA_TNUMBER ? lt_checkint(L, 2) : n;
   if (n < 0 || m < 0) return lt_errorf(L, "eye: sizes must be non-negative, got %lld and %lld", (long long)n, (long long)m);
-  create_opts o = read_opts(L, lt_opts_index(L, lua_type(L, 2) == LUA_TNUMBER ? 3 : 2), TS_DEFAULT_DTYPE, TS_DEVICE_CPU);
+  create_opts o = read_opts(L, "eye", lt_opts_index(L, lua_type(L, 2) == LUA_TNUMBER ? 3 : 2), TS_DEFAULT_DTYPE, TS_DEVICE_CPU);
   int64_t sizes[2] = {n, m};
   ts_tensor **slot = lt_newslot(L);
   LT_TRY(L, ts_full(2, sizes, 0, o.dtype, o.device, slot));
@@ -250,7 +254,7 @@ static int make_random(lua_State *L, ts_op op, int first, double a, double b, in
   if (used == 0 && !lua_isnoneornil(L, first) && !lt_opts_index(L, first))
     return luaL_typeerror(L, first, "sizes (integers, a table or a torch.Size)");
   ts_dtype dflt = op == TS_OP_RANDINT ? TS_INT64 : TS_DEFAULT_DTYPE;
-  create_opts o = read_opts(L, lt_opts_index(L, first + used), dflt, TS_DEVICE_CPU);
+  create_opts o = read_opts(L, ts_ops[op].name, lt_opts_index(L, first + used), dflt, TS_DEVICE_CPU);
   if (op != TS_OP_RANDINT && !ts_dtype_is_float(o.dtype))
     return luaL_error(L, "%s: expected a floating point dtype, got %s", ts_ops[op].name, ts_dtype_name(o.dtype));
   ts_tensor **slot = lt_newslot(L);
@@ -283,7 +287,7 @@ static int l_randint(lua_State *L) {
 static int l_randperm(lua_State *L) {
   int64_t n = lt_checkint(L, 1);
   if (n < 0) return lt_errorf(L, "randperm: n must be non-negative, got %lld", (long long)n);
-  create_opts o = read_opts(L, lt_opts_index(L, 2), TS_INT64, TS_DEVICE_CPU);
+  create_opts o = read_opts(L, "randperm", lt_opts_index(L, 2), TS_INT64, TS_DEVICE_CPU);
   ts_tensor **slot = lt_newslot(L);
   LT_TRY(L, ts_tensor_empty(1, &n, o.dtype, o.device, slot));
   uint64_t seed, off;

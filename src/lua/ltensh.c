@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 extern const struct { const char *name; const char *src; size_t len; } ts_lua_modules[];
@@ -32,6 +33,33 @@ static void add_searcher(lua_State *L) {
     lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
   }
   lua_pop(L, 2);
+}
+
+/* os.setenv(name, value): Python's os.environ[name] = value, which the
+ * tutorials use for CUDA_VISIBLE_DEVICES before the first CUDA call (tensh
+ * starts CUDA when a device is first named); value nil unsets. Child
+ * processes (io.popen, os.execute) inherit it. */
+static int l_setenv(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  if (!*name || strchr(name, '='))
+    return luaL_error(L, "os.setenv: invalid variable name '%s' (non-empty, without '=')", name);
+  int rc;
+  if (lua_isnoneornil(L, 2)) rc = unsetenv(name);
+  else {
+    if (lua_type(L, 2) != LUA_TSTRING && lua_type(L, 2) != LUA_TNUMBER)
+      return luaL_typeerror(L, 2, "string or nil");
+    rc = setenv(name, lua_tostring(L, 2), 1);
+  }
+  if (rc != 0) return luaL_error(L, "os.setenv: cannot set '%s' (out of memory)", name);
+  return 0;
+}
+
+static void add_setenv(lua_State *L) {
+  if (lua_getglobal(L, "os") == LUA_TTABLE) {
+    lua_pushcfunction(L, l_setenv);
+    lua_setfield(L, -2, "setenv");
+  }
+  lua_pop(L, 1);
 }
 
 void lt_make_metatable(lua_State *L);
@@ -95,7 +123,13 @@ int luaopen_tensh(lua_State *L) {
     lua_getglobal(L, "require");
     lua_pushstring(L, mod);
     lua_call(L, 1, 1);
+    /* torch.nn, torch.optim, ... too, as PyTorch spells them (data sets torch.utils.data itself) */
+    if (strcmp(globals[g], "data") != 0) {
+      lua_pushvalue(L, -1);
+      lua_setfield(L, torch, globals[g]);
+    }
     lua_setglobal(L, globals[g]);
   }
+  add_setenv(L);
   return 1;
 }

@@ -186,9 +186,13 @@ void lt_push_size(lua_State *L, int ndim, const int64_t *sizes) {
   luaL_setmetatable(L, LT_SIZE);
 }
 
+/* An options table is a plain table: one with a metatable is a value (a
+ * torch.Size, a torch.device: t:to(torch.device("cuda:1")) must move t,
+ * not read the device's missing "device" field and stay where it is). */
 int lt_opts_index(lua_State *L, int idx) {
   idx = lua_absindex(L, idx);
-  if (lua_type(L, idx) != LUA_TTABLE || is_size(L, idx)) return 0;
+  if (lua_type(L, idx) != LUA_TTABLE) return 0;
+  if (lua_getmetatable(L, idx)) return lua_pop(L, 1), 0;
   if (lua_rawlen(L, idx) > 0) return 0; /* a list: sizes or values, not options */
   return idx;
 }

@@ -236,6 +236,36 @@ test("Module: extend, init arguments, __call, forward missing, class errors", fu
   eq(tostring(Net), "<class Net>", "class tostring")
 end)
 
+test("Module: positional parameters by name, as Python's keyword arguments", function()
+  local l = nn.Linear({in_features = 64, out_features = 32})
+  eq(l.in_features, 64, "Linear in_features by name")
+  eq(l.out_features, 32, "Linear out_features by name")
+  eq(tostring(l.weight.shape), "torch.Size([32, 64])", "weight shape")
+  local nb = nn.Linear(64, {out_features = 10, bias = false})
+  eq(nb.out_features, 10, "a positional, then a name")
+  eq(nb.bias, nil, "the other keys stay options")
+  local c = nn.Conv2d({in_channels = 3, out_channels = 16, kernel_size = 3, stride = 1, padding = 1})
+  eq(tostring(c), "Conv2d(3, 16, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1))", "Conv2d by name")
+  local p = nn.MaxPool2d({kernel_size = 2, stride = 2})
+  eq(tostring(p), "MaxPool2d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False)", "MaxPool2d by name")
+  eq(nn.BatchNorm1d({num_features = 4, eps = 1e-3}).eps, 1e-3, "BatchNorm1d by name, with an option")
+  eq(tostring(nn.LogSoftmax({dim = 1})), "LogSoftmax(dim=1)", "vararg layers keep their options")
+  -- a user's class takes its init's parameter names too
+  local LR = nn.Module:extend("LR")
+  function LR:init(input_size, output_size) self.linear = nn.Linear(input_size, output_size) end
+  eq(LR({input_size = 2, output_size = 5}).linear.out_features, 5, "user class by name")
+  eq(LR(2, {output_size = 5}).linear.in_features, 2, "user class, mixed")
+  -- an options table that names no parameter is passed through untouched
+  local Cfg = nn.Module:extend("Cfg")
+  function Cfg:init(config) self.config = config end
+  local cfg = {hidden = 3}
+  ok(rawequal(Cfg(cfg).config, cfg), "a table of other keys reaches init as it was")
+  raises(function() nn.Linear(3, {in_features = 64, out_features = 32}) end,
+    "Linear: 'in_features' given both as an argument and as an option")
+  raises(function() nn.Linear({in_features = 3, out_features = 2, bogus = 1}) end, "Linear: unknown option 'bogus'")
+  raises(function() nn.Linear({out_features = 32}) end, "Linear: in_features must be an integer, got nil")
+end)
+
 -- ---- to / half / cuda ----------------------------------------------------------------------------
 
 test("Module:to: same objects when nothing changes, new leaves when the dtype does", function()
@@ -273,6 +303,33 @@ test("Module:to: same objects when nothing changes, new leaves when the dtype do
   if not (cuda and cuda.is_available()) then
     raises(function() m:cuda() end, "not available")
   end
+end)
+
+test("Module:cuda(device): an ordinal, \"cuda:N\" or a torch.device, as PyTorch's; anything else says what it takes", function()
+  local m = nn.Linear(2, 3)
+  raises(function() m:cuda("cpu") end, "cuda: expected a CUDA device (an ordinal, \"cuda:N\" or torch.device), got cpu")
+  raises(function() m:cuda(torch.device("cpu")) end, "expected a CUDA device")
+  raises(function() m:cuda({}) end, "expected a CUDA device")
+  local n = cuda.device_count()
+  for _, dev in ipairs({0, "cuda:0", torch.device("cuda:0"), torch.device("cuda", 0)}) do
+    if n > 0 then
+      eq(tostring(m:cuda(dev).weight.device), "cuda:0", "m:cuda(" .. tostring(dev) .. ")")
+      m:cpu()
+    else
+      raises(function() m:cuda(dev) end, "to: CUDA is not available", "m:cuda(" .. tostring(dev) .. ") without a GPU")
+    end
+  end
+  if n < 2 then
+    raises(function() m:cuda(torch.device("cuda:1")) end, n == 0 and "CUDA is not available" or "invalid device ordinal cuda:1")
+  end
+  -- m:to(0), PyTorch's model.to(rank): a CUDA ordinal
+  if n > 0 then
+    eq(tostring(m:to(0).weight.device), "cuda:0", "m:to(0)")
+    m:cpu()
+  else
+    raises(function() m:to(0) end, "to: CUDA is not available", "m:to(0) without a GPU")
+  end
+  eq(tostring(m.weight.device), "cpu", "a failed move leaves the model where it was")
 end)
 
 test("Module:to: tied parameters stay tied", function()

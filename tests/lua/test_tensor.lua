@@ -245,6 +245,85 @@ test("to / casts / copy_ / clone", function()
   raises(function() x:to("float99") end, "unknown device 'float99'")
 end)
 
+test("to / cuda take a torch.device: it is a device, never an options table", function()
+  local x = torch.tensor({1.5, -2.5})
+  local y = x:to(torch.device("cpu"), "float64")
+  eq(y.dtype, torch.float64, "to(torch.device('cpu'), dtype)")
+  eq(tostring(y.device), "cpu", "to(torch.device('cpu')) device")
+  close(y, {1.5, -2.5}, 0, 0, "values")
+  eq(tostring(x:to(torch.device("cpu")).device), "cpu", "to(torch.device('cpu'))")
+  -- torch.device(n) is CUDA ordinal n, as PyTorch's
+  eq(tostring(torch.device(0)), "cuda:0", "torch.device(0)")
+  eq(torch.device(2).type, "cuda", "torch.device(2).type")
+  eq(torch.device(2).index, 2, "torch.device(2).index")
+  raises(function() torch.device(-1) end, "torch.device: a device ordinal must be non-negative, got -1")
+  raises(function() torch.device(1.5) end, "torch.device: expected a string such as \"cpu\" or \"cuda:0\", or a CUDA ordinal")
+  -- a device that is not there is an error, not a silent stay on the CPU (the
+  -- device table was once read as an options table without a device field)
+  local n = cuda.device_count()
+  for _, d in ipairs({torch.device("cuda"), torch.device("cuda:1"), torch.device("cuda", 1)}) do
+    if (d.index or 0) >= n then
+      local msg = n == 0 and "to: CUDA is not available" or "invalid device ordinal cuda:1"
+      raises(function() return x:to(d) end, msg, "x:to(" .. tostring(d) .. ")")
+      raises(function() return x:to(d, {non_blocking = true}) end, msg, "x:to(" .. tostring(d) .. ", opts)")
+      raises(function() return x:cuda(d) end, n == 0 and "cuda: CUDA is not available" or msg, "x:cuda(" .. tostring(d) .. ")")
+    else
+      eq(tostring(x:to(d).device), "cuda:" .. (d.index or 0), "x:to(" .. tostring(d) .. ")")
+    end
+  end
+end)
+
+test("creation on a device that is not there: the error names the function", function()
+  local n = cuda.device_count()
+  local dev = n == 0 and "cuda" or ("cuda:" .. n)
+  local msg = n == 0 and "CUDA is not available" or ("invalid device ordinal cuda:" .. n)
+  local cases = {
+    {"zeros", function(o) return torch.zeros(2, o) end}, {"ones", function(o) return torch.ones(2, o) end},
+    {"empty", function(o) return torch.empty(2, 3, o) end}, {"full", function(o) return torch.full({2}, 1.5, o) end},
+    {"rand", function(o) return torch.rand(2, o) end}, {"randn", function(o) return torch.randn(32, 784, o) end},
+    {"randint", function(o) return torch.randint(0, 10, {4}, o) end}, {"randperm", function(o) return torch.randperm(4, o) end},
+    {"arange", function(o) return torch.arange(3, o) end}, {"linspace", function(o) return torch.linspace(0, 1, 3, o) end},
+    {"eye", function(o) return torch.eye(2, o) end}, {"tensor", function(o) return torch.tensor({4, 5, 6}, o) end},
+    {"zeros_like", function(o) return torch.zeros_like(torch.ones(2), o) end},
+    {"randn_like", function(o) return torch.randn_like(torch.ones(2), o) end},
+  }
+  for _, c in ipairs(cases) do
+    raises(function() return c[2]({device = dev}) end, c[1] .. ": " .. msg, c[1])
+    raises(function() return c[2]({device = torch.device(dev)}) end, c[1] .. ": " .. msg, c[1] .. " with a torch.device")
+    eq(tostring(c[2]({device = torch.device("cpu")}).device), "cpu", c[1] .. " on torch.device('cpu')")
+  end
+end)
+
+test("torch.Tensor: the legacy constructor, float32 from values or sizes", function()
+  local t = torch.Tensor({0., 0.})
+  eq(t.dtype, torch.float32, "from floats")
+  close(t, {0, 0}, 0, 0, "values")
+  local i = torch.Tensor({{1, 2}, {3, 4}})
+  eq(i.dtype, torch.float32, "integers still give float32")
+  close(i, {{1, 2}, {3, 4}}, 0, 0, "integer values")
+  eq(tostring(torch.Tensor(2, 3).shape), "torch.Size([2, 3])", "sizes")
+  eq(torch.Tensor(2, 3).dtype, torch.float32, "sizes: float32")
+  eq(tostring(torch.Tensor(torch.Size({4})).shape), "torch.Size([4])", "a torch.Size")
+  eq(tostring(torch.Tensor().shape), "torch.Size([0])", "no arguments: (0,)")
+  eq(tostring(torch.Tensor({}).shape), "torch.Size([0])", "an empty list")
+  eq(tostring(torch.Tensor({1.5}, {device = "cpu"}).device), "cpu", "device option")
+  eq(tostring(torch.Tensor(2, {device = torch.device("cpu")}).device), "cpu", "sizes and a torch.device")
+  local f = torch.ones(2)
+  ok(rawequal(torch.Tensor(f), f), "a float32 tensor is returned as is")
+  raises(function() torch.Tensor(torch.ones(2, {dtype = "int64"})) end, "torch.Tensor: expected a float32 tensor, got torch.int64")
+  raises(function() torch.Tensor({1, 2}, {dtype = "float64"}) end, "torch.Tensor: unknown option 'dtype'")
+  raises(function() torch.Tensor(2.5) end, "torch.Tensor: expected a list of values, sizes or a tensor, got 2.5")
+  raises(function() torch.Tensor(-1) end, "torch.Tensor: negative size -1")
+  raises(function() torch.Tensor({{1, 2}, {3}}) end, "torch.Tensor: ragged nested table")
+  raises(function() torch.Tensor({1, 2}, 3) end, "torch.Tensor: expected one list of values, got 2 arguments")
+  if not cuda.is_available() then
+    raises(function() torch.Tensor({0., 0.}, {device = torch.device("cuda:1")}) end, "torch.Tensor: CUDA is not available")
+  end
+  -- errors point at the caller's line, not at the library
+  local err = raises(function() torch.Tensor(2.5) end, "torch.Tensor")
+  ok(not err:find("lua/tensh/", 1, true), "error position is the caller's: " .. err)
+end)
+
 test("a loop that drops 4 MB tensors runs at flat memory", function()
   local x = torch.zeros(1 << 20) -- 4 MB
   collectgarbage()
