@@ -40,10 +40,11 @@ ts_status ts_storage_sync(ts_storage *s) {
   return ts_pending_wait ? ts_pending_wait(ev) : TS_OK;
 }
 
+/* the wording of ts_device_resolve, which callers normally meet first */
 static ts_status unavailable(ts_device dev) {
   char buf[32];
   ts_device_str(dev, buf, sizeof buf);
-  return ts_fail(TS_ERR_DEVICE, "device %s is not available (no GPU, driver or CUDA build: cuda.is_available() "
+  return ts_fail(TS_ERR_DEVICE, "CUDA is not available for %s (no GPU, driver or CUDA build: cuda.is_available() "
                  "is false); use \"cpu\"", buf);
 }
 

@@ -164,6 +164,13 @@ static int l_memory_reserved(lua_State *L) {
 static int l_max_memory_reserved(lua_State *L) {
   return lua_pushinteger(L, stats_of(L, "max_memory_reserved").reserved_bytes[TS_POOL_ALL].peak), 1;
 }
+/* PyTorch's old names, whose errors say the name the user typed */
+static int l_memory_cached(lua_State *L) {
+  return lua_pushinteger(L, stats_of(L, "memory_cached").reserved_bytes[TS_POOL_ALL].current), 1;
+}
+static int l_max_memory_cached(lua_State *L) {
+  return lua_pushinteger(L, stats_of(L, "max_memory_cached").reserved_bytes[TS_POOL_ALL].peak), 1;
+}
 
 static void set_stat(void *ud, const char *key, int64_t v) {
   lua_State *L = ud;
@@ -537,8 +544,8 @@ void lt_open_cuda(lua_State *L) {
     {"manual_seed_all", l_manual_seed},
     {"empty_cache", l_empty_cache_any}, /* nothing cached: nothing to do */
 #if HAVE_CUDA
-    {"memory_cached", l_memory_reserved}, /* PyTorch's old names */
-    {"max_memory_cached", l_max_memory_reserved},
+    {"memory_cached", l_memory_cached}, /* PyTorch's old names */
+    {"max_memory_cached", l_max_memory_cached},
     {"current_device", l_current_device},
     {"set_device", l_set_device},
     {"device", l_device_scope},
