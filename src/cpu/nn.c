@@ -298,7 +298,35 @@ static ts_status k_conv2d_depthwise_backward(const ts_call *c) {
 
 /* ---- pooling ----------------------------------------------------------------- */
 
-#define MAXPOOL(NAME, T)                                                                           \
+/* One output row of a 2x2, stride-2 max pool: rows r0 and r1 of the input, flat input
+ * index base of r0[0], row length W. NaN wins, the first maximum on ties (as torch).
+ * Written for the vectoriser: the winner of each window is a code 0-3 from selects
+ * (which element wins is a coin toss on real activations: branches mispredicted half
+ * the time, and a scalar select chain ran at 25 cycles per window), turned into flat
+ * indices in a second loop. */
+#define MAXPOOL_ROW(NAME, T)                                                                       \
+  static void NAME(const T *restrict r0, const T *restrict r1, int64_t Wo, int64_t base, int64_t W, \
+                   T *restrict o, int64_t *restrict oi) {                                          \
+    int32_t code[256];                                                                             \
+    for (int64_t x0 = 0; x0 < Wo; x0 += 256) {                                                     \
+      const int64_t n = Wo - x0 < 256 ? Wo - x0 : 256;                                             \
+      const T *a = r0 + 2 * x0, *c = r1 + 2 * x0;                                                  \
+      for (int64_t j = 0; j < n; j++) {                                                            \
+        T best = a[2 * j], v;                                                                      \
+        int32_t k = 0, t;                                                                          \
+        v = a[2 * j + 1], t = (v > best) | (v != v), best = t ? v : best, k = t ? 1 : k;           \
+        v = c[2 * j], t = (v > best) | (v != v), best = t ? v : best, k = t ? 2 : k;               \
+        v = c[2 * j + 1], t = (v > best) | (v != v), best = t ? v : best, k = t ? 3 : k;           \
+        o[x0 + j] = best, code[j] = k;                                                             \
+      }                                                                                            \
+      for (int64_t j = 0; j < n; j++)                                                              \
+        oi[x0 + j] = base + 2 * (x0 + j) + (code[j] & 1) + (code[j] >> 1) * W;                     \
+    }                                                                                              \
+  }
+MAXPOOL_ROW(maxpool2x2_row_f32, float)
+MAXPOOL_ROW(maxpool2x2_row_f64, double)
+
+#define MAXPOOL(NAME, T, ROW)                                                                         \
   static void NAME(const geo *g, const T *x, T *out, int64_t *idx) {                               \
     const int64_t planes = g->N * g->C, L = g->Ho * g->Wo;                                         \
     const bool fast2 = g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 &&       \
@@ -310,20 +338,7 @@ static ts_status k_conv2d_depthwise_backward(const ts_call *c) {
       if (fast2) { /* 2x2, stride 2, no padding, unit dilation, rows contiguous: no bounds checks */ \
         for (int64_t y = 0; y < g->Ho; y++) {                                                      \
           const T *r0 = src + 2 * y * g->xs[2], *r1 = r0 + g->xs[2];                               \
-          T *o = out + pl * L + y * g->Wo;                                                         \
-          int64_t *oi = idx + pl * L + y * g->Wo;                                                  \
-          const int64_t base = 2 * y * g->W;                                                       \
-          for (int64_t x0 = 0; x0 < g->Wo; x0++) {                                                 \
-            T best = r0[2 * x0], v;                                                                \
-            int64_t bi = base + 2 * x0;                                                            \
-            v = r0[2 * x0 + 1];                                                                    \
-            if (v > best || isnan(v)) best = v, bi = base + 2 * x0 + 1;                            \
-            v = r1[2 * x0];                                                                        \
-            if (v > best || isnan(v)) best = v, bi = base + g->W + 2 * x0;                         \
-            v = r1[2 * x0 + 1];                                                                    \
-            if (v > best || isnan(v)) best = v, bi = base + g->W + 2 * x0 + 1;                     \
-            o[x0] = best, oi[x0] = bi;                                                             \
-          }                                                                                        \
+          ROW(r0, r1, g->Wo, 2 * y * g->W, g->W, out + pl * L + y * g->Wo, idx + pl * L + y * g->Wo); \
         }                                                                                          \
         continue;                                                                                  \
       }                                                                                            \
@@ -347,8 +362,8 @@ static ts_status k_conv2d_depthwise_backward(const ts_call *c) {
     }                                                                                              \
   }
 
-MAXPOOL(maxpool_f32, float)
-MAXPOOL(maxpool_f64, double)
+MAXPOOL(maxpool_f32, float, maxpool2x2_row_f32)
+MAXPOOL(maxpool_f64, double, maxpool2x2_row_f64)
 
 static ts_status k_max_pool2d(const ts_call *c) {
   geo g;
