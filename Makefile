@@ -55,6 +55,9 @@ endif
 endif
 
 ifeq ($(CUDA),1)
+# cuDNN: headers at build time only; libcudnn is dlopen'ed at run time (conv_cudnn.cu)
+CUDNN     := $(if $(wildcard $(CUDA_HOME)/include/cudnn.h),1,0)
+NVCC_DEFS := $(if $(filter 1,$(CUDNN)),-DTSC_HAVE_CUDNN)
 CFLAGS    += -DTS_HAVE_CUDA
 CUDA_OBJ  := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++
@@ -83,6 +86,8 @@ probe:
 	@if [ -n "$(LUA_CFLAGS)$(LUA_LIBS)" ]; then echo "✓ lua5.4"; else echo "✗ lua5.4 not found: run scripts/install-deps.sh"; exit 1; fi
 	@if [ "$(CUDA)" = 1 ]; then echo "✓ nvcc $$($(NVCC) --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'): CUDA backend built"; \
 	 else echo "✗ nvcc: CPU-only build"; fi
+	@if [ "$(CUDA)" = 1 ]; then if [ "$(CUDNN)" = 1 ]; then echo "✓ cuDNN headers: CUDA convolutions through libcudnn where it loads"; \
+	 else echo "✗ cuDNN: CUDA convolutions use im2col + GEMM"; fi; fi
 
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -102,7 +107,7 @@ $(BUILD)/gen/lua_lib.o: $(BUILD)/gen/lua_lib.c
 
 $(BUILD)/%.o: %.cu $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) --expt-relaxed-constexpr -Isrc -Icuda -Xcompiler -fPIC -DTSC_CUDA_LIB_DIR='"$(CUDA_HOME)/lib64"' -c $< -o $@
+	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) --expt-relaxed-constexpr -Isrc -Icuda -Xcompiler -fPIC $(NVCC_DEFS) -DTSC_CUDA_LIB_DIR='"$(CUDA_HOME)/lib64"' -c $< -o $@
 
 $(BUILD)/tensh: $(CORE_OBJ) $(LUA_OBJ) $(SHELL_OBJ) $(CUDA_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LUA_LIBS) $(LDLIBS) -Wl,-E

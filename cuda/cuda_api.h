@@ -82,6 +82,20 @@ ts_status ts_cuda_memory_summary(int device, char *buf, size_t n);
  * storages. */
 extern const ts_allocator ts_cuda_pinned_allocator;
 
+/* ---- cuDNN (torch.backends.cudnn) ---- */
+/* The loaded cuDNN's version (e.g. 91900), loading libcudnn on the first call
+ * (TENSH_CUDNN_LIB, then libcudnn.so.9 from the loader's paths, then the
+ * toolkit's lib64); 0 when built without cuDNN's headers or when no library
+ * loads. Needs no GPU. Whether convolutions use it is ts_set_library_kernels. */
+int ts_cuda_cudnn_version(void);
+typedef struct ts_cudnn_flags {
+  bool benchmark;     /* time every algorithm once per shape instead of asking the heuristics */
+  bool deterministic; /* only algorithms cuDNN reports as deterministic */
+  bool allow_tf32;    /* float32 convolutions may round their inputs to TF32 (tensor cores) */
+} ts_cudnn_flags;
+ts_cudnn_flags ts_cuda_cudnn_get_flags(void); /* defaults: false, false, true (as PyTorch) */
+void ts_cuda_cudnn_set_flags(ts_cudnn_flags f);
+
 #ifdef __cplusplus
 }
 #endif

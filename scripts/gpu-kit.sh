@@ -4,7 +4,8 @@
 # package registry): an sm_90 build whose Debian libraries (Lua, readline,
 # OpenBLAS, cJSON, zlib and what they need) are copied into build-gpu/lib and
 # found through an $ORIGIN rpath. cuBLAS and the CUDA runtime come from the
-# machine's own toolkit (LD_LIBRARY_PATH=/usr/local/cuda/lib64 there).
+# machine's own toolkit (LD_LIBRARY_PATH=/usr/local/cuda/lib64 there); cuDNN
+# (too big to pack) from PyTorch's wheels there, through TENSH_CUDNN_LIB.
 #
 # Here:   bash scripts/gpu-kit.sh          (writes build-kit/tensh-gpu.tar.xz: carry build-kit)
 # There:  bash scripts/gpu-kit.sh --run    (unpacks it; the suite, compute-sanitizer, the benchmarks)
@@ -19,9 +20,32 @@ if [ "${1:-}" = "--run" ]; then
     mkdir -p /usr/share/datasets && cp -r build-kit/fashion-mnist /usr/share/datasets/
   fi
   export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+  # cuDNN for the convolutions: the one PyTorch's pip wheels ship (nvidia-cudnn-*, or
+  # torch/lib), unless TENSH_CUDNN_LIB names one already; else the loader's paths
+  if [ -z "${TENSH_CUDNN_LIB:-}" ]; then
+    cudnn_lib=$(python3 - <<'EOF' 2>/dev/null || true
+import glob, os, site
+roots = []
+try:
+    import nvidia.cudnn  # a namespace package: __path__, not __file__
+    roots += list(nvidia.cudnn.__path__)
+except Exception:
+    pass
+for sp in site.getsitepackages() + [site.getusersitepackages()]:
+    roots += [os.path.join(sp, "nvidia"), os.path.join(sp, "torch", "lib")]
+for r in roots:
+    hits = sorted(glob.glob(os.path.join(r, "**", "libcudnn.so.9"), recursive=True))
+    if hits:
+        print(hits[0])
+        break
+EOF
+    )
+    if [ -n "$cudnn_lib" ]; then export TENSH_CUDNN_LIB="$cudnn_lib"; fi
+  fi
   out=${OUT:-/tmp/tensh-gpu}
   mkdir -p "$out"
   nvidia-smi -L | tee "$out/device.txt" || true
+  echo "cuDNN: ${TENSH_CUDNN_LIB:-libcudnn.so.9 from the loader paths, if there is one}" | tee -a "$out/device.txt"
   bash tests/run.sh "$build" 2>&1 | tee "$out/test.txt" | tail -n 40
   # memcheck over the CUDA tests: every op once on the GPU
   if command -v compute-sanitizer >/dev/null 2>&1; then

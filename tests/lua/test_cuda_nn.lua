@@ -3,10 +3,33 @@
 -- fused Adam step, each against the CPU on the same inputs: float32,
 -- float64 and the half types (computed in float32 by the op layer),
 -- non-contiguous inputs, padding, stride, dilation, ceil_mode, ties and
--- NaN in max pooling, empty and large inputs, and the error paths. Runs
--- only with a GPU.
+-- NaN in max pooling, empty and large inputs, and the error paths.
+-- Convolution runs with cuDNN (where libcudnn loads) and without it
+-- (torch.backends.cudnn.enabled), under its benchmark, deterministic and
+-- TF32 flags. Runs only with a GPU.
 local T = require "harness"
 local test, close, eq, raises = T.test, T.close, T.eq, T.raises
+
+-- cuDNN's float32 convolutions may use TF32 by default (torch.backends.cudnn.allow_tf32,
+-- as PyTorch): the float32 comparisons here want float32 precision, so it is off for
+-- this file except in the TF32 case. The binding may not exist yet: then cuDNN runs
+-- with its defaults wherever it loads, and the flag cases run the default path.
+local cudnn = torch.backends and torch.backends.cudnn
+local cudnn_defaults = cudnn and {enabled = cudnn.enabled, benchmark = cudnn.benchmark,
+                                  deterministic = cudnn.deterministic, allow_tf32 = cudnn.allow_tf32}
+if cudnn then cudnn.allow_tf32 = false end
+
+-- f() with the torch.backends.cudnn fields of `flags` set, the previous values restored
+-- after (on an error too); without the binding, f() as is.
+local function with_cudnn(flags, f)
+  if not cudnn then return f() end
+  local saved = {}
+  for k in pairs(flags) do saved[k] = cudnn[k] end
+  for k, v in pairs(flags) do cudnn[k] = v end
+  local ok, err = pcall(f)
+  for k, v in pairs(saved) do cudnn[k] = v end
+  if not ok then error(err, 0) end
+end
 
 local function need_cuda()
   if not (cuda and cuda.is_available()) then T.skip("no CUDA device") end
@@ -60,47 +83,207 @@ local conv_cases = { -- x shape, weight shape, options
   {{2, 1, 28, 28}, {8, 1, 5, 5}, {stride = 1}},                          -- thin K: per-sample products
 }
 
-test("conv2d forward and backward (im2col, col2im, depthwise) match the CPU", function()
+test("conv2d forward and backward without cuDNN (im2col, col2im, depthwise) match the CPU", function()
   need_cuda()
-  for ci, c in ipairs(conv_cases) do
-    for _, dt in ipairs({"float32", "float64", "float16"}) do
-      local r = TOL[dt] * (dt == "float32" and 10 or 1)
-      local x, w, b = randn(c[1], dt), randn(c[2], dt), randn({c[2][1]}, dt)
-      local what = ("conv case %d %s"):format(ci, dt)
-      same(what, r, function(xx, ww, bb) return torch.conv2d(xx, ww, bb, c[3]) end, x, w, b)
-      same(what .. " no bias, non-contiguous x", r, function(xx, ww) return torch.conv2d(nc(xx), ww, nil, c[3]) end, x, w)
-      local y = torch.conv2d(x, w, b, c[3])
-      local go = randn(y:size(), dt)
-      same(what .. " backward", r * 10, function(gg, xx, ww) return torch._backward.conv2d(gg, xx, ww, c[3]) end, go, x, w)
-      same(what .. " backward, expanded grad", r * 10, function(xx, ww)
-        return torch._backward.conv2d(torch.ones(1, 1, 1, 1, {dtype = dt}):to(xx):expand(y:size()), nc(xx), ww, c[3])
-      end, x, w)
+  with_cudnn({enabled = false}, function()
+    for ci, c in ipairs(conv_cases) do
+      for _, dt in ipairs({"float32", "float64", "float16"}) do
+        local r = TOL[dt] * (dt == "float32" and 10 or 1)
+        local x, w, b = randn(c[1], dt), randn(c[2], dt), randn({c[2][1]}, dt)
+        local what = ("conv case %d %s"):format(ci, dt)
+        same(what, r, function(xx, ww, bb) return torch.conv2d(xx, ww, bb, c[3]) end, x, w, b)
+        same(what .. " no bias, non-contiguous x", r, function(xx, ww) return torch.conv2d(nc(xx), ww, nil, c[3]) end, x, w)
+        local y = torch.conv2d(x, w, b, c[3])
+        local go = randn(y:size(), dt)
+        same(what .. " backward", r * 10, function(gg, xx, ww) return torch._backward.conv2d(gg, xx, ww, c[3]) end, go, x, w)
+        same(what .. " backward, expanded grad", r * 10, function(xx, ww)
+          return torch._backward.conv2d(torch.ones(1, 1, 1, 1, {dtype = dt}):to(xx):expand(y:size()), nc(xx), ww, c[3])
+        end, x, w)
+      end
     end
+  end)
+end)
+
+test("conv2d with cuDNN off and on: unbatched, empty batch, conv1d, a large input", function()
+  need_cuda()
+  for _, enabled in ipairs({false, true}) do
+    with_cudnn({enabled = enabled}, function()
+      local on = enabled and " (cudnn on)" or " (cudnn off)"
+      same("unbatched" .. on, 1e-4, function(x, w) return torch.conv2d(x, w, nil, {padding = 1}) end, randn({3, 6, 6}),
+           randn({2, 3, 3, 3}))
+      same("empty batch" .. on, 0, function(x, w) return torch.conv2d(x, w, nil, {padding = 1}) end, randn({0, 3, 6, 6}),
+           randn({2, 3, 3, 3}))
+      same("depthwise empty batch backward" .. on, 0, function(g, x, w) return torch._backward.conv2d(g, x, w, {groups = 3}) end,
+           randn({0, 3, 4, 4}), randn({0, 3, 6, 6}), randn({3, 1, 3, 3}))
+      same("conv1d" .. on, 1e-4, function(x, w, b) return torch.conv1d(x, w, b, {padding = 2, stride = 2}) end,
+           randn({2, 3, 17}), randn({4, 3, 5}), randn({4}))
+      same("conv1d depthwise backward" .. on, 1e-4,
+           function(g, x, w) return torch._backward.conv1d(g, x, w, {groups = 3, padding = 1}) end,
+           randn({2, 3, 9}), randn({2, 3, 9}), randn({3, 1, 3}))
+      local x, w = randn({4, 16, 128, 128}), randn({16, 16, 3, 3})
+      -- cuDNN may choose Winograd or FFT, whose rounding is not a direct sum's
+      close_big(torch.conv2d(x:cuda(), w:cuda(), nil, {padding = 1}), torch.conv2d(x, w, nil, {padding = 1}), 1e-4,
+                enabled and 5e-4 or 1e-4, "conv2d 4x16x128x128" .. on)
+      local wd = randn({32, 1, 3, 3})
+      close_big(torch.conv2d(x:cuda(), wd:cuda(), nil, {padding = 1, groups = 16}),
+                torch.conv2d(x, wd, nil, {padding = 1, groups = 16}), 1e-5, 1e-5, "depthwise 4x16x128x128" .. on)
+      local y = torch.conv2d(x, wd, nil, {padding = 1, groups = 16})
+      local go = randn(y:size())
+      local gi, gw = torch._backward.conv2d(go:cuda(), x:cuda(), wd:cuda(), {padding = 1, groups = 16})
+      local ri, rw = torch._backward.conv2d(go, x, wd, {padding = 1, groups = 16})
+      close_big(gi, ri, 1e-5, 1e-5, "depthwise backward input, large" .. on)
+      close_big(gw, rw, 1e-4, 1e-2, "depthwise backward weight, large" .. on) -- sums of 2^16 products
+    end)
   end
 end)
 
-test("conv2d: unbatched, empty batch, conv1d, a large input", function()
+-- ---- convolution through cuDNN ----------------------------------------------------------
+
+-- t's values in a contiguous view one element past its storage's start: not 16-byte
+-- aligned (cuDNN gets an aligned copy)
+local function misaligned(t)
+  local flat = t:reshape(-1)
+  return torch.cat({flat:narrow(0, 0, 1), flat}):narrow(0, 1, t:numel()):view(t:size())
+end
+
+local dnn_cases = { -- x shape, weight shape, options
+  {{2, 3, 9, 8}, {4, 3, 3, 3}, {padding = 1}},
+  {{2, 3, 11, 10}, {6, 3, 3, 2}, {stride = {2, 3}, padding = {1, 0}, dilation = {2, 1}}},
+  {{2, 4, 7, 7}, {6, 2, 3, 3}, {groups = 2, stride = 2, padding = 2}},
+  {{3, 8, 8, 9}, {16, 1, 3, 3}, {groups = 8, padding = 1}},                                  -- depthwise, 2 per channel
+  {{2, 6, 9, 7}, {6, 1, 5, 3}, {groups = 6, stride = {2, 1}, padding = {2, 1}, dilation = {1, 2}}}, -- depthwise
+  {{4, 16, 12, 12}, {8, 16, 1, 1}, {}},                                                      -- 1x1
+  {{2, 3, 6, 6}, {4, 3, 5, 5}, {padding = 3}},                                               -- padding past the kernel's half
+  {{3, 1, 28, 28}, {8, 1, 5, 5}, {stride = 2}},                                              -- one input channel
+  {{1, 12, 10, 10}, {12, 4, 3, 3}, {groups = 3, dilation = 2, padding = 2}},
+}
+
+-- case c = {x shape, weight shape, options} in dtype dt: every result of the forward
+-- (bias, no bias on a non-contiguous x, misaligned x and weight), the backward (all
+-- three gradients; a non-contiguous grad_out) and autograd with only the weight and bias
+-- wanted, on cuda against the CPU
+local function conv_all(what, r, dt, c, conv, bwd)
+  local x, w, b, opts = randn(c[1], dt), randn(c[2], dt), randn({c[2][1]}, dt), c[3]
+  same(what .. " forward", r, function(xx, ww, bb) return conv(xx, ww, bb, opts) end, x, w, b)
+  same(what .. " forward, non-contiguous x, no bias", r, function(xx, ww) return conv(nc(xx), ww, nil, opts) end, x, w)
+  same(what .. " forward, misaligned x and weight", r, function(xx, ww, bb)
+    return conv(misaligned(xx), misaligned(ww), bb, opts)
+  end, x, w, b)
+  local go = randn(conv(x, w, b, opts):size(), dt)
+  same(what .. " backward", r * 10, function(gg, xx, ww) return bwd(gg, xx, ww, opts) end, go, x, w)
+  same(what .. " backward, non-contiguous grad_out, misaligned x", r * 10, function(gg, xx, ww)
+    return bwd(nc(gg), misaligned(xx), ww, opts)
+  end, go, x, w)
+  same(what .. " autograd, weight and bias only", r * 10, function(gg, xx, ww, bb)
+    local wl, bl = ww:clone(), bb:clone()
+    wl.requires_grad, bl.requires_grad = true, true
+    local loss = (conv(xx, wl, bl, opts) * gg):sum()
+    loss:backward()
+    return wl.grad, bl.grad
+  end, go, x, w, b)
+end
+
+test("cuDNN: loaded where the build found it, flags at PyTorch's defaults", function()
   need_cuda()
-  same("unbatched", 1e-4, function(x, w) return torch.conv2d(x, w, nil, {padding = 1}) end, randn({3, 6, 6}), randn({2, 3, 3, 3}))
-  same("empty batch", 0, function(x, w) return torch.conv2d(x, w, nil, {padding = 1}) end, randn({0, 3, 6, 6}), randn({2, 3, 3, 3}))
-  same("depthwise empty batch backward", 0, function(g, x, w) return torch._backward.conv2d(g, x, w, {groups = 3}) end,
-       randn({0, 3, 4, 4}), randn({0, 3, 6, 6}), randn({3, 1, 3, 3}))
-  same("conv1d", 1e-4, function(x, w, b) return torch.conv1d(x, w, b, {padding = 2, stride = 2}) end, randn({2, 3, 17}),
-       randn({4, 3, 5}), randn({4}))
-  same("conv1d depthwise backward", 1e-4, function(g, x, w) return torch._backward.conv1d(g, x, w, {groups = 3, padding = 1}) end,
-       randn({2, 3, 9}), randn({2, 3, 9}), randn({3, 1, 3}))
-  local x, w = randn({4, 16, 128, 128}), randn({16, 16, 3, 3})
-  close_big(torch.conv2d(x:cuda(), w:cuda(), nil, {padding = 1}), torch.conv2d(x, w, nil, {padding = 1}), 1e-4, 1e-4,
-            "conv2d 4x16x128x128")
-  local wd = randn({32, 1, 3, 3})
-  close_big(torch.conv2d(x:cuda(), wd:cuda(), nil, {padding = 1, groups = 16}), torch.conv2d(x, wd, nil, {padding = 1, groups = 16}),
-            1e-5, 1e-5, "depthwise 4x16x128x128")
-  local y = torch.conv2d(x, wd, nil, {padding = 1, groups = 16})
-  local go = randn(y:size())
-  local gi, gw = torch._backward.conv2d(go:cuda(), x:cuda(), wd:cuda(), {padding = 1, groups = 16})
-  local ri, rw = torch._backward.conv2d(go, x, wd, {padding = 1, groups = 16})
-  close_big(gi, ri, 1e-5, 1e-5, "depthwise backward input, large")
-  close_big(gw, rw, 1e-4, 1e-2, "depthwise backward weight, large") -- sums of 2^16 products
+  if not cudnn then T.skip("torch.backends.cudnn is not bound yet") end
+  eq(cudnn_defaults.enabled, true, "enabled by default")
+  eq(cudnn_defaults.benchmark, false, "benchmark off by default")
+  eq(cudnn_defaults.deterministic, false, "deterministic off by default")
+  eq(cudnn_defaults.allow_tf32, true, "allow_tf32 on by default")
+  local v = cudnn.version and cudnn.version()
+  if not v or v == 0 then T.skip("libcudnn did not load (TENSH_CUDNN_LIB): convolutions use im2col + GEMM") end
+  T.ok(v >= 90000 and v < 100000, "cuDNN 9.x expected, got version " .. tostring(v))
+end)
+
+test("conv2d with cuDNN on and off matches the CPU: float32 without TF32, float64, groups, depthwise, stride, padding, dilation", function()
+  need_cuda()
+  for _, enabled in ipairs({true, false}) do
+    with_cudnn({enabled = enabled, allow_tf32 = false}, function()
+      for ci, c in ipairs(dnn_cases) do
+        for _, dt in ipairs({"float32", "float64"}) do
+          local r = TOL[dt] * (dt == "float32" and 10 or 1)
+          local what = ("cudnn %s case %d %s"):format(enabled and "on" or "off", ci, dt)
+          conv_all(what, r, dt, c, torch.conv2d, torch._backward.conv2d)
+        end
+      end
+    end)
+  end
+end)
+
+test("conv1d with cuDNN on and off matches the CPU", function()
+  need_cuda()
+  local cases = {
+    {{2, 3, 17}, {4, 3, 5}, {padding = 2, stride = 2}},
+    {{2, 6, 20}, {12, 1, 3}, {groups = 6, padding = 1, dilation = 3}},
+    {{1, 4, 9}, {6, 2, 1}, {groups = 2}},
+  }
+  for _, enabled in ipairs({true, false}) do
+    with_cudnn({enabled = enabled}, function()
+      for ci, c in ipairs(cases) do
+        for _, dt in ipairs({"float32", "float64"}) do
+          local what = ("conv1d cudnn %s case %d %s"):format(enabled and "on" or "off", ci, dt)
+          conv_all(what, TOL[dt] * 10, dt, c, torch.conv1d, torch._backward.conv1d)
+        end
+      end
+    end)
+  end
+end)
+
+test("conv2d with cuDNN: empty batch, unbatched input, half types, benchmark and deterministic", function()
+  need_cuda()
+  with_cudnn({enabled = true}, function()
+    for _, dt in ipairs({"float32", "float64"}) do
+      same("empty batch " .. dt, 0, function(x, w, b) return torch.conv2d(x, w, b, {padding = 1}) end,
+           randn({0, 3, 6, 6}, dt), randn({4, 3, 3, 3}, dt), randn({4}, dt))
+      same("empty batch backward " .. dt, 0, function(g, x, w) return torch._backward.conv2d(g, x, w, {padding = 1}) end,
+           randn({0, 4, 6, 6}, dt), randn({0, 3, 6, 6}, dt), randn({4, 3, 3, 3}, dt))
+      same("empty batch depthwise backward " .. dt, 0, function(g, x, w) return torch._backward.conv2d(g, x, w, {groups = 3}) end,
+           randn({0, 3, 4, 4}, dt), randn({0, 3, 6, 6}, dt), randn({3, 1, 3, 3}, dt))
+    end
+    same("unbatched", 1e-4, function(x, w, b) return torch.conv2d(x, w, b, {padding = 1}) end, randn({3, 6, 6}),
+         randn({2, 3, 3, 3}), randn({2}))
+    -- float16 and bfloat16 are computed in float32 by the op layer: cuDNN's float32 path
+    for _, dt in ipairs({"float16", "bfloat16"}) do
+      local x, w = randn({2, 4, 8, 8}, dt), randn({6, 4, 3, 3}, dt)
+      same("conv2d " .. dt, TOL[dt], function(xx, ww) return torch.conv2d(xx, ww, nil, {padding = 1}) end, x, w)
+      same("conv2d backward " .. dt, TOL[dt] * 2, function(g, xx, ww) return torch._backward.conv2d(g, xx, ww, {padding = 1}) end,
+           randn({2, 6, 8, 8}, dt), x, w)
+    end
+  end)
+  local x, w, b = randn({4, 8, 10, 10}), randn({8, 4, 3, 3}), randn({8})
+  local opts = {groups = 2, padding = 1, stride = 2}
+  local go = randn(torch.conv2d(x, w, b, opts):size())
+  for _, flags in ipairs({{benchmark = true}, {deterministic = true}, {benchmark = true, deterministic = true}}) do
+    with_cudnn(flags, function()
+      local what = ("benchmark %s, deterministic %s"):format(tostring(flags.benchmark), tostring(flags.deterministic))
+      -- twice: the second call takes the cached choice
+      for round = 1, 2 do
+        local wr = what .. " round " .. round
+        same(wr .. " forward", 1e-4, function(xx, ww, bb) return torch.conv2d(xx, ww, bb, opts) end, x, w, b)
+        same(wr .. " backward", 1e-3, function(gg, xx, ww) return torch._backward.conv2d(gg, xx, ww, opts) end, go, x, w)
+      end
+      if flags.deterministic then -- the same bits every time
+        local a = table.pack(torch._backward.conv2d(go:cuda(), x:cuda(), w:cuda(), opts))
+        local c = table.pack(torch._backward.conv2d(go:cuda(), x:cuda(), w:cuda(), opts))
+        for i = 1, 3 do close(c[i]:cpu(), a[i]:cpu(), 0, 0, what .. " rerun, result " .. i) end
+      end
+    end)
+  end
+end)
+
+test("conv2d with cuDNN and TF32 allowed stays within TF32's tolerance", function()
+  need_cuda()
+  with_cudnn({enabled = true, allow_tf32 = true}, function()
+    local x, w, b = randn({4, 64, 16, 16}), randn({32, 64, 3, 3}), randn({32})
+    local opts = {padding = 1}
+    close_big(torch.conv2d(x:cuda(), w:cuda(), b:cuda(), opts), torch.conv2d(x, w, b, opts), 1e-2, 1e-1, "tf32 forward")
+    local go = randn({4, 32, 16, 16})
+    local gi, gw, gb = torch._backward.conv2d(go:cuda(), x:cuda(), w:cuda(), opts)
+    local ri, rw, rb = torch._backward.conv2d(go, x, w, opts)
+    close_big(gi, ri, 1e-2, 1e-1, "tf32 grad_input")
+    close_big(gw, rw, 1e-2, 1e-1, "tf32 grad_weight")
+    close_big(gb, rb, 1e-4, 1e-3, "grad_bias") -- a plain sum, no TF32
+  end)
 end)
 
 -- ---- pooling -------------------------------------------------------------------------
