@@ -86,7 +86,7 @@ static int l_mkldnn_version(lua_State *L) {
 /* ---- cudnn ---------------------------------------------------------------- */
 enum { CUDNN_ENABLED, CUDNN_BENCHMARK, CUDNN_DETERMINISTIC, CUDNN_ALLOW_TF32 };
 static const char *const cudnn_keys[] = {"enabled", "benchmark", "deterministic", "allow_tf32", NULL};
-#if defined(TS_HAVE_CUDA) && defined(TS_HAVE_CUDNN_API)
+#ifdef TS_HAVE_CUDA
 static bool cudnn_get(int key) {
   ts_cudnn_flags f = ts_cuda_cudnn_get_flags();
   switch (key) {
@@ -107,7 +107,7 @@ static void cudnn_set(int key, bool v) {
   ts_cuda_cudnn_set_flags(f);
 }
 static int cudnn_version(void) { return ts_cuda_cudnn_version(); }
-#else /* no cuDNN in this build: the settings are kept (scripts set them unconditionally) and do nothing */
+#else /* a CPU build: the settings are kept (scripts set them unconditionally) and do nothing */
 static bool cudnn_flags[4] = {true, false, false, true};
 static bool cudnn_get(int key) { return cudnn_flags[key]; }
 static void cudnn_set(int key, bool v) { cudnn_flags[key] = v; }

@@ -96,6 +96,9 @@ end
 -- values are read back through tolist/item, which copy to the host.
 T.device = os.getenv("TENSH_TEST_DEVICE") or "cpu"
 if T.device ~= "cpu" then
+  -- the suite's float32 tolerances are for full float32 products: no TF32 in cuDNN's
+  -- convolutions (PyTorch's default allows it)
+  torch.backends.cudnn.allow_tf32 = false
   local function is_opts(v)
     return type(v) == "table" and getmetatable(v) == nil and rawget(v, 1) == nil
   end

@@ -153,7 +153,7 @@ local function maxpool_ref(x, xs, k, s, p, d, ceil_mode)
               local iy, ix = y * sh - ph + i * dh, xx * sw - pw + j * dw
               if iy >= 0 and iy < H and ix >= 0 and ix < W then
                 local v = at(x, xs, n, c, iy, ix)
-                if not bi or v > best then best, bi = v, iy * W + ix end
+                if not bi or v > best or v ~= v then best, bi = v, iy * W + ix end -- NaN wins, as torch
               end
             end
           end
@@ -445,6 +445,28 @@ test("max_pool2d values and indices match a direct loop, ceil_mode, dilation, no
   local x = rand_flat({2, 5, 5})
   local ref = maxpool_ref(x, {1, 2, 5, 5}, 2, 1, 1, 1, false)
   close(torch.max_pool2d(tensor(x, {2, 5, 5}, "float32"), 2, {stride = 1, padding = 1}), ref, 1e-6, 1e-7, "unbatched float32")
+end)
+
+test("max_pool2d 2x2: ties keep the first, NaN wins, rows wider than one block", function()
+  -- small integers make ties common; Wo = 260 crosses the kernel's 256-column blocks
+  local xs = {2, 3, 4, 520}
+  local x = {}
+  for i = 1, numel(xs) do x[i] = math.random(0, 3) end
+  for i = 1, numel(xs), 7 do x[i] = 0 / 0 end
+  local ref, ridx = maxpool_ref(x, xs, 2)
+  for _, dt in ipairs({"float32", "float64"}) do
+    local y, idx = torch.max_pool2d(tensor(x, xs, dt), 2, {return_indices = true})
+    eq(T.fmt(shape(y)), T.fmt({2, 3, 2, 260}), dt .. " shape")
+    local yl, il = y:flatten():tolist(), idx:flatten():tolist()
+    for i = 1, #ref do
+      if ref[i] ~= ref[i] then
+        if yl[i] == yl[i] then error(("%s element %d: expected NaN, got %s"):format(dt, i, yl[i])) end
+      elseif yl[i] ~= ref[i] then
+        error(("%s element %d: expected %s, got %s"):format(dt, i, ref[i], yl[i]))
+      end
+      if il[i] ~= ridx[i] then error(("%s index %d: expected %d, got %d"):format(dt, i, ridx[i], il[i])) end
+    end
+  end
 end)
 
 test("max_pool2d backward matches finite differences", function()
