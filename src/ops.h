@@ -92,6 +92,8 @@ bool ts_library_kernels_enabled(ts_device_type t);
  * *ran true, TS_OK with *ran false when declined (the caller composes the op), or
  * the kernel's error. */
 ts_status ts_dispatch_library(const ts_call *c, bool *ran);
+/* how many TS_KIND_LIBRARY calls ran on a device type: lets tests see the library ran */
+int64_t ts_library_kernel_runs(ts_device_type t);
 /* oneDNN's version as major*10000 + minor*100 + patch; 0 in a build without it */
 int ts_cpu_dnnl_version(void);
 

@@ -63,6 +63,9 @@ ts_status ts_dispatch(const ts_call *c) {
 }
 
 static bool library_kernels_off[TS_DEVICE_TYPE_COUNT];
+static _Atomic int64_t library_runs[TS_DEVICE_TYPE_COUNT];
+
+int64_t ts_library_kernel_runs(ts_device_type t) { return (unsigned)t < TS_DEVICE_TYPE_COUNT ? library_runs[t] : 0; }
 
 void ts_set_library_kernels(ts_device_type t, bool enabled) {
   if ((unsigned)t < TS_DEVICE_TYPE_COUNT) library_kernels_off[t] = !enabled;
@@ -78,6 +81,7 @@ ts_status ts_dispatch_library(const ts_call *c, bool *ran) {
   ts_status st = ts_dispatch(c);
   if (st == TS_ERR_UNSUPPORTED) return TS_OK; /* declined: the caller composes the op */
   *ran = st == TS_OK;
+  if (*ran) library_runs[ref->device.type]++;
   return st;
 }
 

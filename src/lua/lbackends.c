@@ -130,8 +130,18 @@ static bool matmul_get(int key) { return ts_get_float32_matmul_precision() != TS
 static void matmul_set(int key, bool v) { ts_set_float32_matmul_precision(v ? TS_MATMUL_HIGH : TS_MATMUL_HIGHEST); }
 static const backend_settings matmul = {"torch.backends.cuda.matmul", matmul_keys, matmul_get, matmul_set};
 
+/* torch.backends._library_runs("cpu" | "cuda"): TS_KIND_LIBRARY kernels run so far
+ * (oneDNN, cuDNN), for tests that must know which path computed a result */
+static int l_library_runs(lua_State *L) {
+  static const char *const types[] = {"cpu", "cuda", NULL};
+  int t = luaL_checkoption(L, 1, NULL, types);
+  return lua_pushinteger(L, (lua_Integer)ts_library_kernel_runs(t == 0 ? TS_CPU : TS_CUDA)), 1;
+}
+
 void lt_open_backends(lua_State *L) {
   lua_newtable(L); /* torch.backends */
+  lua_pushcfunction(L, l_library_runs);
+  lua_setfield(L, -2, "_library_runs");
   push_settings(L, &mkldnn, (const luaL_Reg[]){{"is_available", l_mkldnn_is_available},
                                                {"version", l_mkldnn_version}, {NULL, NULL}});
   lua_setfield(L, -2, "mkldnn");

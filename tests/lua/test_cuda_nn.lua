@@ -203,7 +203,12 @@ test("conv2d with cuDNN on and off matches the CPU: float32 without TF32, float6
         for _, dt in ipairs({"float32", "float64"}) do
           local r = TOL[dt] * (dt == "float32" and 10 or 1)
           local what = ("cudnn %s case %d %s"):format(enabled and "on" or "off", ci, dt)
+          local runs = torch.backends._library_runs("cuda")
           conv_all(what, r, dt, c, torch.conv2d, torch._backward.conv2d)
+          -- with cuDNN loaded and on, it (not the im2col fallback) computed them
+          local ran = torch.backends._library_runs("cuda") - runs
+          if enabled and (cudnn.version() or 0) > 0 then T.ok(ran > 0, what .. ": cuDNN never ran") end
+          if not enabled then eq(ran, 0, what .. ": cuDNN ran while disabled") end
         end
       end
     end)

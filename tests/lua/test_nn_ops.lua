@@ -360,6 +360,7 @@ test("conv2d float32 on oneDNN and on im2col agrees with float64, forward and ba
     for _, on in ipairs({true, false}) do
       torch.backends.mkldnn.enabled = on
       local what = ("case %d (mkldnn %s)"):format(ci, tostring(on))
+      local runs = torch.backends._library_runs("cpu")
       local x32 = (nc and noncontig(x, xs) or tensor(x, xs)):float()
       local y = torch.conv2d(x32, tensor(w, ws, "float32"), b and tensor(b, {O}, "float32"), opts)
       eq(y.dtype, "torch.float32", what .. " dtype")
@@ -370,6 +371,9 @@ test("conv2d float32 on oneDNN and on im2col agrees with float64, forward and ba
       close(gi, gi64, 1e-4, 1e-4, what .. " grad_input")
       close(gw, gw64, 2e-4, 2e-4, what .. " grad_weight")
       close(gb, gb64, 2e-4, 2e-4, what .. " grad_bias")
+      -- oneDNN takes every float32 case here: forward, grad_input, grad_weight
+      local want = (on and torch.backends.mkldnn.is_available()) and 3 or 0
+      eq(torch.backends._library_runs("cpu") - runs, want, what .. " oneDNN calls")
     end
   end
   torch.backends.mkldnn.enabled = was
