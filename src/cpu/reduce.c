@@ -589,6 +589,7 @@ static int scan_tile(const kx *k, char **ptr, int w, stage *sg) {
 /* One float32 row of softmax or log_softmax (x and y may be the same row).
  * Eight independent lanes let the compiler vectorise the max and the sum
  * without reassociating a single float accumulator, which it may not do. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
 static void softmax_row_f32(const float *x, float *y, int64_t R, bool logsm) {
   float ml[8], sl[8] = {0};
   int nanl[8] = {0};
