@@ -1,54 +1,11 @@
 -- Assertions for the seed ports (tests/seeds/seed_*.lua): each port is a
 -- plain tensh script that raises on the first wrong value, so it runs alone
 -- (build/tensh tests/seeds/seed_000.lua) as well as under tests/lua/test_seeds.lua.
-local M = {}
-
-local function fmt(v)
-  if type(v) == "table" and getmetatable(v) == nil then
-    local parts = {}
-    for i, x in ipairs(v) do parts[i] = fmt(x) end
-    return "{" .. table.concat(parts, ", ") .. "}"
-  end
-  return tostring(v)
-end
-
-function M.eq(actual, expected, what)
-  if actual ~= expected then
-    error(("%s: expected %s, got %s"):format(what or "value", fmt(expected), fmt(actual)), 2)
-  end
-end
-
-function M.ok(cond, what) if not cond then error(what or "assertion failed", 2) end end
-
--- numbers, lists or tensors, elementwise within atol + rtol * |expected|
-local function flat(v, out)
-  out = out or {}
-  if torch.is_tensor(v) then v = v:cpu():tolist() end
-  if type(v) ~= "table" then out[#out + 1] = v return out end
-  for _, x in ipairs(v) do flat(x, out) end
-  return out
-end
-function M.close(actual, expected, rtol, atol, what)
-  rtol, atol = rtol or 1e-5, atol or 1e-6
-  local a, e = flat(actual), flat(expected)
-  if #a ~= #e then error(("%s: expected %d values, got %d"):format(what or "tensor", #e, #a), 2) end
-  for i = 1, #a do
-    if math.abs(a[i] - e[i]) > atol + rtol * math.abs(e[i]) then
-      error(("%s: value %d: expected %.9g, got %.9g"):format(what or "tensor", i - 1, e[i], a[i]), 2)
-    end
-  end
-end
-
--- fn must raise an error whose message contains `pattern` (plain text); returns the message
-function M.raises(fn, pattern, what)
-  local ok, err = pcall(fn)
-  if ok then error(("%s: expected an error containing '%s', got none"):format(what or "call", pattern), 2) end
-  err = tostring(err)
-  if not err:find(pattern, 1, true) then
-    error(("%s: expected an error containing '%s', got '%s'"):format(what or "call", pattern, err), 2)
-  end
-  return err
-end
+-- The suite's own assertions (tests/lua/harness.lua: loading it runs nothing).
+local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+package.path = here .. "/../lua/?.lua;" .. package.path
+local T = require "harness"
+local M = {eq = T.eq, ok = T.ok, close = T.close, raises = T.raises}
 
 -- A GPU line run on a machine without one: a Lua error that names the call
 -- and says CUDA is not available (never a crash, never a silent CPU result).
