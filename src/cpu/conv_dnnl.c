@@ -6,9 +6,12 @@
  * composes the convolution from im2col and GEMM.
  *
  * Primitives are costly to create (JIT compilation), so each (direction,
- * shapes, parameters, thread count) keeps its primitive, the reorders between
- * tensh's plain NCHW and the layouts the primitive chose, and their buffers
- * in a small cache, reused by every training step. */
+ * shapes, parameters, thread count) keeps its primitive and the reorders
+ * between tensh's plain NCHW and the layouts the primitive chose in a small
+ * cache, reused by every training step. Their buffers (the reordered operands
+ * and the primitive's scratchpad) are allocated per call, as PyTorch's are:
+ * a cache of 24 shapes must not hold gigabytes of activations. */
+#include <stdlib.h>
 #include "cpu.h"
 
 #ifdef TS_HAVE_DNNL
@@ -32,7 +35,8 @@ typedef struct conv_key {
 typedef struct conv_arg {
   int arg;     /* DNNL_ARG_... */
   bool output; /* written by the primitive: reordered back after it */
-  dnnl_memory_t user, want;
+  dnnl_memory_t user, want; /* want: its buffer (want_bytes) is bound per call */
+  size_t want_bytes;
   dnnl_primitive_t reorder; /* NULL when the primitive takes the plain layout */
 } conv_arg;
 
@@ -41,6 +45,8 @@ typedef struct conv_entry {
   bool used;
   uint64_t tick;
   dnnl_primitive_t prim;
+  dnnl_memory_t scratch; /* the primitive's scratchpad, bound per call */
+  size_t scratch_bytes;
   conv_arg args[4];
   int nargs;
 } conv_entry;
@@ -60,6 +66,7 @@ static void entry_free(conv_entry *e) {
     dnnl_memory_destroy(a->user);
   }
   if (e->prim) dnnl_primitive_destroy(e->prim);
+  if (e->scratch) dnnl_memory_destroy(e->scratch);
   memset(e, 0, sizeof *e);
 }
 
@@ -79,7 +86,8 @@ static dnnl_status_t add_arg(conv_entry *e, const_dnnl_primitive_desc_t pd, dnnl
   if (!want) return dnnl_runtime_error;
   dnnl_status_t s = dnnl_memory_create(&a->user, plain, engine, DNNL_MEMORY_NONE);
   if (s != dnnl_success || dnnl_memory_desc_equal(want, plain)) return s;
-  if ((s = dnnl_memory_create(&a->want, want, engine, DNNL_MEMORY_ALLOCATE)) != dnnl_success) return s;
+  if ((s = dnnl_memory_create(&a->want, want, engine, DNNL_MEMORY_NONE)) != dnnl_success) return s;
+  a->want_bytes = dnnl_memory_desc_get_size(want);
   dnnl_primitive_desc_t rpd;
   s = output ? dnnl_reorder_primitive_desc_create(&rpd, want, engine, plain, engine, NULL)
              : dnnl_reorder_primitive_desc_create(&rpd, plain, engine, want, engine, NULL);
@@ -106,22 +114,30 @@ static dnnl_status_t entry_build(conv_entry *e) {
   /* the forward description: the primitive itself, or the backward's hint */
   dnnl_convolution_desc_t fd, bd;
   dnnl_primitive_desc_t fpd = NULL, pd = NULL;
-  dnnl_status_t s = dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct,
+  dnnl_primitive_attr_t attr = NULL; /* a scratchpad we bind per call, not one the primitive keeps */
+  dnnl_status_t s = dnnl_primitive_attr_create(&attr);
+  if (s == dnnl_success) s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+  if (s == dnnl_success) s = dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct,
                                                                &src_a, &w_a, k->bias ? &b_a : NULL, &dst_a, strides,
                                                                dil, pad, pad);
-  if (s == dnnl_success) s = dnnl_primitive_desc_create(&fpd, &fd, NULL, engine, NULL);
+  if (s == dnnl_success) s = dnnl_primitive_desc_create(&fpd, &fd, k->dir == FWD ? attr : NULL, engine, NULL);
   if (s == dnnl_success && k->dir == BWD_INPUT) {
     s = dnnl_dilated_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &src_a, &w_a, &dst_a, strides,
                                                          dil, pad, pad);
-    if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &bd, NULL, engine, fpd);
+    if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &bd, attr, engine, fpd);
   } else if (s == dnnl_success && k->dir == BWD_WEIGHT) {
     s = dnnl_dilated_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct, &src_a, &w_a,
                                                             k->bias ? &b_a : NULL, &dst_a, strides, dil, pad, pad);
-    if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &bd, NULL, engine, fpd);
+    if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &bd, attr, engine, fpd);
   } else if (s == dnnl_success) {
     pd = fpd, fpd = NULL;
   }
   if (s == dnnl_success) s = dnnl_primitive_create(&e->prim, pd);
+  if (s == dnnl_success) {
+    const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    e->scratch_bytes = sp ? dnnl_memory_desc_get_size(sp) : 0;
+    if (e->scratch_bytes) s = dnnl_memory_create(&e->scratch, sp, engine, DNNL_MEMORY_NONE);
+  }
   /* operands in the order the kernels pass tensors: inputs, then outputs */
   if (s == dnnl_success) {
     if (k->dir == FWD) {
@@ -142,6 +158,7 @@ static dnnl_status_t entry_build(conv_entry *e) {
   }
   if (pd) dnnl_primitive_desc_destroy(pd);
   if (fpd) dnnl_primitive_desc_destroy(fpd);
+  if (attr) dnnl_primitive_attr_destroy(attr);
   if (s != dnnl_success) entry_free(e);
   else e->used = true;
   return s;
@@ -203,17 +220,36 @@ static ts_status run(int dir, const ts_call *c) {
     pthread_mutex_unlock(&lock);
     return ts_fail(TS_ERR_UNSUPPORTED, "oneDNN convolution: this case is not supported");
   }
-  dnnl_exec_arg_t args[4];
+  /* one buffer for this call's reordered operands and scratchpad, 64-byte aligned pieces */
+  size_t bytes = e->scratch_bytes, at = 0;
+  for (int i = 0; i < n; i++) bytes += (e->args[i].want_bytes + 63) & ~(size_t)63;
+  bytes = (bytes + 63) & ~(size_t)63;
+  char *buf = bytes ? aligned_alloc(64, bytes) : NULL;
+  if (bytes && !buf) {
+    pthread_mutex_unlock(&lock);
+    return ts_fail(TS_ERR_OOM, "oneDNN convolution: out of memory for %zu bytes of reordered operands and scratch",
+                   bytes);
+  }
+  dnnl_exec_arg_t args[5];
   dnnl_status_t s = dnnl_success;
   for (int i = 0; i < n && s == dnnl_success; i++) {
     conv_arg *a = &e->args[i];
     args[i].arg = a->arg, args[i].memory = a->reorder ? a->want : a->user;
     s = dnnl_memory_set_data_handle(a->user, ts_data(ts[i]));
+    if (s == dnnl_success && a->reorder) {
+      s = dnnl_memory_set_data_handle(a->want, buf + at);
+      at += (a->want_bytes + 63) & ~(size_t)63;
+    }
     if (s == dnnl_success && a->reorder && !a->output)
       s = dnnl_primitive_execute(a->reorder, stream, 2,
                                  (dnnl_exec_arg_t[]){{DNNL_ARG_FROM, a->user}, {DNNL_ARG_TO, a->want}});
   }
-  if (s == dnnl_success) s = dnnl_primitive_execute(e->prim, stream, n, args);
+  int nargs = n;
+  if (s == dnnl_success && e->scratch) {
+    s = dnnl_memory_set_data_handle(e->scratch, buf + at);
+    args[nargs].arg = DNNL_ARG_SCRATCHPAD, args[nargs++].memory = e->scratch;
+  }
+  if (s == dnnl_success) s = dnnl_primitive_execute(e->prim, stream, nargs, args);
   for (int i = 0; i < n && s == dnnl_success; i++) {
     conv_arg *a = &e->args[i];
     if (a->reorder && a->output)
@@ -225,6 +261,7 @@ static ts_status run(int dir, const ts_call *c) {
     st = ts_fail(s == dnnl_out_of_memory ? TS_ERR_OOM : TS_ERR_BACKEND, "oneDNN convolution failed (status %d)%s",
                  (int)s, s == dnnl_out_of_memory ? ": out of memory" : "");
   pthread_mutex_unlock(&lock);
+  free(buf);
   return st;
 }
 
