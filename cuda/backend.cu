@@ -299,6 +299,23 @@ static ts_status copy_bytes(void *dst, ts_device dd, const void *src, ts_device 
       TSC_CHECK(cudaStreamSynchronize((cudaStream_t)cur_stream[sd.index]));
     }
     TSC_CHECK(cudaMemcpyPeerAsync(dst, dd.index, src, sd.index, n, s));
+    // The copy runs on dd's stream, but src's block goes back to sd's
+    // allocator, which orders reuse on sd's stream only: a temporary source
+    // (ts_to_device's contiguous copy) freed on return could be overwritten
+    // by sd's next kernel while the copy still reads it. sd's current stream
+    // waits for the copy (an event may be waited on from another device).
+    cudaEvent_t ev;
+    TSC_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    cudaError_t e = cudaEventRecord(ev, s);
+    ts_status st = TS_OK;
+    if (e == cudaSuccess) {
+      tsc_device_guard gs(sd.index); // stream 0 is sd's own default stream only with sd current
+      if (gs.st) st = gs.st;
+      else e = cudaStreamWaitEvent((cudaStream_t)cur_stream[sd.index], ev, 0);
+    }
+    cudaEventDestroy(ev); // destruction is deferred until the wait is done
+    if (st) return st;
+    if (e != cudaSuccess) return tsc_cuda_error(e, "a copy between devices");
   } else {
     cudaMemcpyKind kind = dd.type == TS_CPU ? cudaMemcpyDeviceToHost
                           : sd.type == TS_CPU ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice;
