@@ -109,9 +109,14 @@ $(BUILD)/gen/lua_lib.c: $(LUA_LIB) $(BUILD)/embed
 $(BUILD)/gen/lua_lib.o: $(BUILD)/gen/lua_lib.c
 	$(CC) -O1 -fPIC -c $< -o $@
 
+# The cuBLAS forwarders stay out of the dynamic symbol table (-Wl,-E exports the
+# rest for Lua modules): exported, they would interpose on libcublas's own calls
+# into libcublasLt, re-entering the loader while it is still loading.
+$(BUILD)/cuda/cublas_loader.o: NVCC_EXTRA := -Xcompiler -fvisibility=hidden
+
 $(BUILD)/%.o: %.cu $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) --expt-relaxed-constexpr -Isrc -Icuda -Xcompiler -fPIC $(NVCC_DEFS) -DTSC_CUDA_LIB_DIR='"$(CUDA_HOME)/lib64"' -c $< -o $@
+	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) --expt-relaxed-constexpr -Isrc -Icuda -Xcompiler -fPIC $(NVCC_DEFS) $(NVCC_EXTRA) -DTSC_CUDA_LIB_DIR='"$(CUDA_HOME)/lib64"' -c $< -o $@
 
 $(BUILD)/tensh: $(CORE_OBJ) $(LUA_OBJ) $(SHELL_OBJ) $(CUDA_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LUA_LIBS) $(LDLIBS) -Wl,-E
