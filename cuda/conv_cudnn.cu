@@ -555,8 +555,10 @@ static ts_status conv_entry(const ts_call *c, conv_dir dir, const char *op) {
   dnn_dev &D = g_dev[dev];
   std::lock_guard<std::mutex> lk(D.mu);
   if (D.broken) return TS_ERR_UNSUPPORTED;
-  // cuDNN runs on the calling thread's current context: make it this device's primary one
-  TSC_CHECK(cudaSetDevice(dev));
+  // cuDNN runs on the calling thread's current context: this device's (the dispatcher
+  // has made it current; the guard keeps tensh's own record of it in step if not)
+  tsc_device_guard guard(dev);
+  if (guard.st) return guard.st;
   if (!D.h) {
     cudnnStatus_t s = dnn.Create(&D.h);
     if (s != CUDNN_STATUS_SUCCESS) { // an unusable GPU, driver or library: for good, unless memory was short
