@@ -59,7 +59,8 @@ uintptr_t ts_cuda_current_stream(int device);             /* -1: the current dev
 ts_status ts_cuda_set_current_stream(int device, uintptr_t s);
 ts_status ts_cuda_stream_synchronize(uintptr_t s, int device);
 ts_status ts_cuda_stream_query(uintptr_t s, int device, bool *done);
-ts_status ts_cuda_stream_wait_stream(uintptr_t s, uintptr_t other, int device); /* s waits for other's work so far */
+/* s (on device) waits for other's work so far; other may be on another device */
+ts_status ts_cuda_stream_wait_stream(uintptr_t s, int device, uintptr_t other, int other_device);
 ts_status ts_cuda_event_create(int device, bool timing, bool blocking, uintptr_t *out);
 ts_status ts_cuda_event_destroy(uintptr_t e);
 ts_status ts_cuda_event_record(uintptr_t e, uintptr_t stream, int device);

@@ -140,14 +140,21 @@ extern "C" ts_status ts_cuda_stream_query(uintptr_t s, int device, bool *done) {
   return TS_OK;
 }
 
-extern "C" ts_status ts_cuda_stream_wait_stream(uintptr_t s, uintptr_t other, int device) {
+extern "C" ts_status ts_cuda_stream_wait_stream(uintptr_t s, int device, uintptr_t other, int other_device) {
   if (s == other) return TS_OK;
-  tsc_device_guard g(device);
-  if (g.st) return g.st;
   cudaEvent_t ev;
-  TSC_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-  cudaError_t e = cudaEventRecord(ev, (cudaStream_t)other);
-  if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)s, ev, 0);
+  cudaError_t e;
+  { // the event belongs to other's device, where it is recorded; s may wait on it from any device
+    tsc_device_guard g(other_device);
+    if (g.st) return g.st;
+    TSC_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    e = cudaEventRecord(ev, (cudaStream_t)other);
+  }
+  if (e == cudaSuccess) {
+    tsc_device_guard g(device);
+    if (g.st) return cudaEventDestroy(ev), g.st;
+    e = cudaStreamWaitEvent((cudaStream_t)s, ev, 0);
+  }
   cudaEventDestroy(ev); // destruction is deferred until the wait is done
   return e == cudaSuccess ? TS_OK : tsc_cuda_error(e, "wait_stream");
 }

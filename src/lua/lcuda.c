@@ -275,7 +275,7 @@ static int m_stream_query(lua_State *L) {
 
 static int m_stream_wait_stream(lua_State *L) {
   lstream *s = check_stream(L, 1), *o = check_stream(L, 2);
-  LT_TRY(L, ts_cuda_stream_wait_stream(s->handle, o->handle, s->device));
+  LT_TRY(L, ts_cuda_stream_wait_stream(s->handle, s->device, o->handle, o->device));
   return 0;
 }
 
