@@ -76,6 +76,11 @@ ts_status tsc_sort_kernel(const ts_call *c); // sort.cu: SORT and TOPK
 ts_status tsc_sort_pairs_u64(const uint64_t *kin, uint64_t *kout, const void *vin, void *vout, bool v64, int64_t n,
                              int end_bit);
 
+// f(I{}) with I = uint32_t when `small` (index math fits 32 bits: the fast case), else int64_t
+template <typename F> inline ts_status tsc_with_index(bool small, F &&f) {
+  return small ? f(uint32_t{}) : f(int64_t{});
+}
+
 #define TSC_GRID_STRIDE(I, e, n)                                                                         \
   for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x, e##_step = (I)gridDim.x * blockDim.x; e < (n); \
        e += e##_step)

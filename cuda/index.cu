@@ -36,6 +36,13 @@ struct idx_err {
   long long bad;
 };
 
+// index j as a position in [0, size): negative ones count from the end when wrap;
+// -1 when it is out of range (the caller reports j)
+__device__ __forceinline__ int64_t resolve_index(int64_t j, int64_t size, bool wrap) {
+  const int64_t v = j < 0 && wrap ? j + size : j;
+  return v >= 0 && v < size ? v : -1;
+}
+
 __device__ __forceinline__ void report(idx_err *e, long long bad, unsigned what = 1) {
   if (*(volatile unsigned *)&e->what == 0 && atomicCAS(&e->what, 0u, what) == 0u) e->bad = bad;
 }
@@ -85,7 +92,6 @@ template <typename F> ts_status with_elem(size_t es, F &&f) {
 }
 
 // uint32_t offsets when they fit (fast division), int64_t otherwise.
-template <typename F> ts_status with_index(bool small, F &&f) { return small ? f(uint32_t{}) : f(int64_t{}); }
 
 template <int W> struct unit_of;
 template <> struct unit_of<1> { using type = uint8_t; };
@@ -219,7 +225,7 @@ ts_status k_cat(const ts_call *c) {
     int64_t n = ts_numel(in);
     ts_status st = with_elem(es, [&](auto etag) {
       using E = decltype(etag);
-      return with_index(tsc_fits_32bit<2>(ops), [&](auto itag) {
+      return tsc_with_index(tsc_fits_32bit<2>(ops), [&](auto itag) {
         using I = decltype(itag);
         tsc_offsets<2, I> o;
         tsc_make_offsets<2, I>(&o, ops);
@@ -245,9 +251,8 @@ __global__ void index_copy_kernel(E *a, const int64_t *idx, const E *b, tsc_offs
   TSC_GRID_STRIDE(I, e, n) {
     I off[3];
     o.get(e, off);
-    int64_t j = idx[off[1]], v = j;
-    if (v < 0 && wrap) v += size;
-    if (v < 0 || v >= size) {
+    const int64_t j = idx[off[1]], v = resolve_index(j, size, wrap);
+    if (v < 0) {
       report(err, j);
       continue;
     }
@@ -269,9 +274,8 @@ __global__ void index_rows_kernel(char *a, const int64_t *idx, const char *b, ts
   for (I r = first; r < rows; r += step) {
     I off[3];
     o.get(r, off);
-    int64_t j = idx[off[1]], v = j;
-    if (v < 0 && wrap) v += size;
-    if (v < 0 || v >= size) {
+    const int64_t j = idx[off[1]], v = resolve_index(j, size, wrap);
+    if (v < 0) {
       if (lane == 0) report(err, j);
       continue;
     }
@@ -313,9 +317,8 @@ __global__ void scatter_add_kernel(T *a, const int64_t *idx, const T *b, tsc_off
   TSC_GRID_STRIDE(I, e, n) {
     I off[3];
     o.get(e, off);
-    int64_t j = idx[off[1]], v = j;
-    if (v < 0 && wrap) v += size;
-    if (v < 0 || v >= size) {
+    const int64_t j = idx[off[1]], v = resolve_index(j, size, wrap);
+    if (v < 0) {
       report(err, j);
       continue;
     }
@@ -374,7 +377,7 @@ ts_status index_move(bool scatter, bool add, ts_tensor *a, char *ap, ts_tensor *
     });
   } else {
     ts_tensor *ops[3] = {a, idx, b};
-    st = with_index(tsc_fits_32bit<3>(ops), [&](auto itag) {
+    st = tsc_with_index(tsc_fits_32bit<3>(ops), [&](auto itag) {
       using I = decltype(itag);
       tsc_offsets<3, I> o;
       tsc_make_offsets<3, I>(&o, ops);
@@ -599,7 +602,7 @@ ts_status k_nonzero(const ts_call *c) {
     }
     return with_elem(es, [&](auto etag) {
       using E = decltype(etag);
-      return with_index(tsc_fits_32bit<1>(ops), [&](auto itag) {
+      return tsc_with_index(tsc_fits_32bit<1>(ops), [&](auto itag) {
         using I = decltype(itag);
         nonzero_op<E, I> op{};
         op.x = (const E *)xp;
@@ -615,7 +618,7 @@ ts_status k_nonzero(const ts_call *c) {
   if (n == 0 || limit == 0 || x->ndim == 0) return TS_OK; // a 0-dim x has no coordinates to write
   return with_elem(es, [&](auto etag) {
     using E = decltype(etag);
-    return with_index(tsc_fits_32bit<1>(ops), [&](auto itag) {
+    return tsc_with_index(tsc_fits_32bit<1>(ops), [&](auto itag) {
       using I = decltype(itag);
       nonzero_op<E, I> op{};
       op.x = (const E *)xp;
@@ -681,7 +684,7 @@ ts_status k_masked_select(const ts_call *c) {
   ts_tensor *ops[2] = {x, m};
   return with_elem(ts_dtype_size(x->dtype), [&](auto etag) {
     using E = decltype(etag);
-    return with_index(tsc_fits_32bit<2>(ops), [&](auto itag) {
+    return tsc_with_index(tsc_fits_32bit<2>(ops), [&](auto itag) {
       using I = decltype(itag);
       mask_op<E, I> op{};
       op.x = (E *)xp; // read only
@@ -710,7 +713,7 @@ ts_status k_masked_scatter(const ts_call *c) {
     return ts_fail(TS_ERR_DEVICE, "masked_scatter: expected the source on the CUDA device");
   return with_elem(es, [&](auto etag) {
     using E = decltype(etag);
-    return with_index(tsc_fits_32bit<2>(ops), [&](auto itag) {
+    return tsc_with_index(tsc_fits_32bit<2>(ops), [&](auto itag) {
       using I = decltype(itag);
       tsc_offsets<2, I> o;
       tsc_make_offsets<2, I>(&o, ops);

@@ -41,22 +41,13 @@ static strides6 strides_of(const ts_tensor *t) {
   return r;
 }
 
-// f(I{}) with I the index type for `total` flat indices.
-template <typename F> static ts_status with_index(int64_t total, F &&f) {
-  if (total < INT32_MAX) return f(uint32_t{});
-  return f(int64_t{});
-}
-
-#define GRID_LOOP(I, i, total) \
-  for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < (total); i += (I)gridDim.x * blockDim.x)
-
 // ---- im2col / col2im ---------------------------------------------------------------
 
 // out (N, C, kh, kw, Ho, Wo) <- x: one thread per (n, c, y, x0), writing its kh*kw
 // entries (consecutive threads, consecutive x0: coalesced on out's unit stride).
 template <typename T, typename I>
 __global__ void im2col_kernel(conv_geo g, const T *__restrict__ x, T *__restrict__ out, strides6 os, I total) {
-  GRID_LOOP(I, i, total) {
+  TSC_GRID_STRIDE(I, i, total) {
     I x0 = i % (I)g.Wo, t = i / (I)g.Wo;
     I y = t % (I)g.Ho;
     t /= (I)g.Ho;
@@ -79,7 +70,7 @@ __global__ void im2col_kernel(conv_geo g, const T *__restrict__ x, T *__restrict
 // [0, Ho), the same for columns. Taps in the CPU's order.
 template <typename T, typename I>
 __global__ void col2im_kernel(conv_geo g, const T *__restrict__ cols, strides6 cs, T *__restrict__ x, I total) {
-  GRID_LOOP(I, i, total) {
+  TSC_GRID_STRIDE(I, i, total) {
     I w = i % (I)g.W, t = i / (I)g.W;
     I h = t % (I)g.H;
     t /= (I)g.H;
@@ -112,7 +103,7 @@ static ts_status k_im2col(const ts_call *c) {
   const int64_t total = g.N * g.C * g.Ho * g.Wo;
   if (total == 0 || g.kh * g.kw == 0) return TS_OK;
   const strides6 os = strides_of(o);
-  return with_index(total, [&](auto itag) -> ts_status {
+  return tsc_with_index(total < INT32_MAX, [&](auto itag) -> ts_status {
     using I = decltype(itag);
     if (x->dtype == TS_FLOAT32)
       im2col_kernel<float, I><<<tsc_blocks(total), TSC_THREADS, 0, tsc_stream()>>>(g, tsc_ptr<float>(x),
@@ -132,7 +123,7 @@ static ts_status k_col2im(const ts_call *c) {
   const int64_t total = g.N * g.C * g.H * g.W;
   if (total == 0) return TS_OK;
   const strides6 cs = strides_of(cols);
-  return with_index(total, [&](auto itag) -> ts_status {
+  return tsc_with_index(total < INT32_MAX, [&](auto itag) -> ts_status {
     using I = decltype(itag);
     if (o->dtype == TS_FLOAT32)
       col2im_kernel<float, I><<<tsc_blocks(total), TSC_THREADS, 0, tsc_stream()>>>(g, tsc_ptr<float>(cols), cs,
@@ -154,7 +145,7 @@ __global__ void depthwise_kernel(conv_geo g, int64_t O, const T *__restrict__ x,
                                  int64_t ws0, int64_t ws2, int64_t ws3, const T *__restrict__ b, int64_t bs,
                                  T *__restrict__ out, I total) {
   const int64_t m = O / g.C;
-  GRID_LOOP(I, i, total) {
+  TSC_GRID_STRIDE(I, i, total) {
     I x0 = i % (I)g.Wo, t = i / (I)g.Wo;
     I y = t % (I)g.Ho;
     t /= (I)g.Ho;
@@ -181,7 +172,7 @@ template <typename T, typename I>
 __global__ void depthwise_bw_input_kernel(conv_geo g, int64_t O, const T *__restrict__ go, const T *__restrict__ w,
                                           T *__restrict__ gi, I total) {
   const int64_t m = O / g.C, kk = g.kh * g.kw;
-  GRID_LOOP(I, i, total) {
+  TSC_GRID_STRIDE(I, i, total) {
     I wx = i % (I)g.W, t = i / (I)g.W;
     I h = t % (I)g.H;
     t /= (I)g.H;
@@ -272,7 +263,7 @@ static ts_status k_conv2d_depthwise(const ts_call *c) {
   const int64_t O = o->sizes[1], total = ts_numel(o);
   if (total == 0) return TS_OK;
   const int64_t bs = b ? b->strides[0] : 0;
-  return with_index(total, [&](auto itag) -> ts_status {
+  return tsc_with_index(total < INT32_MAX, [&](auto itag) -> ts_status {
     using I = decltype(itag);
     if (x->dtype == TS_FLOAT32)
       depthwise_kernel<float, I><<<tsc_blocks(total), TSC_THREADS, 0, tsc_stream()>>>(
@@ -295,7 +286,7 @@ static ts_status k_conv2d_depthwise_backward(const ts_call *c) {
   const bool f32 = x->dtype == TS_FLOAT32;
   if (gi && ts_numel(gi) > 0) {
     const int64_t total = ts_numel(gi);
-    ts_status st = with_index(total, [&](auto itag) -> ts_status {
+    ts_status st = tsc_with_index(total < INT32_MAX, [&](auto itag) -> ts_status {
       using I = decltype(itag);
       if (f32)
         depthwise_bw_input_kernel<float, I><<<tsc_blocks(total), TSC_THREADS, 0, tsc_stream()>>>(
@@ -327,7 +318,7 @@ static ts_status k_conv2d_depthwise_backward(const ts_call *c) {
     }
     const int64_t units = blocks * G;
     const unsigned grid = (unsigned)(units < INT32_MAX ? units : INT32_MAX);
-    st = with_index(nl, [&](auto itag) -> ts_status {
+    st = tsc_with_index(nl < INT32_MAX, [&](auto itag) -> ts_status {
       using I = decltype(itag);
       if (f32)
         depthwise_bw_weight_kernel<float, I><<<grid, TSC_THREADS, 0, tsc_stream()>>>(

@@ -37,14 +37,6 @@ static pool_geo make_geo(const ts_tensor *img, const ts_tensor *res, const ts_te
   return g;
 }
 
-template <typename F> static ts_status with_index(int64_t total, F &&f) {
-  if (total < INT32_MAX) return f(uint32_t{});
-  return f(int64_t{});
-}
-
-#define GRID_LOOP(I, i, total) \
-  for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < (total); i += (I)gridDim.x * blockDim.x)
-
 // Splits flat index i of a contiguous (N, C, A, B) tensor into (plane, a, b).
 #define SPLIT4(I, i, A, B, pl, a, b)  \
   I b = (i) % (I)(B), pl##_t_ = (i) / (I)(B); \
@@ -58,7 +50,7 @@ template <typename F> static ts_status with_index(int64_t total, F &&f) {
 template <typename T, typename I>
 __global__ void max_pool_kernel(pool_geo g, const T *__restrict__ x, T *__restrict__ out, int64_t *__restrict__ idx,
                                 I total) {
-  GRID_LOOP(I, i, total) {
+  TSC_GRID_STRIDE(I, i, total) {
     SPLIT4(I, i, g.Ho, g.Wo, pl, y, x0);
     const T *src = x + ((int64_t)pl / g.C) * g.xs[0] + ((int64_t)pl % g.C) * g.xs[1];
     T best = T(0);
@@ -84,7 +76,7 @@ static ts_status k_max_pool2d(const ts_call *c) {
   pool_geo g = make_geo(x, o, x, c->i, true);
   const int64_t total = ts_numel(o);
   if (total == 0) return TS_OK;
-  return with_index(total, [&](auto itag) -> ts_status {
+  return tsc_with_index(total < INT32_MAX, [&](auto itag) -> ts_status {
     using I = decltype(itag);
     if (x->dtype == TS_FLOAT32)
       max_pool_kernel<float, I><<<tsc_blocks(total), TSC_THREADS, 0, tsc_stream()>>>(
@@ -108,7 +100,7 @@ struct bad_index {
 template <typename T, typename I>
 __global__ void max_pool_bw_kernel(const T *__restrict__ go, const int64_t *__restrict__ idx, T *out, I L, int64_t HW,
                                    bad_index *err, I total) {
-  GRID_LOOP(I, i, total) {
+  TSC_GRID_STRIDE(I, i, total) {
     const int64_t ix = idx[i];
     if ((uint64_t)ix >= (uint64_t)HW) {
       atomicExch(&err->value, (unsigned long long)ix);
@@ -134,7 +126,7 @@ static ts_status k_max_pool2d_backward(const ts_call *c) {
     ~freer() { tsc_temp_free(p); }
   } f{err};
   TSC_CHECK(cudaMemsetAsync(err, 0, sizeof(bad_index), tsc_stream()));
-  st = with_index(total, [&](auto itag) -> ts_status {
+  st = tsc_with_index(total < INT32_MAX, [&](auto itag) -> ts_status {
     using I = decltype(itag);
     if (f32)
       max_pool_bw_kernel<float, I><<<tsc_blocks(total), TSC_THREADS, 0, tsc_stream()>>>(
@@ -176,7 +168,7 @@ __device__ __forceinline__ void avg_window(const pool_geo &g, bool count_pad, in
 
 template <typename T, typename I>
 __global__ void avg_pool_kernel(pool_geo g, bool cp, const T *__restrict__ x, T *__restrict__ out, I total) {
-  GRID_LOOP(I, i, total) {
+  TSC_GRID_STRIDE(I, i, total) {
     SPLIT4(I, i, g.Ho, g.Wo, pl, y, x0);
     const T *src = x + ((int64_t)pl / g.C) * g.xs[0] + ((int64_t)pl % g.C) * g.xs[1];
     int64_t h0, h1, w0, w1, div;
@@ -192,7 +184,7 @@ __global__ void avg_pool_kernel(pool_geo g, bool cp, const T *__restrict__ x, T 
 // that hold it, rows y in [ylo, yhi]: y*sh - ph <= h < y*sh - ph + kh.
 template <typename T, typename I>
 __global__ void avg_pool_bw_kernel(pool_geo g, bool cp, const T *__restrict__ go, T *__restrict__ out, I total) {
-  GRID_LOOP(I, i, total) {
+  TSC_GRID_STRIDE(I, i, total) {
     SPLIT4(I, i, g.H, g.W, pl, h, w);
     const T *src = go + ((int64_t)pl / g.C) * g.xs[0] + ((int64_t)pl % g.C) * g.xs[1];
     const int64_t hp = (int64_t)h + g.ph, wp = (int64_t)w + g.pw;
@@ -217,7 +209,7 @@ static ts_status k_avg_pool2d(const ts_call *c) {
   const bool cp = c->i[3] != 0;
   const int64_t total = ts_numel(o);
   if (total == 0) return TS_OK;
-  return with_index(total, [&](auto itag) -> ts_status {
+  return tsc_with_index(total < INT32_MAX, [&](auto itag) -> ts_status {
     using I = decltype(itag);
     if (x->dtype == TS_FLOAT32)
       avg_pool_kernel<float, I><<<tsc_blocks(total), TSC_THREADS, 0, tsc_stream()>>>(g, cp, tsc_ptr<float>(x),
@@ -237,7 +229,7 @@ static ts_status k_avg_pool2d_backward(const ts_call *c) {
   const bool cp = c->i[3] != 0;
   const int64_t total = ts_numel(o);
   if (total == 0) return TS_OK;
-  return with_index(total, [&](auto itag) -> ts_status {
+  return tsc_with_index(total < INT32_MAX, [&](auto itag) -> ts_status {
     using I = decltype(itag);
     if (o->dtype == TS_FLOAT32)
       avg_pool_bw_kernel<float, I><<<tsc_blocks(total), TSC_THREADS, 0, tsc_stream()>>>(
@@ -258,7 +250,7 @@ __device__ __forceinline__ int64_t ad_end(int64_t i, int64_t o, int64_t n) { ret
 
 template <typename T, typename I>
 __global__ void adaptive_kernel(pool_geo g, const T *__restrict__ x, T *__restrict__ out, I total) {
-  GRID_LOOP(I, i, total) {
+  TSC_GRID_STRIDE(I, i, total) {
     SPLIT4(I, i, g.Ho, g.Wo, pl, y, x0);
     const T *src = x + ((int64_t)pl / g.C) * g.xs[0] + ((int64_t)pl % g.C) * g.xs[1];
     const int64_t h0 = ad_start(y, g.Ho, g.H), h1 = ad_end(y, g.Ho, g.H);
@@ -275,7 +267,7 @@ __global__ void adaptive_kernel(pool_geo g, const T *__restrict__ x, T *__restri
 // (checked again against the bounds themselves).
 template <typename T, typename I>
 __global__ void adaptive_bw_kernel(pool_geo g, const T *__restrict__ go, T *__restrict__ out, I total) {
-  GRID_LOOP(I, i, total) {
+  TSC_GRID_STRIDE(I, i, total) {
     SPLIT4(I, i, g.H, g.W, pl, h, w);
     const T *src = go + ((int64_t)pl / g.C) * g.xs[0] + ((int64_t)pl % g.C) * g.xs[1];
     T acc = T(0);
@@ -302,7 +294,7 @@ static ts_status k_adaptive_avg_pool2d(const ts_call *c) {
   pool_geo g = make_geo(x, o, x, NULL, false);
   const int64_t total = ts_numel(o);
   if (total == 0) return TS_OK;
-  return with_index(total, [&](auto itag) -> ts_status {
+  return tsc_with_index(total < INT32_MAX, [&](auto itag) -> ts_status {
     using I = decltype(itag);
     if (x->dtype == TS_FLOAT32)
       adaptive_kernel<float, I><<<tsc_blocks(total), TSC_THREADS, 0, tsc_stream()>>>(g, tsc_ptr<float>(x),
@@ -321,7 +313,7 @@ static ts_status k_adaptive_avg_pool2d_backward(const ts_call *c) {
   pool_geo g = make_geo(o, go, go, NULL, false);
   const int64_t total = ts_numel(o);
   if (total == 0) return TS_OK;
-  return with_index(total, [&](auto itag) -> ts_status {
+  return tsc_with_index(total < INT32_MAX, [&](auto itag) -> ts_status {
     using I = decltype(itag);
     if (o->dtype == TS_FLOAT32)
       adaptive_bw_kernel<float, I><<<tsc_blocks(total), TSC_THREADS, 0, tsc_stream()>>>(g, tsc_ptr<float>(go),
