@@ -243,8 +243,7 @@ static ts_tensor cols_view(const ts_tensor *buf, const conv_geo *g, int64_t nb, 
 static ts_status conv_library(ts_op op, ts_tensor *a, ts_tensor *b, ts_tensor *bias, const ts_conv2d_params *p,
                               ts_tensor *out0, ts_tensor *out1, bool *ran) {
   *ran = false;
-  ts_backend *be = ts_backends[out0->device.type];
-  if (!be || !be->kernels[op] || !ts_library_kernels_enabled(out0->device.type)) return TS_OK;
+  if (!ts_library_available(op, out0->device.type)) return TS_OK; /* no contiguous copies for nothing */
   ts_tensor *in[3] = {NULL, NULL, NULL};
   ts_status st = ts_contiguous(a, &in[0]);
   if (!st) st = ts_contiguous(b, &in[1]);
@@ -353,7 +352,7 @@ static ts_status conv_backward(const char *fn, ts_tensor *go, ts_tensor *x, ts_t
   TRY(lift4(*xc, x4));
   TRY(to_compute(w, wc));
   TRY(ts_contiguous(*wc, wcc));
-  if (need[1]) TRY(ts_full(4, w->sizes, 0, cd, x->device, rgw));
+  if (need[1]) TRY(ts_tensor_empty(4, w->sizes, cd, x->device, rgw));
   if (need[0]) TRY(ts_tensor_empty(4, (int64_t[]){g.N, g.C, g.H, g.W}, cd, x->device, rgi));
   /* the backend's library first; what it declines is composed below (todo) */
   bool todo[3] = {need[0], need[1], need[2]}, ran = false;
@@ -367,6 +366,7 @@ static ts_status conv_backward(const char *fn, ts_tensor *go, ts_tensor *x, ts_t
     todo[1] = !ran;
     if (ran && need[2]) *rgb = take(lgb), todo[2] = false;
   }
+  if (todo[1]) TRY(ts_fill_(*rgw, 0)); /* the composed path accumulates into it */
   if (todo[2]) TRY(ts_sum(*g4, 3, (int64_t[]){0, 2, 3}, false, rgb));
   /* depthwise: the direct kernel. A one-channel first layer (G = 1) keeps the GEMM path
    * below: its per-sample weight-gradient GEMMs measured 2x faster than the direct loop. */

@@ -88,6 +88,8 @@ void ts_cpu_backend_init(void);
  * TS_KIND_LIBRARY kernels of a device type may run (on by default). */
 void ts_set_library_kernels(ts_device_type t, bool enabled);
 bool ts_library_kernels_enabled(ts_device_type t);
+/* whether a TS_KIND_LIBRARY op may run on device type t: the backend has it, it is enabled */
+bool ts_library_available(ts_op op, ts_device_type t);
 /* Runs a TS_KIND_LIBRARY call when the backend has it and it is enabled: TS_OK with
  * *ran true, TS_OK with *ran false when declined (the caller composes the op), or
  * the kernel's error. */

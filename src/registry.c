@@ -73,11 +73,14 @@ void ts_set_library_kernels(ts_device_type t, bool enabled) {
 
 bool ts_library_kernels_enabled(ts_device_type t) { return (unsigned)t < TS_DEVICE_TYPE_COUNT && !library_kernels_off[t]; }
 
+bool ts_library_available(ts_op op, ts_device_type t) {
+  return (unsigned)t < TS_DEVICE_TYPE_COUNT && ts_backends[t] && ts_backends[t]->kernels[op] && !library_kernels_off[t];
+}
+
 ts_status ts_dispatch_library(const ts_call *c, bool *ran) {
   const ts_tensor *ref = c->out[0] ? c->out[0] : c->in[0];
-  ts_backend *be = ts_backends[ref->device.type];
   *ran = false;
-  if (!be || !be->kernels[c->op] || library_kernels_off[ref->device.type]) return TS_OK;
+  if (!ts_library_available(c->op, ref->device.type)) return TS_OK;
   ts_status st = ts_dispatch(c);
   if (st == TS_ERR_UNSUPPORTED) return TS_OK; /* declined: the caller composes the op */
   *ran = st == TS_OK;

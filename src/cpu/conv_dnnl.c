@@ -77,7 +77,7 @@ static dnnl_status_t md_plain(dnnl_memory_desc_t *md, int nd, const int64_t *dim
 }
 
 /* The operand `which` of pd, bound to tensh's plain layout `plain`, with a reorder
- * (and a buffer the library allocates) when the primitive wants another layout. */
+ * (its buffer, want_bytes, bound per call) when the primitive wants another layout. */
 static dnnl_status_t add_arg(conv_entry *e, const_dnnl_primitive_desc_t pd, dnnl_query_t which, int index, int arg,
                              bool output, const dnnl_memory_desc_t *plain) {
   conv_arg *a = &e->args[e->nargs++];
