@@ -2,8 +2,8 @@
 // CONV2D_FORWARD, CONV2D_BACKWARD_INPUT and CONV2D_BACKWARD_WEIGHT (contracts
 // in src/ops_nn.def), float32 and float64. Whatever this file declines
 // (TS_ERR_UNSUPPORTED: no library, a shape cuDNN refuses, no workspace) the
-// op layer composes from im2col and GEMM, so declining is always safe as long
-// as it happens before an output was written (see decline() below).
+// op layer composes from im2col and GEMM, overwriting the outputs (and zeroing
+// grad_weight before accumulating into it), so declining is safe at any point.
 //
 // libcudnn is loaded on first use with dlopen, as cuBLAS is (cublas_loader.cu:
 // start-up time, and a binary that runs where the library is missing), into a
@@ -426,9 +426,10 @@ static bool benchmark(cudnnHandle_t h, const conv_prob *p, const conv_desc *d, c
 }
 
 // The candidates for a chunk of n samples starting at x, y: from the cache, or chosen
-// now and cached. *touched: benchmarking wrote the output. false: none (decline).
+// now and cached (benchmarking writes the output: the op layer's fallback after a
+// decline overwrites it, or zeroes grad_weight first). false: none (decline).
 static bool choose(cudnnHandle_t h, const conv_prob *p, conv_desc *d, int64_t n, int dev, const ts_cudnn_flags &f,
-                   char *x, char *y, algo_list *out, bool *touched) {
+                   char *x, char *y, algo_list *out) {
   const algo_key key = key_of(p, n, dev, f);
   {
     std::lock_guard<std::mutex> lk(cache_mu);
@@ -437,7 +438,6 @@ static bool choose(cudnnHandle_t h, const conv_prob *p, conv_desc *d, int64_t n,
   }
   algo_list l;
   if (f.benchmark) {
-    *touched = true;
     if (!benchmark(h, p, d, f, x, y, &l)) return false; // may be out of memory: not cached
   } else if (!heuristics(h, p, d, f, &l)) {
     l.n = 0; // a refusal of the geometry: cached, so it is asked once
@@ -590,32 +590,24 @@ static ts_status conv_entry(const ts_call *c, conv_dir dir, const char *op) {
   if (dir == FWD && p.b && !st) st = align_input(&p.b, p.O * (int64_t)p.esize);
   if (st) return st;
 
-  // Plans for the full chunk and the remainder, both chosen before anything runs.
-  bool touched = false; // the output holds something other than the op layer left there
-  // Declining after the output was touched: backward filter's composed path
-  // accumulates into grad_weight, which the op layer zeroed, so zero it again.
-  auto decline = [&]() -> ts_status {
-    if (dir == BWD_FILTER && touched) TSC_CHECK(cudaMemsetAsync(p.w, 0, (size_t)w_bytes, stream));
-    return TS_ERR_UNSUPPORTED;
-  };
+  // Plans for the full chunk and the remainder, both chosen before anything runs. A
+  // decline, even after chunks ran, leaves the op layer a whole recomputation.
   const cudnnMathType_t math = base_math(&p, f.allow_tf32);
   conv_desc dfull, drem;
   algo_list lfull, lrem;
-  if (!make_desc(&p, nb, math, &dfull)) return decline();
-  if (!choose(D.h, &p, &dfull, nb, dev, f, p.x, p.y, &lfull, &touched)) return decline();
+  if (!make_desc(&p, nb, math, &dfull)) return TS_ERR_UNSUPPORTED;
+  if (!choose(D.h, &p, &dfull, nb, dev, f, p.x, p.y, &lfull)) return TS_ERR_UNSUPPORTED;
   if (rem > 0) {
     const int64_t n0 = p.N - rem;
-    if (!make_desc(&p, rem, math, &drem)) return decline();
-    if (!choose(D.h, &p, &drem, rem, dev, f, p.x + n0 * p.x_bytes, p.y + n0 * p.y_bytes, &lrem, &touched))
-      return decline();
+    if (!make_desc(&p, rem, math, &drem)) return TS_ERR_UNSUPPORTED;
+    if (!choose(D.h, &p, &drem, rem, dev, f, p.x + n0 * p.x_bytes, p.y + n0 * p.y_bytes, &lrem))
+      return TS_ERR_UNSUPPORTED;
   }
   for (int64_t n0 = 0; n0 < p.N; n0 += nb) {
     const bool last = n0 + nb > p.N;
-    touched = true; // before: a chunk that declines may have written its convolution, not its bias
     st = run_chunk(D.h, &p, last ? &drem : &dfull, last ? &lrem : &lfull, p.x + n0 * p.x_bytes, p.y + n0 * p.y_bytes,
                    dir == BWD_FILTER && n0 > 0, op);
-    if (st == TS_ERR_UNSUPPORTED) return decline();
-    if (st) return st;
+    if (st) return st; // TS_ERR_UNSUPPORTED: declined, the op layer recomputes
   }
   TSC_LAUNCH_CHECK(op);
   return TS_OK;
