@@ -12,12 +12,14 @@
 
 #include <string.h>
 
-/* one settings table: its name, its settings, a getter and a setter */
+/* one settings table: its name, its settings, a getter and a setter, and the
+ * version of the library behind it (0 when absent; NULL: no library) */
 typedef struct backend_settings {
   const char *name;
   const char *const *keys;
   bool (*get)(int key);
   void (*set)(int key, bool v);
+  int (*version)(void);
 } backend_settings;
 
 static int key_index(const backend_settings *b, const char *k) {
@@ -53,10 +55,32 @@ static int settings_newindex(lua_State *L) {
   return 0;
 }
 
-/* Pushes a table whose settings b reads and writes; functions go in `fns`. */
-static void push_settings(lua_State *L, const backend_settings *b, const luaL_Reg *fns) {
+static int l_is_available(lua_State *L) {
+  const backend_settings *b = lua_touserdata(L, lua_upvalueindex(1));
+  return lua_pushboolean(L, b->version() > 0), 1;
+}
+
+/* the library's version as 20603 for 2.6.3, nil without it */
+static int l_version(lua_State *L) {
+  const backend_settings *b = lua_touserdata(L, lua_upvalueindex(1));
+  int v = b->version();
+  if (v) lua_pushinteger(L, v);
+  else lua_pushnil(L);
+  return 1;
+}
+
+/* Pushes a table whose settings b reads and writes, with is_available() and
+ * version() when a library stands behind it. */
+static void push_settings(lua_State *L, const backend_settings *b) {
   lua_newtable(L);
-  if (fns) luaL_setfuncs(L, fns, 0);
+  if (b->version) {
+    lua_pushlightuserdata(L, (void *)b);
+    lua_pushcclosure(L, l_is_available, 1);
+    lua_setfield(L, -2, "is_available");
+    lua_pushlightuserdata(L, (void *)b);
+    lua_pushcclosure(L, l_version, 1);
+    lua_setfield(L, -2, "version");
+  }
   lua_newtable(L); /* its metatable */
   lua_pushlightuserdata(L, (void *)b);
   lua_pushcclosure(L, settings_index, 1);
@@ -71,17 +95,8 @@ static void push_settings(lua_State *L, const backend_settings *b, const luaL_Re
 static const char *const mkldnn_keys[] = {"enabled", NULL};
 static bool mkldnn_get(int key) { return ts_library_kernels_enabled(TS_CPU); }
 static void mkldnn_set(int key, bool v) { ts_set_library_kernels(TS_CPU, v); }
-static const backend_settings mkldnn = {"torch.backends.mkldnn", mkldnn_keys, mkldnn_get, mkldnn_set};
-
-static int l_mkldnn_is_available(lua_State *L) { return lua_pushboolean(L, ts_cpu_dnnl_version() > 0), 1; }
-
-/* oneDNN's version as 20603 for 2.6.3, nil without it */
-static int l_mkldnn_version(lua_State *L) {
-  int v = ts_cpu_dnnl_version();
-  if (v) lua_pushinteger(L, v);
-  else lua_pushnil(L);
-  return 1;
-}
+static const backend_settings mkldnn = {"torch.backends.mkldnn", mkldnn_keys, mkldnn_get, mkldnn_set,
+                                        ts_cpu_dnnl_version};
 
 /* ---- cudnn ---------------------------------------------------------------- */
 enum { CUDNN_ENABLED, CUDNN_BENCHMARK, CUDNN_DETERMINISTIC, CUDNN_ALLOW_TF32 };
@@ -113,22 +128,13 @@ static bool cudnn_get(int key) { return cudnn_flags[key]; }
 static void cudnn_set(int key, bool v) { cudnn_flags[key] = v; }
 static int cudnn_version(void) { return 0; }
 #endif
-static const backend_settings cudnn = {"torch.backends.cudnn", cudnn_keys, cudnn_get, cudnn_set};
-
-static int l_cudnn_is_available(lua_State *L) { return lua_pushboolean(L, cudnn_version() > 0), 1; }
-
-static int l_cudnn_version(lua_State *L) {
-  int v = cudnn_version();
-  if (v) lua_pushinteger(L, v);
-  else lua_pushnil(L);
-  return 1;
-}
+static const backend_settings cudnn = {"torch.backends.cudnn", cudnn_keys, cudnn_get, cudnn_set, cudnn_version};
 
 /* ---- cuda.matmul ---------------------------------------------------------- */
 static const char *const matmul_keys[] = {"allow_tf32", NULL};
 static bool matmul_get(int key) { return ts_get_float32_matmul_precision() != TS_MATMUL_HIGHEST; }
 static void matmul_set(int key, bool v) { ts_set_float32_matmul_precision(v ? TS_MATMUL_HIGH : TS_MATMUL_HIGHEST); }
-static const backend_settings matmul = {"torch.backends.cuda.matmul", matmul_keys, matmul_get, matmul_set};
+static const backend_settings matmul = {"torch.backends.cuda.matmul", matmul_keys, matmul_get, matmul_set, NULL};
 
 /* torch.backends._library_runs("cpu" | "cuda"): TS_KIND_LIBRARY kernels run so far
  * (oneDNN, cuDNN), for tests that must know which path computed a result */
@@ -142,14 +148,12 @@ void lt_open_backends(lua_State *L) {
   lua_newtable(L); /* torch.backends */
   lua_pushcfunction(L, l_library_runs);
   lua_setfield(L, -2, "_library_runs");
-  push_settings(L, &mkldnn, (const luaL_Reg[]){{"is_available", l_mkldnn_is_available},
-                                               {"version", l_mkldnn_version}, {NULL, NULL}});
+  push_settings(L, &mkldnn);
   lua_setfield(L, -2, "mkldnn");
-  push_settings(L, &cudnn, (const luaL_Reg[]){{"is_available", l_cudnn_is_available},
-                                              {"version", l_cudnn_version}, {NULL, NULL}});
+  push_settings(L, &cudnn);
   lua_setfield(L, -2, "cudnn");
   lua_newtable(L); /* torch.backends.cuda */
-  push_settings(L, &matmul, NULL);
+  push_settings(L, &matmul);
   lua_setfield(L, -2, "matmul");
   lua_setfield(L, -2, "cuda");
   lua_setfield(L, -3, "backends"); /* torch at -2 before the table was pushed */
