@@ -130,6 +130,8 @@ $(CTEST_OBJ): $(wildcard tests/c/*.h tests/c/*.def)
 $(BUILD)/test_c: $(CTEST_OBJ) $(CORE_OBJ) $(CUDA_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+include sim/sim.mk
+
 deps:
 	bash scripts/install-deps.sh
 
@@ -158,4 +160,4 @@ demo:
 	$(BUILD)/tensh scripts/train_fashion_mnist.lua $(DEMO_ARGS)
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-sim

@@ -30,14 +30,21 @@ static const char *usage =
     "  -         stop handling options and execute stdin\n"
     "The prompt keeps its history in $TENSH_HISTORY (default ~/.tensh_history; empty: none).\n";
 
+// A simulated-device build says so wherever it names itself: its "cuda" runs on the CPU.
+#ifdef TS_SIM_DEVICE
+#define TS_BUILD_KIND ", simulated CUDA device (kernels run on the CPU)"
+#else
+#define TS_BUILD_KIND ""
+#endif
+
 static void print_version(void) {
-  printf("tensh %s (Lua %s.%s)\n", TS_VERSION, LUA_VERSION_MAJOR, LUA_VERSION_MINOR);
+  printf("tensh %s (Lua %s.%s%s)\n", TS_VERSION, LUA_VERSION_MAJOR, LUA_VERSION_MINOR, TS_BUILD_KIND);
   fflush(stdout);
 }
 
 static void print_banner(void) {
-  printf("tensh %s (Lua %s.%s) \xe2\x80\x94 torch, cuda loaded; Ctrl-D to exit\n", TS_VERSION, LUA_VERSION_MAJOR,
-         LUA_VERSION_MINOR);
+  printf("tensh %s (Lua %s.%s%s) \xe2\x80\x94 torch, cuda loaded; Ctrl-D to exit\n", TS_VERSION, LUA_VERSION_MAJOR,
+         LUA_VERSION_MINOR, TS_BUILD_KIND);
   fflush(stdout);
 }
 

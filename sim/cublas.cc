@@ -1,0 +1,293 @@
+// cuBLAS and cuBLASLt as the simulated device provides them: the calls
+// cuda/linalg.cu makes, with their argument checks (sizes, leading
+// dimensions, every batch entry inside its allocation), computed on the CPU
+// with OpenBLAS in stream order. float16, bfloat16 and TF32 run through
+// float32 with their inputs rounded to the type first, so results match a
+// GPU's to the accumulation order. Replaces cuda/cublas_loader.cu, which
+// loads the real libraries, in the simulated build.
+#include "sim.h"
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cblas.h>
+#include <stdio.h>
+
+#include <vector>
+
+using namespace tsim;
+
+struct cublasContext {
+  cudaStream_t stream = 0;
+};
+struct cublasLtContext {};
+struct lt_desc {
+  cublasComputeType_t compute;
+  int32_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
+};
+struct lt_layout {
+  cudaDataType type;
+  uint64_t rows, cols;
+  int64_t ld, batch_stride = 0;
+  int32_t batch = 1;
+};
+
+static size_t elem_size(cudaDataType t) {
+  switch (t) {
+  case CUDA_R_64F: return 8;
+  case CUDA_R_32F: return 4;
+  case CUDA_R_16F: case CUDA_R_16BF: return 2;
+  default: return 0;
+  }
+}
+
+static float load(cudaDataType t, const char *p, bool tf32) {
+  float v;
+  switch (t) {
+  case CUDA_R_16F: v = __half2float(*(const __half *)p); break;
+  case CUDA_R_16BF: v = __bfloat162float(*(const __nv_bfloat16 *)p); break;
+  default: v = *(const float *)p;
+  }
+  if (tf32) { // round to TF32's 10 mantissa bits (nearest, ties away), as the tensor cores read float32
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+    memcpy(&v, &u, 4);
+  }
+  return v;
+}
+
+static void store(cudaDataType t, char *p, float v) {
+  switch (t) {
+  case CUDA_R_16F: *(__half *)p = __float2half_rn(v); break;
+  case CUDA_R_16BF: *(__nv_bfloat16 *)p = __float2bfloat16_rn(v); break;
+  default: *(float *)p = v;
+  }
+}
+
+// One column-major matrix as cuBLAS reads it.
+struct mat {
+  const char *p;
+  cudaDataType type;
+  int64_t rows, cols, ld, bs; // stored shape, leading dim, batch stride (elements)
+};
+
+// The stored matrix of each batch entry must lie in one device allocation.
+static bool mat_ok(const mat &m, int64_t nb, const char *what) {
+  if (m.ld < (m.rows > 1 ? m.rows : 1)) {
+    fail(cudaErrorInvalidValue, false, "%s: leading dimension %lld is less than its %lld rows", what,
+         (long long)m.ld, (long long)m.rows);
+    return false;
+  }
+  if (m.rows == 0 || m.cols == 0 || nb == 0) return true;
+  int64_t lo = 0, hi = (m.cols - 1) * m.ld + m.rows; // element range of entry 0
+  if (m.bs >= 0) hi += (nb - 1) * m.bs;
+  else lo += (nb - 1) * m.bs;
+  size_t es = elem_size(m.type);
+  return check_device_range(m.p + lo * (int64_t)es, (size_t)(hi - lo) * es, -1, what) == cudaSuccess;
+}
+
+// D = alpha op(A) op(B) + beta C for each batch entry, on the host.
+static void gemm_host(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, mat A, mat B, double beta,
+                      mat C, mat D, int64_t nb, bool f64, bool tf32) {
+  size_t es = elem_size(D.type);
+  for (int64_t b = 0; b < nb; b++) {
+    const char *a = A.p + b * A.bs * (int64_t)es, *bb = B.p + b * B.bs * (int64_t)es;
+    const char *c = C.p + b * C.bs * (int64_t)es;
+    char *d = (char *)D.p + b * D.bs * (int64_t)es;
+    if (f64) {
+      std::vector<double> out(m * n);
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t i = 0; i < m; i++) out[i + j * m] = beta != 0 ? beta * ((const double *)c)[i + j * C.ld] : 0;
+      if (k > 0)
+        cblas_dgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
+                    (int)k, alpha, (const double *)a, (int)A.ld, (const double *)bb, (int)B.ld, 1.0, out.data(), (int)m);
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t i = 0; i < m; i++) ((double *)d)[i + j * D.ld] = out[i + j * m];
+      continue;
+    }
+    // float32 through packed copies: half types widened, TF32 rounded
+    std::vector<float> fa(A.rows * A.cols), fb(B.rows * B.cols), out(m * n);
+    for (int64_t j = 0; j < A.cols; j++)
+      for (int64_t i = 0; i < A.rows; i++) fa[i + j * A.rows] = load(A.type, a + (i + j * A.ld) * (int64_t)es, tf32);
+    for (int64_t j = 0; j < B.cols; j++)
+      for (int64_t i = 0; i < B.rows; i++) fb[i + j * B.rows] = load(B.type, bb + (i + j * B.ld) * (int64_t)es, tf32);
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t i = 0; i < m; i++)
+        out[i + j * m] = beta != 0 ? (float)beta * load(C.type, c + (i + j * C.ld) * (int64_t)es, false) : 0.0f;
+    if (k > 0)
+      cblas_sgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
+                  (float)alpha, fa.data(), (int)(A.rows > 0 ? A.rows : 1), fb.data(), (int)(B.rows > 0 ? B.rows : 1),
+                  1.0f, out.data(), (int)(m > 0 ? m : 1));
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t i = 0; i < m; i++) store(D.type, d + (i + j * D.ld) * (int64_t)es, out[i + j * m]);
+  }
+}
+
+static double scalar(const void *p, bool f64) { return f64 ? *(const double *)p : (double)*(const float *)p; }
+
+extern "C" {
+
+cublasStatus_t cublasCreate_v2(cublasHandle_t *h) {
+  *h = new cublasContext();
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  h->stream = s;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *w, size_t n) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  std::lock_guard<std::recursive_mutex> g(lock());
+  if (n && check_device_range(w, n, -1, "cublasSetWorkspace")) return CUBLAS_STATUS_INVALID_VALUE;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t transa, cublasOperation_t transb, int m,
+                                          int n, int k, const void *alpha, const void *A, cudaDataType Atype, int lda,
+                                          long long strideA, const void *B, cudaDataType Btype, int ldb,
+                                          long long strideB, const void *beta, void *C, cudaDataType Ctype, int ldc,
+                                          long long strideC, int batch, cublasComputeType_t compute,
+                                          cublasGemmAlgo_t algo) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  std::lock_guard<std::recursive_mutex> g(lock());
+  if (sticky_error()) return CUBLAS_STATUS_EXECUTION_FAILED;
+  if (m < 0 || n < 0 || k < 0 || batch < 0 || Atype != Ctype || Btype != Ctype || !elem_size(Ctype))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  bool ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N, f64 = Ctype == CUDA_R_64F;
+  if (f64 != (compute == CUBLAS_COMPUTE_64F)) return CUBLAS_STATUS_INVALID_VALUE;
+  mat a{(const char *)A, Atype, ta ? k : m, ta ? m : k, lda, strideA};
+  mat b{(const char *)B, Btype, tb ? n : k, tb ? k : n, ldb, strideB};
+  mat c{(const char *)C, Ctype, m, n, ldc, strideC};
+  if (!mat_ok(a, batch, "cublasGemmStridedBatchedEx A") || !mat_ok(b, batch, "cublasGemmStridedBatchedEx B") ||
+      !mat_ok(c, batch, "cublasGemmStridedBatchedEx C"))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  double al = scalar(alpha, f64), be = scalar(beta, f64);
+  bool tf32 = compute == CUBLAS_COMPUTE_32F_FAST_TF32;
+  cudaError_t e = enqueue_host(h->stream, "cublasGemmStridedBatchedEx", [=] {
+    gemm_host(ta, tb, m, n, k, al, a, b, be, c, c, batch, f64, tf32);
+  });
+  return e ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) {
+  *h = new cublasLtContext();
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t c, cudaDataType_t scale) {
+  lt_desc *p = new lt_desc();
+  p->compute = c;
+  *d = (cublasLtMatmulDesc_t)p;
+  return scale == CUDA_R_32F || scale == CUDA_R_64F ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+}
+
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) {
+  delete (lt_desc *)d;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a,
+                                              const void *buf, size_t n) {
+  lt_desc *p = (lt_desc *)d;
+  if (n != sizeof(int32_t)) return CUBLAS_STATUS_INVALID_VALUE;
+  if (a == CUBLASLT_MATMUL_DESC_TRANSA) memcpy(&p->ta, buf, 4);
+  else if (a == CUBLASLT_MATMUL_DESC_TRANSB) memcpy(&p->tb, buf, 4);
+  else return CUBLAS_STATUS_NOT_SUPPORTED;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType t, uint64_t rows, uint64_t cols,
+                                          int64_t ld) {
+  if (!elem_size(t)) return CUBLAS_STATUS_NOT_SUPPORTED;
+  lt_layout *p = new lt_layout{t, rows, cols, ld};
+  *l = (cublasLtMatrixLayout_t)p;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) {
+  delete (lt_layout *)l;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t a,
+                                                const void *buf, size_t n) {
+  lt_layout *p = (lt_layout *)l;
+  if (a == CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT && n == 4) memcpy(&p->batch, buf, 4);
+  else if (a == CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET && n == 8) memcpy(&p->batch_stride, buf, 8);
+  else return CUBLAS_STATUS_INVALID_VALUE;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p) {
+  *p = (cublasLtMatmulPreference_t) new uint64_t[8]();
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) {
+  delete[] (uint64_t *)p;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
+                                                    cublasLtMatmulPreferenceAttributes_t a, const void *buf, size_t n) {
+  return n == 4 || n == 8 ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+}
+
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t Ad,
+                                              cublasLtMatrixLayout_t Bd, cublasLtMatrixLayout_t Cd,
+                                              cublasLtMatrixLayout_t Dd, cublasLtMatmulPreference_t pref,
+                                              int requested, cublasLtMatmulHeuristicResult_t results[],
+                                              int *returned) {
+  if (!h || requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
+  memset(&results[0], 0, sizeof results[0]);
+  results[0].state = CUBLAS_STATUS_SUCCESS;
+  results[0].wavesCount = 1.0f;
+  *returned = 1;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, const void *alpha, const void *A,
+                              cublasLtMatrixLayout_t Ad, const void *B, cublasLtMatrixLayout_t Bd, const void *beta,
+                              const void *C, cublasLtMatrixLayout_t Cd, void *D, cublasLtMatrixLayout_t Dd,
+                              const cublasLtMatmulAlgo_t *algo, void *ws, size_t wsn, cudaStream_t s) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  std::lock_guard<std::recursive_mutex> g(lock());
+  if (sticky_error()) return CUBLAS_STATUS_EXECUTION_FAILED;
+  const lt_desc *dd = (const lt_desc *)desc;
+  const lt_layout *la = (const lt_layout *)Ad, *lb = (const lt_layout *)Bd, *lc = (const lt_layout *)Cd,
+                  *ld = (const lt_layout *)Dd;
+  bool ta = dd->ta != CUBLAS_OP_N, tb = dd->tb != CUBLAS_OP_N;
+  int64_t m = (int64_t)ld->rows, n = (int64_t)ld->cols, k = (int64_t)(ta ? la->rows : la->cols);
+  if ((int64_t)(ta ? la->cols : la->rows) != m || (int64_t)(tb ? lb->rows : lb->cols) != n ||
+      (int64_t)(tb ? lb->cols : lb->rows) != k || lc->rows != ld->rows || lc->cols != ld->cols ||
+      la->batch != ld->batch || lb->batch != ld->batch || lc->batch != ld->batch)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (wsn && check_device_range(ws, wsn, -1, "cublasLtMatmul workspace")) return CUBLAS_STATUS_INVALID_VALUE;
+  int64_t nb = ld->batch;
+  mat a{(const char *)A, la->type, (int64_t)la->rows, (int64_t)la->cols, la->ld, la->batch_stride};
+  mat b{(const char *)B, lb->type, (int64_t)lb->rows, (int64_t)lb->cols, lb->ld, lb->batch_stride};
+  mat c{(const char *)C, lc->type, (int64_t)lc->rows, (int64_t)lc->cols, lc->ld, lc->batch_stride};
+  mat d{(const char *)D, ld->type, (int64_t)ld->rows, (int64_t)ld->cols, ld->ld, ld->batch_stride};
+  if (!mat_ok(a, nb, "cublasLtMatmul A") || !mat_ok(b, nb, "cublasLtMatmul B") || !mat_ok(c, nb, "cublasLtMatmul C") ||
+      !mat_ok(d, nb, "cublasLtMatmul D"))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  double al = *(const float *)alpha, be = *(const float *)beta;
+  cudaError_t e = enqueue_host(s, "cublasLtMatmul", [=] { gemm_host(ta, tb, m, n, k, al, a, b, be, c, d, nb, false, false); });
+  return e ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;
+}
+
+const char *cublasGetStatusName(cublasStatus_t s) {
+  switch (s) {
+  case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+  case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+  case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+  case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+  case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+  default: return "CUBLAS_STATUS_UNKNOWN";
+  }
+}
+
+} // extern "C"

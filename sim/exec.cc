@@ -1,0 +1,356 @@
+// Kernels on the simulated device: blocks spread over worker threads, the
+// threads of a block as fibers (Boost.Context) on its worker.
+//
+// A block runs in rounds: every runnable thread runs, in the launch's order,
+// until it finishes or stops at a barrier or a warp operation. Then warp
+// operations whose lanes have all arrived complete, and when every thread
+// waits at __syncthreads the barrier opens. A barrier or warp operation that
+// can never complete (some threads returned, or wait elsewhere) is reported
+// with the kernel, block and thread, and the launch fails as a hung kernel
+// would. Launches alternate between running threads (and blocks) in forward
+// and reverse order (TENSH_SIM_SCHEDULE), so a missing barrier changes the
+// result instead of hiding behind one lucky order.
+#include "sim.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <thread>
+#include <vector>
+
+#include <boost/context/fiber.hpp>
+
+namespace ctx = boost::context;
+
+namespace tsim {
+
+thread_local thread_state *cur;
+thread_local block_view *cur_block;
+
+// ---- fiber stacks: mmap'ed with a guard page, reused across blocks ----
+static const size_t STACK = 256 << 10;
+
+struct stack_pool {
+  std::vector<void *> free_stacks;
+  ~stack_pool() {
+    for (void *p : free_stacks) munmap(p, STACK);
+  }
+};
+static thread_local stack_pool pool;
+
+struct pooled_stack {
+  ctx::stack_context allocate() {
+    void *p;
+    if (!pool.free_stacks.empty()) p = pool.free_stacks.back(), pool.free_stacks.pop_back();
+    else {
+      p = mmap(NULL, STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+      if (p == MAP_FAILED) throw std::bad_alloc();
+      mprotect(p, 4096, PROT_NONE); // overflow faults instead of corrupting the next stack
+    }
+    ctx::stack_context sc;
+    sc.size = STACK;
+    sc.sp = (char *)p + STACK;
+    return sc;
+  }
+  void deallocate(ctx::stack_context &sc) { pool.free_stacks.push_back((char *)sc.sp - STACK); }
+};
+
+// ---- one block ----
+enum thread_wait { RUNNABLE, AT_BARRIER, AT_WARP, DONE };
+
+struct sim_thread {
+  thread_state ts;
+  ctx::fiber fiber, sink;
+  thread_wait wait = RUNNABLE;
+  unsigned mask = 0;
+  const char *what = "";
+  unsigned char value[16];
+};
+
+struct block_state {
+  const kernel_launch *k;
+  block_view view;
+  std::vector<sim_thread> threads;
+  unsigned char snapshot[32][32 * 16]; // per warp: the lanes' values at the last exchange
+  char error[512];
+};
+
+static thread_local sim_thread *me;
+
+static void yield(thread_wait w) {
+  me->wait = w;
+  sim_thread *self = me;
+  self->sink = std::move(self->sink).resume();
+  me = self;
+  cur = &self->ts;
+}
+
+static void where_string(const block_state &b, const sim_thread &t, char *buf, size_t n) {
+  snprintf(buf, n, "block (%u,%u,%u) thread (%u,%u,%u)", b.view.bid.x, b.view.bid.y, b.view.bid.z, t.ts.tid.x,
+           t.ts.tid.y, t.ts.tid.z);
+}
+
+void syncthreads() { yield(AT_BARRIER); }
+
+const unsigned char *warp_exchange(unsigned mask, const void *v, size_t n, const char *what) {
+  me->mask = mask;
+  me->what = what;
+  memcpy(me->value, v, n);
+  yield(AT_WARP);
+  return me->ts.blk->snapshot[me->ts.linear / 32];
+}
+
+void syncwarp(unsigned mask) {
+  int zero = 0;
+  warp_exchange(mask, &zero, sizeof zero, "__syncwarp");
+}
+
+void warp_lane_check(unsigned mask, int src, const char *what) {
+  if (mask >> (src & 31) & 1) return;
+  block_state &b = *me->ts.blk;
+  if (!b.error[0]) {
+    char w[96];
+    where_string(b, *me, w, sizeof w);
+    snprintf(b.error, sizeof b.error, "%s: %s reads lane %d, which is not in its mask 0x%08x", w, what, src & 31, mask);
+  }
+}
+
+void launch_bounds(int max_threads, int) {
+  if (me->ts.linear != 0) return;
+  block_state &b = *me->ts.blk;
+  unsigned n = b.view.bdim.x * b.view.bdim.y * b.view.bdim.z;
+  if ((int)n > max_threads && !b.error[0])
+    snprintf(b.error, sizeof b.error, "launched with %u threads a block, past its __launch_bounds__(%d)", n, max_threads);
+}
+
+// One round's bookkeeping: completes warp operations and barriers, or says
+// why the block cannot go on (b.error).
+static bool release(block_state &b) {
+  int n = (int)b.threads.size(), waiting_warp = 0, at_barrier = 0, done = 0;
+  for (sim_thread &t : b.threads) {
+    waiting_warp += t.wait == AT_WARP;
+    at_barrier += t.wait == AT_BARRIER;
+    done += t.wait == DONE;
+  }
+  if (done == n) return false;
+  if (waiting_warp) {
+    bool progress = false;
+    for (int w = 0; w * 32 < n; w++) {
+      sim_thread *lanes = &b.threads[w * 32];
+      int nl = n - w * 32 < 32 ? n - w * 32 : 32;
+      unsigned arrived = 0, mask = 0;
+      for (int l = 0; l < nl; l++)
+        if (lanes[l].wait == AT_WARP) arrived |= 1u << l, mask |= lanes[l].mask;
+      if (!arrived) continue;
+      if ((mask & arrived) == mask) { // every lane named by the masks is here
+        for (int l = 0; l < nl; l++)
+          if (arrived >> l & 1) memcpy(b.snapshot[w] + 16 * l, lanes[l].value, 16), lanes[l].wait = RUNNABLE;
+        progress = true;
+        continue;
+      }
+      int missing = __builtin_ctz(mask & ~arrived);
+      int first = __builtin_ctz(arrived);
+      char where[96];
+      where_string(b, lanes[first], where, sizeof where);
+      snprintf(b.error, sizeof b.error,
+               "%s: %s with mask 0x%08x waits for lane %d, which %s", where, lanes[first].what, mask, missing,
+               missing >= nl ? "does not exist (the block has fewer threads)"
+               : lanes[missing].wait == DONE ? "has returned"
+                                             : "waits at __syncthreads (divergent warp operation)");
+      return false;
+    }
+    if (progress) return true;
+  }
+  if (at_barrier == n) {
+    for (sim_thread &t : b.threads) t.wait = RUNNABLE;
+    return true;
+  }
+  const sim_thread *waiter = nullptr;
+  for (const sim_thread &t : b.threads)
+    if (t.wait == AT_BARRIER) {
+      waiter = &t;
+      break;
+    }
+  char where[96];
+  where_string(b, *waiter, where, sizeof where);
+  snprintf(b.error, sizeof b.error,
+           "__syncthreads reached by %d of the block's %d threads (%d returned without it): %s waits forever "
+           "(a barrier in divergent code)",
+           at_barrier, n, done, where);
+  return false;
+}
+
+static void run_block(block_state &b, bool reverse) {
+  int n = (int)b.threads.size();
+  kernel_body *body = b.k->body;
+  for (int i = 0; i < n; i++) {
+    sim_thread &t = b.threads[i];
+    t.wait = RUNNABLE;
+    t.fiber = ctx::fiber(std::allocator_arg, pooled_stack(), [&t, body](ctx::fiber &&sink) {
+      t.sink = std::move(sink);
+      body->run();
+      t.wait = DONE;
+      return std::move(t.sink);
+    });
+  }
+  cur_block = &b.view;
+  do {
+    for (int j = 0; j < n && !b.error[0]; j++) {
+      sim_thread &t = b.threads[reverse ? n - 1 - j : j];
+      if (t.wait != RUNNABLE) continue;
+      me = &t;
+      cur = &t.ts;
+      where_string(b, t, fault_where, sizeof fault_where);
+      t.fiber = std::move(t.fiber).resume();
+    }
+  } while (!b.error[0] && release(b));
+  for (sim_thread &t : b.threads) t.fiber = ctx::fiber(), t.sink = ctx::fiber(); // unwinds unfinished threads
+  me = nullptr;
+  cur = nullptr;
+}
+
+// ---- the launch: blocks over the workers ----
+
+struct job {
+  const kernel_launch *k;
+  uint64_t nblocks;
+  bool reverse;
+  std::atomic<uint64_t> next{0};
+  std::atomic<int> active{0};
+  std::mutex err_lock;
+  std::string error;
+};
+
+static void work_on(job &j) {
+  const kernel_launch &k = *j.k;
+  dim3 g = k.cfg.grid, bd = k.cfg.block;
+  std::unique_ptr<block_state> b(new block_state());
+  b->k = &k;
+  b->view.bdim = bd;
+  b->view.gdim = g;
+  int n = (int)(bd.x * bd.y * bd.z);
+  b->threads.resize(n);
+  for (int i = 0; i < n; i++) {
+    sim_thread &t = b->threads[i];
+    t.ts.tid = make_uint3(i % bd.x, i / bd.x % bd.y, i / (bd.x * bd.y));
+    t.ts.linear = i;
+    t.ts.blk = b.get();
+  }
+  fault_site = &k.where;
+  for (;;) {
+    uint64_t i = j.next.fetch_add(1);
+    if (i >= j.nblocks) break;
+    uint64_t id = j.reverse ? j.nblocks - 1 - i : i;
+    b->view.bid = make_uint3((unsigned)(id % g.x), (unsigned)(id / g.x % g.y), (unsigned)(id / ((uint64_t)g.x * g.y)));
+    b->error[0] = 0;
+    run_block(*b, j.reverse);
+    if (b->error[0]) {
+      std::lock_guard<std::mutex> gl(j.err_lock);
+      if (j.error.empty()) j.error = b->error;
+      j.next = j.nblocks; // the launch has failed: no more blocks
+    }
+  }
+  fault_site = nullptr;
+}
+
+struct worker_pool {
+  std::mutex m;
+  std::condition_variable cv, done_cv;
+  job *current = nullptr;
+  uint64_t generation = 0;
+  int pending = 0; // workers yet to finish the current job (each takes part, however late it wakes)
+  std::vector<std::thread> threads;
+
+  void start(int n) {
+    for (int i = 0; i < n; i++)
+      threads.emplace_back([this] {
+        stack_t ss; // the fault handler runs on its own stack (a fiber's may be what overflowed)
+        ss.ss_sp = malloc(1 << 16);
+        ss.ss_size = 1 << 16;
+        ss.ss_flags = 0;
+        sigaltstack(&ss, NULL);
+        sigset_t all; // signals go to the host thread
+        sigfillset(&all);
+        sigdelset(&all, SIGSEGV), sigdelset(&all, SIGBUS), sigdelset(&all, SIGFPE);
+        pthread_sigmask(SIG_BLOCK, &all, NULL);
+        uint64_t seen = 0;
+        for (;;) {
+          job *j;
+          {
+            std::unique_lock<std::mutex> l(m);
+            cv.wait(l, [&] { return generation != seen; });
+            seen = generation;
+            j = current;
+          }
+          work_on(*j);
+          std::lock_guard<std::mutex> l(m);
+          if (--pending == 0) done_cv.notify_all();
+        }
+      });
+    for (std::thread &t : threads) t.detach();
+  }
+
+  void run(job &j) {
+    {
+      std::lock_guard<std::mutex> l(m);
+      current = &j;
+      generation++;
+      pending = (int)threads.size();
+    }
+    cv.notify_all();
+    work_on(j); // the calling thread works too
+    std::unique_lock<std::mutex> l(m);
+    done_cv.wait(l, [&] { return pending == 0; });
+    current = nullptr;
+  }
+};
+
+static worker_pool *pool_of_workers() {
+  static worker_pool *p = [] {
+    worker_pool *w = new worker_pool();
+    w->start(worker_count() - 1);
+    return w;
+  }();
+  return p;
+}
+
+cudaError_t check_config(const kernel_launch &k) {
+  dim3 g = k.cfg.grid, b = k.cfg.block;
+  const char *bad = NULL;
+  char why[160];
+  uint64_t threads = (uint64_t)b.x * b.y * b.z;
+  if (!g.x || !g.y || !g.z || !b.x || !b.y || !b.z) bad = "a zero grid or block dimension";
+  else if (threads > 1024)
+    snprintf(why, sizeof why, "%llu threads a block (at most 1024)", (unsigned long long)threads), bad = why;
+  else if (b.x > 1024 || b.y > 1024 || b.z > 64) bad = "block dimensions past (1024, 1024, 64)";
+  else if (g.x > 0x7fffffffu || g.y > 65535 || g.z > 65535)
+    snprintf(why, sizeof why, "grid (%u, %u, %u): y and z are at most 65535, x at most 2^31-1", g.x, g.y, g.z), bad = why;
+  if (bad)
+    return fail(cudaErrorInvalidConfiguration, false, "kernel %s (%s:%d) launched with %s", k.where.kernel,
+                k.where.file, k.where.line, bad);
+  if (k.cfg.smem > 48 << 10)
+    return fail(cudaErrorInvalidValue, false, "kernel %s (%s:%d): %zu bytes of dynamic shared memory (at most 48 KiB)",
+                k.where.kernel, k.where.file, k.where.line, k.cfg.smem);
+  return cudaSuccess;
+}
+
+void run_kernel(const kernel_launch &k) {
+  const char *mode = schedule_mode();
+  bool reverse = !strcmp(mode, "reverse") || (!strcmp(mode, "alternate") && (k.id & 1) == 0);
+  job j;
+  j.k = &k;
+  j.nblocks = (uint64_t)k.cfg.grid.x * k.cfg.grid.y * k.cfg.grid.z;
+  j.reverse = reverse;
+  if (j.nblocks == 1 || worker_count() == 1) work_on(j);
+  else pool_of_workers()->run(j);
+  if (!j.error.empty())
+    fail(cudaErrorLaunchFailure, true, "kernel %s (%s:%d) failed: %s", k.where.kernel, k.where.file, k.where.line,
+         j.error.c_str());
+}
+
+} // namespace tsim

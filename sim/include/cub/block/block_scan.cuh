@@ -1,0 +1,3 @@
+// The simulated device's CUB (see cub_sim.cuh).
+#pragma once
+#include "../cub_sim.cuh"

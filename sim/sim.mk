@@ -1,0 +1,61 @@
+# The simulated CUDA device (`make sim` -> build-sim/tensh, build-sim/tensh.so):
+# the same cuda/*.cu compiled by the host C++ compiler, launches rewritten by
+# tools/simlaunch.c, run by sim/ on the CPU. Needs CUDA's headers (not a GPU,
+# not nvcc's device compiler) and Boost.Context. Included by the Makefile.
+SIM_BUILD  := build-sim
+SIM_CUDA_INC ?= $(firstword $(wildcard $(CUDA_HOME)/include/cuda_runtime.h /usr/local/cuda/include/cuda_runtime.h))
+SIM        ?= $(if $(and $(SIM_CUDA_INC),$(wildcard /usr/include/boost/context/fiber.hpp)),1,0)
+SIM_CU     := $(filter-out cuda/cublas_loader.cu,$(CUDA_SRC))
+SIM_CUH    := $(wildcard cuda/*.cuh)
+SIM_RT     := $(wildcard sim/*.cc)
+SIM_GEN_CUH := $(SIM_CUH:cuda/%=$(SIM_BUILD)/gen/cuda/%)
+SIM_OBJ    := $(CORE_SRC:%.c=$(SIM_BUILD)/%.o) $(LUA_SRC:%.c=$(SIM_BUILD)/%.o) $(SIM_BUILD)/gen/lua_lib.o \
+              $(SIM_CU:cuda/%.cu=$(SIM_BUILD)/gen/cuda/%.o) $(SIM_RT:%.cc=$(SIM_BUILD)/%.o)
+SIM_SHELL_OBJ := $(SHELL_SRC:%.c=$(SIM_BUILD)/%.o)
+# -ffp-contract=off: a*b+c stays two roundings, as CUDA's __*_rn and the CPU kernels
+SIM_CXXFLAGS := -std=c++17 -O2 -g -fPIC -ffp-contract=off -fno-strict-aliasing -w -pthread \
+                -include sim/cuda_sim.h -Isim/include -Isim -I$(dir $(SIM_CUDA_INC)) -Isrc -Icuda $(BLAS_INC)
+SIM_CFLAGS := $(filter-out $(LTO) -DTS_HAVE_CUDA,$(CFLAGS)) -DTS_HAVE_CUDA -DTS_SIM_DEVICE
+SIM_LIBS   := $(filter-out -lcudart_static -L$(CUDA_HOME)/lib64,$(LDLIBS)) -lboost_context -lstdc++ -ldl
+
+.PHONY: sim
+ifeq ($(SIM),1)
+sim: $(SIM_BUILD)/tensh $(SIM_BUILD)/tensh.so
+else
+sim:
+	@echo "✗ simulated device not built: it needs CUDA's headers (cuda_runtime.h) and libboost-context-dev"
+endif
+
+$(SIM_BUILD)/simlaunch: tools/simlaunch.c
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -o $@ $<
+
+$(SIM_BUILD)/gen/cuda/%.cuh: cuda/%.cuh $(SIM_BUILD)/simlaunch
+	@mkdir -p $(dir $@)
+	$(SIM_BUILD)/simlaunch $< $@
+
+$(SIM_BUILD)/gen/cuda/%.cc: cuda/%.cu $(SIM_BUILD)/simlaunch
+	@mkdir -p $(dir $@)
+	$(SIM_BUILD)/simlaunch $< $@
+
+$(SIM_BUILD)/gen/cuda/%.o: $(SIM_BUILD)/gen/cuda/%.cc $(SIM_GEN_CUH) $(HEADERS) sim/cuda_sim.h $(wildcard sim/include/cub/*.cuh)
+	$(CXX) $(SIM_CXXFLAGS) -c $< -o $@
+
+$(SIM_BUILD)/sim/%.o: sim/%.cc sim/sim.h sim/cuda_sim.h $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(SIM_CXXFLAGS) -c $< -o $@
+
+$(SIM_BUILD)/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(SIM_CFLAGS) -c $< -o $@
+
+$(SIM_BUILD)/gen/lua_lib.o: $(BUILD)/gen/lua_lib.c
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -fPIC -c $< -o $@
+
+$(SIM_BUILD)/tensh: $(SIM_OBJ) $(SIM_SHELL_OBJ)
+	$(CXX) -O2 -pthread -o $@ $^ $(LUA_LIBS) $(SIM_LIBS) -Wl,-E
+
+$(SIM_BUILD)/tensh.so: $(SIM_OBJ)
+	$(CXX) -O2 -pthread -shared -o $@ $^ $(SIM_LIBS)
+.PRECIOUS: $(SIM_BUILD)/gen/cuda/%.cc $(SIM_BUILD)/gen/cuda/%.cuh

@@ -1,0 +1,407 @@
+// Streams, events and copies of the simulated device.
+//
+// Work is queued per stream and runs only when the host must wait for it: a
+// stream, event or device synchronisation, a copy into pageable host memory,
+// cudaFree. So a missing synchronisation gives a wrong result here (the host
+// reads a buffer before the copy into it ran), not a lucky pass. A wait on an
+// event runs the other stream up to the event first. The legacy default
+// stream waits for the device's blocking streams and they for it, as in CUDA.
+// A query of unfinished work says "not ready" once, then runs it (a polling
+// loop must end).
+#include "sim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <time.h>
+
+#include <deque>
+#include <memory>
+#include <set>
+#include <vector>
+
+namespace tsim {
+
+struct event_t;
+
+struct work {
+  enum kind_t { KERNEL, HOST, WAIT, RECORD } kind;
+  kernel_launch k{};                 // KERNEL
+  std::function<void()> fn;          // HOST
+  const char *what = "";
+  stream_t *other = nullptr;         // WAIT: other's work up to pos
+  uint64_t pos = 0;
+  event_t *ev = nullptr;             // RECORD
+  uint64_t rec = 0;
+};
+
+struct stream_t {
+  int device;
+  bool blocking, legacy;
+  std::deque<work> q;
+  uint64_t submitted = 0, completed = 0;
+};
+
+struct event_t {
+  int device;
+  unsigned flags;
+  stream_t *s = nullptr;
+  uint64_t pos = 0, rec = 0;
+  double ms = NAN; // when the latest record ran
+  bool queried = false, destroyed = false;
+  int pending = 0; // queued RECORD items that point at this event
+};
+
+static std::set<stream_t *> streams;
+static std::set<event_t *> events;
+static stream_t *legacy[16];
+static uint64_t kernel_ids;
+
+static double now_ms() {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static stream_t *legacy_of(int d) {
+  if (!legacy[d]) {
+    legacy[d] = new stream_t{d, true, true, {}, 0, 0};
+    streams.insert(legacy[d]);
+  }
+  return legacy[d];
+}
+
+stream_t *stream_of(cudaStream_t h, cudaError_t *err) {
+  *err = cudaSuccess;
+  if (h == 0 || h == cudaStreamLegacy || h == cudaStreamPerThread) return legacy_of(current_device());
+  stream_t *s = (stream_t *)h;
+  if (!streams.count(s)) {
+    *err = fail(cudaErrorInvalidResourceHandle, false, "stream %p was destroyed or never created", (void *)h);
+    return nullptr;
+  }
+  return s;
+}
+
+static void push(stream_t *s, work &&w) {
+  // the legacy stream and blocking streams order against each other
+  if (s->legacy) {
+    for (stream_t *o : streams)
+      if (o != s && o->device == s->device && o->blocking && o->submitted > o->completed)
+        s->q.push_back(work{work::WAIT, {}, {}, "", o, o->submitted}), s->submitted++;
+  } else if (s->blocking) {
+    stream_t *l = legacy_of(s->device);
+    if (l->submitted > l->completed) s->q.push_back(work{work::WAIT, {}, {}, "", l, l->submitted}), s->submitted++;
+  }
+  s->q.push_back(std::move(w));
+  s->submitted++;
+}
+
+static int accessible_device = -1; // whose memory is open while work runs
+
+static void open_device(int d) {
+  if (accessible_device == d) return;
+  device_access(accessible_device, false);
+  device_access(d, true);
+  accessible_device = d;
+}
+
+static void run_until(stream_t *s, uint64_t pos);
+
+static void execute(stream_t *s, work &w) {
+  switch (w.kind) {
+  case work::WAIT: run_until(w.other, w.pos); break;
+  case work::RECORD:
+    if (w.rec == w.ev->rec) w.ev->ms = now_ms();
+    if (--w.ev->pending == 0 && w.ev->destroyed) events.erase(w.ev), delete w.ev;
+    break;
+  case work::HOST:
+    if (sticky_error()) break;
+    open_device(s->device);
+    w.fn();
+    break;
+  case work::KERNEL:
+    if (!sticky_error()) {
+      open_device(w.k.device);
+      run_kernel(w.k);
+      after_kernel(w.k.where);
+    }
+    delete w.k.body;
+    break;
+  }
+}
+
+static int draining; // nesting depth: memory closes when the outermost drain ends
+
+static void run_until(stream_t *s, uint64_t pos) {
+  draining++;
+  while (s->completed < pos && !s->q.empty()) {
+    work w = std::move(s->q.front());
+    s->q.pop_front();
+    execute(s, w);
+    s->completed++;
+  }
+  if (--draining == 0) open_device(-1);
+}
+
+static void drain(stream_t *s) { run_until(s, s->submitted); }
+
+void drain_device(int d) {
+  std::vector<stream_t *> list(streams.begin(), streams.end());
+  for (stream_t *s : list)
+    if (s->device == d && streams.count(s)) drain(s);
+}
+
+cudaError_t enqueue_host(cudaStream_t h, const char *what, std::function<void()> fn) {
+  cudaError_t e;
+  stream_t *s = stream_of(h, &e);
+  if (!s) return e;
+  work w{work::HOST};
+  w.fn = std::move(fn);
+  w.what = what;
+  push(s, std::move(w));
+  return cudaSuccess;
+}
+
+void enqueue_kernel(const site &where, const launch_cfg &c, kernel_body *body, const void *const *ptrs, int nptrs) {
+  std::lock_guard<std::recursive_mutex> g(lock());
+  cudaError_t e = sticky_error();
+  stream_t *s = e ? nullptr : stream_of(c.stream, &e);
+  kernel_launch k{where, c, body, current_device(), ++kernel_ids};
+  if (s && s->device != k.device)
+    e = fail(cudaErrorInvalidResourceHandle, false,
+             "kernel %s (%s:%d) launched on a stream of device %d while device %d is current", where.kernel,
+             where.file, where.line, s->device, k.device);
+  if (!e) e = check_config(k);
+  for (int i = 0; !e && i < nptrs; i++) {
+    if (!ptrs[i] || classify(ptrs[i], NULL, NULL, NULL) != MEM_HOST) continue;
+    e = fail(cudaErrorIllegalAddress, true,
+             "kernel %s (%s:%d): pointer argument %d (%p) is host memory; kernels read device memory (or "
+             "page-locked host memory)",
+             where.kernel, where.file, where.line, i + 1, ptrs[i]);
+  }
+  if (e) {
+    delete body;
+    return;
+  }
+  work w{work::KERNEL};
+  w.k = k;
+  push(s, std::move(w));
+  if (getenv("CUDA_LAUNCH_BLOCKING") && getenv("CUDA_LAUNCH_BLOCKING")[0] == '1') drain(s);
+}
+
+} // namespace tsim
+
+using namespace tsim;
+
+#define TSIM_ENTER()                                        \
+  std::lock_guard<std::recursive_mutex> tsim_guard(lock()); \
+  if (cudaError_t tsim_e_ = sticky_error()) return tsim_e_
+
+static event_t *event_of(cudaEvent_t h, cudaError_t *err) {
+  event_t *e = (event_t *)h;
+  *err = cudaSuccess;
+  if (!events.count(e) || e->destroyed) {
+    *err = fail(cudaErrorInvalidResourceHandle, false, "event %p was destroyed or never created", (void *)h);
+    return nullptr;
+  }
+  return e;
+}
+
+extern "C" {
+
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t *out, unsigned flags, int priority) {
+  TSIM_ENTER();
+  stream_t *s = new stream_t{current_device(), !(flags & cudaStreamNonBlocking), false, {}, 0, 0};
+  streams.insert(s);
+  *out = (cudaStream_t)s;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *out, unsigned flags) {
+  return cudaStreamCreateWithPriority(out, flags, 0);
+}
+cudaError_t cudaStreamCreate(cudaStream_t *out) { return cudaStreamCreateWithPriority(out, 0, 0); }
+
+cudaError_t cudaStreamDestroy(cudaStream_t h) {
+  TSIM_ENTER();
+  cudaError_t e;
+  stream_t *s = stream_of(h, &e);
+  if (!s) return e;
+  if (s->legacy) return fail(cudaErrorInvalidResourceHandle, false, "cudaStreamDestroy of the default stream");
+  drain(s); // its queued work completes, as on a GPU
+  streams.erase(s);
+  delete s;
+  return sticky_error();
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t h) {
+  TSIM_ENTER();
+  cudaError_t e;
+  stream_t *s = stream_of(h, &e);
+  if (!s) return e;
+  drain(s);
+  return sticky_error();
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t h) {
+  TSIM_ENTER();
+  cudaError_t e;
+  stream_t *s = stream_of(h, &e);
+  if (!s) return e;
+  static std::set<stream_t *> asked;
+  if (s->completed < s->submitted && asked.insert(s).second) return cudaErrorNotReady;
+  asked.erase(s);
+  drain(s);
+  return sticky_error();
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *out, unsigned flags) {
+  TSIM_ENTER();
+  event_t *e = new event_t{current_device(), flags};
+  events.insert(e);
+  *out = (cudaEvent_t)e;
+  return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t *out) { return cudaEventCreateWithFlags(out, 0); }
+
+cudaError_t cudaEventDestroy(cudaEvent_t h) {
+  TSIM_ENTER();
+  cudaError_t err;
+  event_t *e = event_of(h, &err);
+  if (!e) return err;
+  e->destroyed = true; // waits already queued keep their position; records free it when they run
+  if (!e->pending) events.erase(e), delete e;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t h, cudaStream_t sh) {
+  TSIM_ENTER();
+  cudaError_t err;
+  event_t *e = event_of(h, &err);
+  stream_t *s = e ? stream_of(sh, &err) : nullptr;
+  if (!s) return err;
+  if (s->device != e->device)
+    return fail(cudaErrorInvalidResourceHandle, false,
+                "cudaEventRecord: the event belongs to device %d, the stream to device %d", e->device, s->device);
+  work w{work::RECORD};
+  w.ev = e;
+  w.rec = ++e->rec;
+  e->pending++;
+  e->queried = false;
+  e->ms = NAN;
+  push(s, std::move(w));
+  e->s = s;
+  e->pos = s->submitted;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t sh, cudaEvent_t h, unsigned flags) {
+  TSIM_ENTER();
+  cudaError_t err;
+  event_t *e = event_of(h, &err);
+  stream_t *s = e ? stream_of(sh, &err) : nullptr;
+  if (!s) return err;
+  if (e->s && streams.count(e->s) && e->s != s) push(s, work{work::WAIT, {}, {}, "", e->s, e->pos});
+  return cudaSuccess;
+}
+
+static bool event_done(event_t *e) { return !e->s || !streams.count(e->s) || e->s->completed >= e->pos; }
+
+cudaError_t cudaEventSynchronize(cudaEvent_t h) {
+  TSIM_ENTER();
+  cudaError_t err;
+  event_t *e = event_of(h, &err);
+  if (!e) return err;
+  if (!event_done(e)) run_until(e->s, e->pos);
+  return sticky_error();
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t h) {
+  TSIM_ENTER();
+  cudaError_t err;
+  event_t *e = event_of(h, &err);
+  if (!e) return err;
+  if (event_done(e)) return cudaSuccess;
+  if (!e->queried) return e->queried = true, cudaErrorNotReady;
+  run_until(e->s, e->pos);
+  return sticky_error();
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+  TSIM_ENTER();
+  cudaError_t err;
+  event_t *ea = event_of(a, &err), *eb = ea ? event_of(b, &err) : nullptr;
+  if (!eb) return err;
+  if ((ea->flags | eb->flags) & cudaEventDisableTiming)
+    return fail(cudaErrorInvalidResourceHandle, false, "cudaEventElapsedTime: an event was created without timing");
+  if (!ea->s || !eb->s) return fail(cudaErrorInvalidResourceHandle, false, "cudaEventElapsedTime: an event was never recorded");
+  if (!event_done(ea) || !event_done(eb)) return cudaErrorNotReady;
+  *ms = (float)(eb->ms - ea->ms);
+  return cudaSuccess;
+}
+
+// ---- copies ----
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t sh) {
+  TSIM_ENTER();
+  cudaError_t err;
+  stream_t *s = stream_of(sh, &err);
+  if (!s) return err;
+  if (n == 0) return cudaSuccess;
+  mem_kind dk = classify(dst, NULL, NULL, NULL), sk = classify(src, NULL, NULL, NULL);
+  if (kind == cudaMemcpyDefault)
+    kind = dk == MEM_DEVICE ? (sk == MEM_DEVICE ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                            : (sk == MEM_DEVICE ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+  bool d_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  bool s_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if (d_dev && (err = check_device_range(dst, n, -1, "cudaMemcpyAsync destination"))) return err;
+  if (s_dev && (err = check_device_range(src, n, -1, "cudaMemcpyAsync source"))) return err;
+  if (!d_dev && dk == MEM_DEVICE)
+    return fail(cudaErrorInvalidValue, false, "cudaMemcpyAsync: the destination is device memory, the kind says host");
+  if (!s_dev && sk == MEM_DEVICE)
+    return fail(cudaErrorInvalidValue, false, "cudaMemcpyAsync: the source is device memory, the kind says host");
+  if (kind == cudaMemcpyHostToDevice && sk == MEM_HOST) {
+    // pageable source: staged now, so the caller may reuse it on return
+    auto staged = std::make_shared<std::vector<char>>((const char *)src, (const char *)src + n);
+    push(s, work{work::HOST, {}, [dst, staged] { memcpy(dst, staged->data(), staged->size()); }, "cudaMemcpyAsync"});
+    return cudaSuccess;
+  }
+  push(s, work{work::HOST, {}, [dst, src, n] { memcpy(dst, src, n); }, "cudaMemcpyAsync"});
+  if (kind == cudaMemcpyDeviceToHost && dk == MEM_HOST) drain(s); // pageable destination: returns when done
+  return sticky_error();
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind) {
+  TSIM_ENTER();
+  cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, 0);
+  if (!e) drain(legacy_of(current_device()));
+  return e ? e : sticky_error();
+}
+
+cudaError_t cudaMemcpyPeerAsync(void *dst, int dd, const void *src, int sd, size_t n, cudaStream_t sh) {
+  TSIM_ENTER();
+  cudaError_t err;
+  stream_t *s = stream_of(sh, &err);
+  if (!s) return err;
+  if (n == 0) return cudaSuccess;
+  if ((err = check_device_range(dst, n, dd, "cudaMemcpyPeerAsync destination"))) return err;
+  if ((err = check_device_range(src, n, sd, "cudaMemcpyPeerAsync source"))) return err;
+  push(s, work{work::HOST, {}, [dst, dd, src, sd, n] {
+                 device_access(dd, true), device_access(sd, true); // both ends open for the copy
+                 memcpy(dst, src, n);
+                 if (dd != accessible_device) device_access(dd, false);
+                 if (sd != accessible_device) device_access(sd, false);
+               }, "cudaMemcpyPeerAsync"});
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t sh) {
+  TSIM_ENTER();
+  cudaError_t err;
+  stream_t *s = stream_of(sh, &err);
+  if (!s) return err;
+  if (n == 0) return cudaSuccess;
+  if ((err = check_device_range(p, n, -1, "cudaMemsetAsync"))) return err;
+  push(s, work{work::HOST, {}, [p, v, n] { memset(p, v, n); }, "cudaMemsetAsync"});
+  return cudaSuccess;
+}
+
+} // extern "C"
