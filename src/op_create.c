@@ -56,9 +56,10 @@ ts_status ts_copy_(ts_tensor *dst, ts_tensor *src) {
     v.sizes[d] = sizes[d];
     v.strides[d] = d < off || src->sizes[d - off] == 1 ? 0 : src->strides[d - off];
   }
-  if (!ts_device_eq(src->device, dst->device) && !src->is_wrapped_number &&
-      !(src->ndim == 0 && src->device.type == TS_CPU)) /* a 0-dim CPU tensor is a scalar */
+  bool host_scalar = src->ndim == 0 && src->device.type == TS_CPU; /* a 0-dim CPU tensor is a scalar */
+  if (!ts_device_eq(src->device, dst->device) && !src->is_wrapped_number && !host_scalar)
     return ts_copy_across(dst, src, false);
+  if (host_scalar) v.is_wrapped_number = true; /* still one for ts_dispatch's device guard once expanded */
   ts_tensor *in = &v;
   ts_call c = {.op = TS_OP_COPY, .nin = 1, .in = &in, .out = {dst}};
   dst->storage->version++;

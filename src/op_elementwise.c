@@ -11,6 +11,10 @@
 static void broadcast_view(const ts_tensor *t, int nd, const int64_t *sizes, ts_tensor *v) {
   *v = *t;
   v->ndim = nd;
+  /* a 0-dim CPU operand beside device tensors is a scalar (the kernels read
+   * its one value on the host): broadcast, it must stay one for the device
+   * guard in ts_dispatch, which sees only this view */
+  if (t->ndim == 0 && t->device.type == TS_CPU) v->is_wrapped_number = true;
   int off = nd - t->ndim;
   for (int d = 0; d < nd; d++) {
     int64_t ts = d < off ? 1 : t->sizes[d - off];
