@@ -25,6 +25,7 @@ static ts_status named(const char *fn, ts_status st) {
 static ts_tensor lift(const ts_tensor *t) {
   ts_tensor v = *t;
   if (v.ndim == 0) v.ndim = 1, v.sizes[0] = 1, v.strides[0] = 1;
+  if (t->ndim == 0 && t->device.type == TS_CPU) v.is_wrapped_number = true; /* a host scalar for ts_dispatch's guard */
   return v;
 }
 
@@ -35,16 +36,19 @@ static ts_status check_index_dtype(const char *fn, const ts_tensor *index) {
 }
 
 /* Strict: a 0-dim CPU tensor is no scalar here (x and its indices or mask) */
+/* b on a's device, or a scalar: a Lua number or a 0-dim CPU tensor (as the
+ * elementwise ops; the kernels copy its one value to the device). */
 static ts_status check_devices(const char *fn, ts_tensor *a, ts_tensor *b) {
-  if (ts_device_eq(a->device, b->device) || b->is_wrapped_number) return TS_OK;
+  if (ts_device_eq(a->device, b->device) || b->is_wrapped_number || (b->ndim == 0 && b->device.type == TS_CPU))
+    return TS_OK;
   return ts_fail_devices(fn, a->device, b->device);
 }
 
-/* Reads the one int64 element of t (a count written by a kernel). */
+/* The one element of t (any shape of one element, e.g. topk's (1,)). */
 static ts_status read_i64(ts_tensor *t, int64_t *v) {
   if (t->device.type == TS_CPU) return *v = ts_load_i64(ts_data(t), t->dtype), TS_OK;
   ts_tensor *h;
-  ts_status st = ts_tensor_empty(0, NULL, TS_INT64, TS_DEVICE_CPU, &h);
+  ts_status st = ts_tensor_empty(t->ndim, t->sizes, TS_INT64, TS_DEVICE_CPU, &h);
   if (st) return st;
   if (!(st = ts_copy_(h, t))) *v = *(int64_t *)ts_data(h);
   ts_tensor_release(h);

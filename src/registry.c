@@ -27,7 +27,7 @@ ts_backend *ts_backend_get(ts_device_type t) {
 static bool takes_cpu_scalars(ts_op op) {
   ts_op_kind k = ts_ops[op].kind;
   return (k >= TS_KIND_UNARY && k <= TS_KIND_COMPARE) || op == TS_OP_WHERE || op == TS_OP_LERP || op == TS_OP_COPY ||
-         op == TS_OP_SCATTER || op == TS_OP_MASKED_SCATTER;
+         op == TS_OP_GATHER || op == TS_OP_SCATTER || op == TS_OP_MASKED_SELECT || op == TS_OP_MASKED_SCATTER;
 }
 
 /* The last guard before a kernel touches memory: an operand on another
@@ -43,8 +43,17 @@ static ts_status check_operand_devices(const ts_call *c, const ts_tensor *ref) {
   return TS_OK;
 }
 
+/* Kernel calls per device type and op, counted while ts_dispatch_counting is
+ * set (tests use it to prove which ops a case ran; off, it costs a branch). */
+bool ts_dispatch_counting;
+static _Atomic int64_t dispatch_counts[TS_DEVICE_TYPE_COUNT][TS_OP_COUNT];
+int64_t ts_dispatch_count(ts_device_type t, ts_op op) {
+  return (unsigned)t < TS_DEVICE_TYPE_COUNT && (unsigned)op < TS_OP_COUNT ? dispatch_counts[t][op] : 0;
+}
+
 ts_status ts_dispatch(const ts_call *c) {
   const ts_tensor *ref = c->out[0] ? c->out[0] : c->in[0];
+  if (ts_dispatch_counting) dispatch_counts[ref->device.type][c->op]++;
   ts_backend *be = ts_backends[ref->device.type];
   if (!be) return ts_fail(TS_ERR_DEVICE, "%s: no backend for this device in this build", ts_ops[c->op].name);
   ts_kernel k = be->kernels[c->op];
