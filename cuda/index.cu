@@ -691,7 +691,7 @@ ts_status k_masked_select(const ts_call *c) {
       op.m = (const uint8_t *)mp;
       tsc_make_offsets<2, I>(&op.o, ops);
       op.flat = (E *)ts_data(out);
-      op.fs = out->ndim ? out->strides[0] : 1;
+      op.fs = 1; // out is contiguous (ops_index.def): the element of rank r goes to flat[r], whatever out's shape
       op.limit = limit;
       return run_tiles<I>(op, n, "masked_select");
     });
