@@ -63,7 +63,9 @@ ts_status ts_storage_new_from(size_t nbytes, ts_device dev, const ts_allocator *
     if (dev.type == TS_CPU)
       return ts_fail(TS_ERR_OOM, "out of memory: tried to allocate %zu bytes on %s; drop references to "
                      "large tensors (collectgarbage()) or use smaller sizes", nbytes, buf);
-    return ts_fail(TS_ERR_OOM, "%s", ts_last_error()); /* device allocators leave their own message */
+    /* device allocators leave their own message (formatting it into itself,
+     * as ts_fail("%s", ts_last_error()) did, is undefined and came out empty) */
+    return TS_ERR_OOM;
   }
   s->nbytes = nbytes;
   s->device = dev;
