@@ -1039,6 +1039,20 @@ done:
 
 /* ---- embedding --------------------------------------------------------------- */
 
+static ts_status embedding_range_error(const char *fn, long long index, int64_t V) {
+  return ts_fail(TS_ERR_INDEX, "%s: index %lld is out of range for a weight of %lld rows (expected 0 <= index < %lld)",
+                 fn, index, (long long)V, (long long)V);
+}
+
+/* On a device the gather/scatter kernel finds a bad index ("index N is out of
+ * bounds ..."): the error in the CPU's words, so both devices read alike. */
+static ts_status device_range_error(const char *fn, ts_status st, int64_t V) {
+  const char *m = st == TS_ERR_INDEX ? strstr(ts_last_error(), "index ") : NULL;
+  long long bad;
+  if (m && sscanf(m, "index %lld", &bad) == 1) return embedding_range_error(fn, bad, V);
+  return st;
+}
+
 /* Indices as a flat contiguous int64 tensor (n), each checked against V on the CPU
  * (elsewhere the gather/scatter kernels bound-check them). */
 static ts_status embedding_index(const char *fn, ts_tensor *idx, int64_t V, ts_tensor **flat) {
@@ -1055,8 +1069,7 @@ static ts_status embedding_index(const char *fn, ts_tensor *idx, int64_t V, ts_t
     const int64_t *p = ts_data(*f), s = (*f)->strides[0];
     for (int64_t i = 0; i < n; i++)
       if (p[i * s] < 0 || p[i * s] >= V) {
-        st = ts_fail(TS_ERR_INDEX, "%s: index %lld is out of range for a weight of %lld rows (expected 0 <= index < %lld)",
-                     fn, (long long)p[i * s], (long long)V, (long long)V);
+        st = embedding_range_error(fn, (long long)p[i * s], V);
         goto done;
       }
   }
@@ -1079,7 +1092,7 @@ static ts_status embedding_impl(ts_tensor *w, ts_tensor *idx, ts_tensor **out) {
   tmps k = {.n = 0};
   ts_tensor **f = tmp(&k), **r = tmp(&k);
   TRY(embedding_index(fn, idx, w->sizes[0], f));
-  TRY(ts_index_select(w, 0, *f, r));
+  if ((st = device_range_error(fn, ts_index_select(w, 0, *f, r), w->sizes[0]))) goto done;
   int64_t sizes[TS_MAX_DIMS];
   memcpy(sizes, idx->sizes, sizeof(int64_t) * (size_t)idx->ndim);
   sizes[idx->ndim] = w->sizes[1];
@@ -1117,7 +1130,7 @@ ts_status ts_embedding_backward(ts_tensor *go, ts_tensor *idx, int64_t V, const 
     ts_tensor iv = **f; /* index (n) seen as (n, D), stride 0 along D */
     iv.ndim = 2;
     iv.sizes[1] = D, iv.strides[1] = 0;
-    TRY(ts_scatter_(*r, 0, &iv, *g2, true));
+    if ((st = device_range_error(fn, ts_scatter_(*r, 0, &iv, *g2, true), V))) goto done;
   }
   if (pad >= 0) {
     TRY(ts_select(*r, 0, pad, row));
