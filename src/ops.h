@@ -96,6 +96,10 @@ bool ts_library_available(ts_op op, ts_device_type t);
 ts_status ts_dispatch_library(const ts_call *c, bool *ran);
 /* how many TS_KIND_LIBRARY calls ran on a device type: lets tests see the library ran */
 int64_t ts_library_kernel_runs(ts_device_type t);
+/* Kernel calls per device type and op, counted only while ts_dispatch_counting
+ * is true (torch.backends._dispatch_counts). */
+extern bool ts_dispatch_counting;
+int64_t ts_dispatch_count(ts_device_type t, ts_op op);
 /* oneDNN's version as major*10000 + minor*100 + patch; 0 in a build without it */
 int ts_cpu_dnnl_version(void);
 

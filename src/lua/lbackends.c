@@ -144,10 +144,30 @@ static int l_library_runs(lua_State *L) {
   return lua_pushinteger(L, (lua_Integer)ts_library_kernel_runs(t == 0 ? TS_CPU : TS_CUDA)), 1;
 }
 
+/* torch.backends._dispatch_counts([on]): with a boolean, starts (true) or
+ * stops counting kernel calls; returns {cpu = {op = n}, cuda = {op = n}} for
+ * every registry op (0 for those not called), for tests that must prove which ops a case ran. */
+static int l_dispatch_counts(lua_State *L) {
+  if (!lua_isnoneornil(L, 1)) ts_dispatch_counting = lua_toboolean(L, 1);
+  lua_newtable(L);
+  static const char *const types[] = {"cpu", "cuda"};
+  for (int t = 0; t < 2; t++) {
+    lua_newtable(L);
+    for (int op = 0; op < TS_OP_COUNT; op++) {
+      lua_pushinteger(L, (lua_Integer)ts_dispatch_count(t == 0 ? TS_CPU : TS_CUDA, (ts_op)op));
+      lua_setfield(L, -2, ts_ops[op].name);
+    }
+    lua_setfield(L, -2, types[t]);
+  }
+  return 1;
+}
+
 void lt_open_backends(lua_State *L) {
   lua_newtable(L); /* torch.backends */
   lua_pushcfunction(L, l_library_runs);
   lua_setfield(L, -2, "_library_runs");
+  lua_pushcfunction(L, l_dispatch_counts);
+  lua_setfield(L, -2, "_dispatch_counts");
   push_settings(L, &mkldnn);
   lua_setfield(L, -2, "mkldnn");
   push_settings(L, &cudnn);
