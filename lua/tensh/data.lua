@@ -90,7 +90,7 @@ local function call_at(level, prefix, f, ...)
   return table.unpack(r, 2, r.n)
 end
 
-local function index_tensor(list) return torch.tensor(list, {dtype = "int64"}) end
+local function index_tensor(list) return torch.tensor(list, {dtype = "int64", device = "cpu"}) end
 
 -- The tensors of one sample from a C source (a batch of one, its row 0).
 local function source_sample(src, i, key)

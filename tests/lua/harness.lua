@@ -105,7 +105,7 @@ if T.device ~= "cpu" then
   local function with_device(opts)
     local o = {}
     for k, v in pairs(opts or {}) do o[k] = v end
-    if o.device == nil then o.device = T.device end
+    if o.device == nil then o.device = T.cpu_pinned and "cpu" or T.device end
     return o
   end
   local function wrap(name, opts_at) -- opts_at: fixed position, or nil for "the last argument"
@@ -130,6 +130,19 @@ if T.device ~= "cpu" then
                          "randint", "randperm"}) do
     wrap(name)
   end
+end
+
+-- A case about the CPU itself (exact printing of CPU tensors, oneDNN, the
+-- data loader's host batches): on the cuda pass it still runs, on the CPU,
+-- with the backends' settings at their defaults.
+function T.cpu_test(name, fn)
+  T.test(name, function()
+    local tf32 = torch.backends.cudnn.allow_tf32
+    T.cpu_pinned, torch.backends.cudnn.allow_tf32 = true, true
+    local ok, err = pcall(fn)
+    T.cpu_pinned, torch.backends.cudnn.allow_tf32 = false, tf32
+    if not ok then error(err, 0) end
+  end)
 end
 
 -- The devices the suite runs on: the CPU, and CUDA when one is usable.

@@ -150,7 +150,7 @@ test("backward errors explain themselves", function()
   T.close(x + 1, {2, 2, 2}) -- the session goes on
 end)
 
-test("no_grad and enable_grad scopes, detach, requires_grad", function()
+T.cpu_test("no_grad and enable_grad scopes, detach, requires_grad", function()
   local x = torch.ones(2, {requires_grad = true})
   do
     local _ <close> = torch.no_grad()

@@ -3,7 +3,8 @@
 -- batch transforms, all against references computed in plain Lua from the
 -- input lists; every error path with its message.
 local T = require "harness"
-local test, close, eq, raises = T.test, T.close, T.eq, T.raises
+-- Datasets and the loader assemble batches on the host, as in PyTorch: CPU on every pass.
+local test, close, eq, raises = T.cpu_test, T.close, T.eq, T.raises
 local C = torch._data
 
 -- ---- helpers ------------------------------------------------------------------------

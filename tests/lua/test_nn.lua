@@ -268,7 +268,7 @@ end)
 
 -- ---- to / half / cuda ----------------------------------------------------------------------------
 
-test("Module:to: same objects when nothing changes, new leaves when the dtype does", function()
+T.cpu_test("Module:to: same objects when nothing changes, new leaves when the dtype does", function()
   local m = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
   local before = m:parameters()
   ok(rawequal(m:to("cpu"), m), "to returns self")
@@ -343,7 +343,7 @@ test("Module:to: tied parameters stay tied", function()
   eq(#m:parameters(), 1, "still one parameter")
 end)
 
-test("Module:to(cuda): parameters and buffers move, device errors name both devices", function()
+T.cpu_test("Module:to(cuda): parameters and buffers move, device errors name both devices", function()
   if not (cuda and cuda.is_available()) then T.skip("no CUDA device") end
   local m = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4)):to("cuda")
   for _, p in ipairs(m:parameters()) do eq(tostring(p.device), "cuda:0", "parameter device") end

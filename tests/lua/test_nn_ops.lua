@@ -342,7 +342,7 @@ end)
 -- torch.backends.mkldnn.enabled = false: both against float64 (whose backward the finite
 -- differences above check), forward and backward, on shapes wide enough for oneDNN's
 -- blocked kernels too.
-test("conv2d float32 on oneDNN and on im2col agrees with float64, forward and backward", function()
+T.cpu_test("conv2d float32 on oneDNN and on im2col agrees with float64, forward and backward", function()
   local cases = {table.unpack(conv_cases)}
   cases[#cases + 1] = {3, 32, 9, 8, 48, 3, 3, 1, 1, 1, 1, true, true}   -- blocked layouts
   cases[#cases + 1] = {2, 1, 12, 12, 16, 3, 3, 1, 1, 1, 1, true, false} -- a first layer
@@ -379,7 +379,7 @@ test("conv2d float32 on oneDNN and on im2col agrees with float64, forward and ba
   torch.backends.mkldnn.enabled = was
 end)
 
-test("torch.backends: settings are booleans with known names", function()
+T.cpu_test("torch.backends: settings are booleans with known names", function()
   eq(type(torch.backends.mkldnn.is_available()), "boolean", "mkldnn.is_available")
   eq(torch.backends.mkldnn.enabled, true, "mkldnn on by default")
   eq(torch.backends.cudnn.allow_tf32, true, "cudnn.allow_tf32 defaults to PyTorch's true")

@@ -2,7 +2,8 @@
 -- for every layout rule, a plain-Lua reference formatter on random inputs,
 -- set_printoptions, and the error paths.
 local T = require "harness"
-local test, eq, raises = T.test, T.eq, T.raises
+-- Exact printing of CPU tensors; on the cuda pass too (device printing: test_cuda_api.lua).
+local test, eq, raises = T.cpu_test, T.eq, T.raises
 
 local function str(t) return tostring(t) end
 

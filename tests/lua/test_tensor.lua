@@ -190,7 +190,7 @@ test("assignment through indices: numbers and tensors, broadcast", function()
   raises(function() x.foo = 1 end, "cannot set field 'foo'")
 end)
 
-test("queries: shape, size, dim, numel, dtype, device, get_device, item, tolist", function()
+T.cpu_test("queries: shape, size, dim, numel, dtype, device, get_device, item, tolist", function()
   local x = torch.zeros(2, 3, 4)
   local s = x.shape
   eq(s[0], 2, "shape[0]")
