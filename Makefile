@@ -76,6 +76,9 @@ SHELL_OBJ := $(SHELL_SRC:%.c=$(BUILD)/%.o)
 CTEST_OBJ := $(CTEST_SRC:%.c=$(BUILD)/%.o)
 HEADERS   := Makefile $(wildcard src/*.h src/*.def src/cpu/*.h src/data/*.h src/lua/*.h src/shell/*.h cuda/*.h cuda/*.cuh)
 
+.DEFAULT_GOAL := all
+include sim/sim.mk
+
 .PHONY: all deps test asan bench demo clean probe
 ifeq ($(strip $(LUA_CFLAGS)$(LUA_LIBS))$(TENSH_DEPS_TRIED),)
 # a fresh machine: install what is missing, then build in a sub-make that sees it
@@ -130,13 +133,12 @@ $(CTEST_OBJ): $(wildcard tests/c/*.h tests/c/*.def)
 $(BUILD)/test_c: $(CTEST_OBJ) $(CORE_OBJ) $(CUDA_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-include sim/sim.mk
-
 deps:
 	bash scripts/install-deps.sh
 
-test: all $(BUILD)/test_c
-	@bash tests/run.sh $(BUILD)
+# with the simulated device where it builds (sim/sim.mk): the CUDA suite runs there too
+test: all $(BUILD)/test_c $(if $(filter 1,$(SIM)),sim)
+	@bash tests/run.sh $(BUILD) $(if $(filter 1,$(SIM)),$(SIM_BUILD))
 
 # UB halts (no silent "runtime error" lines that still exit 0); a too-large
 # malloc returns NULL as in a normal build (tensh reports it); leaks are
@@ -145,7 +147,7 @@ ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1:check_initia
             LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
             UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 asan:
-	$(ASAN_ENV) $(MAKE) BUILD=build-asan CUDA=0 OPT=-O1 LTO= \
+	$(ASAN_ENV) $(MAKE) BUILD=build-asan CUDA=0 SIM=0 OPT=-O1 LTO= \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test
 
 bench: all

@@ -63,13 +63,23 @@ struct pooled_stack {
 // ---- one block ----
 enum thread_wait { RUNNABLE, AT_BARRIER, AT_WARP, DONE };
 
+struct fiber_slot;
+
 struct sim_thread {
   thread_state ts;
-  ctx::fiber fiber, sink;
+  fiber_slot *slot = nullptr; // the fiber running this thread while it waits mid-body
   thread_wait wait = RUNNABLE;
   unsigned mask = 0;
   const char *what = "";
   unsigned char value[16];
+};
+
+// A fiber runs one simulated thread after another: a thread that finishes
+// without waiting hands it on, so a kernel without barriers costs two
+// switches a thread; a thread that waits keeps its fiber until it finishes.
+struct fiber_slot {
+  ctx::fiber fiber, sink;
+  sim_thread *assigned = nullptr;
 };
 
 struct block_state {
@@ -82,17 +92,42 @@ struct block_state {
 
 static thread_local sim_thread *me;
 
+static thread_local kernel_body *cur_body;
+
 static void yield(thread_wait w) {
   me->wait = w;
   sim_thread *self = me;
-  self->sink = std::move(self->sink).resume();
+  fiber_slot *slot = self->slot;
+  slot->sink = std::move(slot->sink).resume();
   me = self;
   cur = &self->ts;
+}
+
+static fiber_slot *new_slot() {
+  fiber_slot *slot = new fiber_slot();
+  slot->fiber = ctx::fiber(std::allocator_arg, pooled_stack(), [slot](ctx::fiber &&sink) {
+    slot->sink = std::move(sink);
+    for (;;) {
+      sim_thread *t = slot->assigned;
+      me = t;
+      cur = &t->ts;
+      cur_body->run();
+      t->wait = DONE;
+      slot->sink = std::move(slot->sink).resume(); // back to the scheduler, free for the next thread
+    }
+    return std::move(slot->sink);
+  });
+  return slot;
 }
 
 static void where_string(const block_state &b, const sim_thread &t, char *buf, size_t n) {
   snprintf(buf, n, "block (%u,%u,%u) thread (%u,%u,%u)", b.view.bid.x, b.view.bid.y, b.view.bid.z, t.ts.tid.x,
            t.ts.tid.y, t.ts.tid.z);
+}
+
+void fault_where(char *buf, size_t n) {
+  if (me) where_string(*me->ts.blk, *me, buf, n);
+  else snprintf(buf, n, "(no thread)");
 }
 
 void syncthreads() { yield(AT_BARRIER); }
@@ -185,31 +220,33 @@ static bool release(block_state &b) {
   return false;
 }
 
+// Free fibers of this worker, kept across blocks and launches.
+static thread_local std::vector<fiber_slot *> free_slots;
+
 static void run_block(block_state &b, bool reverse) {
   int n = (int)b.threads.size();
-  kernel_body *body = b.k->body;
-  for (int i = 0; i < n; i++) {
-    sim_thread &t = b.threads[i];
-    t.wait = RUNNABLE;
-    t.fiber = ctx::fiber(std::allocator_arg, pooled_stack(), [&t, body](ctx::fiber &&sink) {
-      t.sink = std::move(sink);
-      body->run();
-      t.wait = DONE;
-      return std::move(t.sink);
-    });
-  }
+  cur_body = b.k->body;
+  for (sim_thread &t : b.threads) t.wait = RUNNABLE, t.slot = nullptr;
   cur_block = &b.view;
   do {
     for (int j = 0; j < n && !b.error[0]; j++) {
       sim_thread &t = b.threads[reverse ? n - 1 - j : j];
       if (t.wait != RUNNABLE) continue;
+      if (!t.slot) {
+        if (free_slots.empty()) free_slots.push_back(new_slot());
+        t.slot = free_slots.back();
+        free_slots.pop_back();
+        t.slot->assigned = &t;
+      }
       me = &t;
       cur = &t.ts;
-      where_string(b, t, fault_where, sizeof fault_where);
-      t.fiber = std::move(t.fiber).resume();
+      fiber_slot *slot = t.slot;
+      slot->fiber = std::move(slot->fiber).resume();
+      if (t.wait == DONE) free_slots.push_back(slot), t.slot = nullptr;
     }
   } while (!b.error[0] && release(b));
-  for (sim_thread &t : b.threads) t.fiber = ctx::fiber(), t.sink = ctx::fiber(); // unwinds unfinished threads
+  for (sim_thread &t : b.threads)
+    if (t.slot) delete t.slot, t.slot = nullptr; // unwinds a thread stopped mid-body (a failed block)
   me = nullptr;
   cur = nullptr;
 }

@@ -49,7 +49,6 @@ static std::map<uintptr_t, size_t> pinned; // page-locked host blocks: base -> s
 static std::vector<std::pair<uintptr_t, bool>> lent; // pages the fault handler opened during a kernel (page, was live)
 
 thread_local const site *fault_site;
-thread_local char fault_where[96];
 
 static device_mem &dev(int d) {
   device_mem &m = devs[d];
@@ -107,15 +106,15 @@ static void describe(uintptr_t p, char *buf, size_t n) {
   const allocation *a = near_alloc(devs[d], p);
   auto next = devs[d].allocs.upper_bound(p);
   if (a && p >= a->base && p < a->base + a->size)
-    snprintf(buf, n, "0x%lx is %zu bytes into a%s allocation of %zu bytes at 0x%lx on device %d", (unsigned long)p,
-             (size_t)(p - a->base), a->live ? "" : " freed", a->size, (unsigned long)a->base, d);
+    snprintf(buf, n, "0x%lx is %zu bytes into %s allocation of %zu bytes at 0x%lx on device %d", (unsigned long)p,
+             (size_t)(p - a->base), a->live ? "a live" : "a freed", a->size, (unsigned long)a->base, d);
   else if (a && p >= a->base + a->size && p < a->map + a->map_len + PAGE)
-    snprintf(buf, n, "0x%lx is %zu bytes past the end of a%s allocation of %zu bytes at 0x%lx on device %d",
-             (unsigned long)p, (size_t)(p - a->base - a->size), a->live ? "" : " freed", a->size,
+    snprintf(buf, n, "0x%lx is %zu bytes past the end of %s allocation of %zu bytes at 0x%lx on device %d",
+             (unsigned long)p, (size_t)(p - a->base - a->size), a->live ? "a live" : "a freed", a->size,
              (unsigned long)a->base, d);
   else if (next != devs[d].allocs.end() && p < next->second.base)
-    snprintf(buf, n, "0x%lx is %zu bytes before the start of a%s allocation of %zu bytes at 0x%lx on device %d",
-             (unsigned long)p, (size_t)(next->second.base - p), next->second.live ? "" : " freed",
+    snprintf(buf, n, "0x%lx is %zu bytes before the start of %s allocation of %zu bytes at 0x%lx on device %d",
+             (unsigned long)p, (size_t)(next->second.base - p), next->second.live ? "a live" : "a freed",
              next->second.size, (unsigned long)next->second.base, d);
   else snprintf(buf, n, "0x%lx is device %d memory outside any allocation", (unsigned long)p, d);
 }
@@ -296,8 +295,10 @@ static void on_fault(int sig, siginfo_t *si, void *uc) {
   bool live_page = a && a->live && page >= a->map && page < a->map + a->map_len;
   static std::mutex fault_lock; // workers may fault at once
   std::lock_guard<std::mutex> g(fault_lock);
+  char thread[96];
+  fault_where(thread, sizeof thread);
   fail(cudaErrorIllegalAddress, true, "kernel %s (%s:%d) %s, %s %s", fault_site->kernel, fault_site->file,
-       fault_site->line, fault_where, is_write ? "wrote to" : "read", where);
+       fault_site->line, thread, is_write ? "wrote to" : "read", where);
   // lend the page to the kernel so it can finish; after_kernel takes it back
   if (live_page) mprotect((void *)page, PAGE, PROT_READ | PROT_WRITE);
   else mmap((void *)page, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);

@@ -16,10 +16,25 @@ static long env_long(const char *name, long dflt) {
   return v && *v ? strtol(v, NULL, 10) : dflt;
 }
 
+// TENSH_SIM_DEVICES devices, of which CUDA_VISIBLE_DEVICES shows a list as
+// CUDA does: ordinals in order, up to the first that is invalid or repeated.
 int device_count() {
   static int n = [] {
     long v = env_long("TENSH_SIM_DEVICES", 1);
-    return v < 0 ? 0 : v > 16 ? 16 : (int)v;
+    int all = v < 0 ? 0 : v > 16 ? 16 : (int)v;
+    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+    if (!vis) return all;
+    int shown = 0;
+    bool seen[16] = {false};
+    for (const char *p = vis; *p;) {
+      char *end;
+      long d = strtol(p, &end, 10);
+      if (end == p || d < 0 || d >= all || seen[d]) break;
+      seen[d] = true, shown++;
+      p = *end == ',' ? end + 1 : end;
+      if (*end != ',' && *end) break;
+    }
+    return shown;
   }();
   return n;
 }

@@ -51,7 +51,8 @@ void after_kernel(const site &s);
 void install_fault_handler();
 // The kernel and simulated thread a worker is running, for fault reports.
 extern thread_local const site *fault_site;
-extern thread_local char fault_where[96];
+// "block (x,y,z) thread (x,y,z)" of the simulated thread running on this worker.
+void fault_where(char *buf, size_t n);
 
 // ---- streams ----
 struct stream_t;

@@ -59,3 +59,20 @@ $(SIM_BUILD)/tensh: $(SIM_OBJ) $(SIM_SHELL_OBJ)
 $(SIM_BUILD)/tensh.so: $(SIM_OBJ)
 	$(CXX) -O2 -pthread -shared -o $@ $^ $(SIM_LIBS)
 .PRECIOUS: $(SIM_BUILD)/gen/cuda/%.cc $(SIM_BUILD)/gen/cuda/%.cuh
+
+# The simulator's own tests: deliberately broken CUDA code (tests/lua/test_sim.lua)
+SIM_RT_OBJ := $(SIM_RT:%.cc=$(SIM_BUILD)/%.o)
+$(SIM_BUILD)/gen/tests/sim/%.cc: tests/sim/%.cu $(SIM_BUILD)/simlaunch
+	@mkdir -p $(dir $@)
+	$(SIM_BUILD)/simlaunch $< $@
+
+$(SIM_BUILD)/gen/tests/sim/%.o: $(SIM_BUILD)/gen/tests/sim/%.cc sim/cuda_sim.h
+	$(CXX) $(SIM_CXXFLAGS) -O0 -c $< -o $@
+
+$(SIM_BUILD)/sim_selftest: $(SIM_BUILD)/gen/tests/sim/selftest.o $(SIM_RT_OBJ)
+	$(CXX) -pthread -o $@ $^ $(BLAS_LIBS) -lboost_context
+
+ifeq ($(SIM),1)
+sim: $(SIM_BUILD)/sim_selftest
+endif
+.PRECIOUS: $(SIM_BUILD)/gen/tests/sim/%.cc

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Runs every test: the C unit tests, each Lua test file under build/tensh,
 # then each shell test program (tests/shell/test_*.sh, given the build dir).
+# Given a second build dir (build-sim, the simulated CUDA device), the CUDA
+# tests, the tutorials with their GPU lines, and the whole Lua suite with
+# tensors on cuda run again there.
 # Ends with one line "N passed, N failed, N skipped"; exits non-zero on any
 # failure or on a test program that died without its closing line.
 set -u
 build=${1:-build}
+sim_build=${2:-}
 root=$(cd "$(dirname "$0")/.." && pwd)
 passed=0 failed=0 skipped=0
 log=$(mktemp)
@@ -33,13 +37,41 @@ count() { # adds the counts from the closing line of a test program's output
 grep -E '^(FAIL|SKIP)' "$log"
 count c $rc
 
-for f in "$root"/tests/lua/test_*.lua; do
-  (cd "$root/tests/lua" && TENSH_BUILD="$root/$build" LUA_PATH="$root/tests/lua/?.lua;;" timeout 600 "$root/$build/tensh" "$f") >"$log" 2>&1
-  rc=$?
-  grep -E '^(FAIL|SKIP)' "$log"
+# run_lua BUILD LABEL FILE [ENV=VALUE...]: one Lua test file under BUILD's tensh
+run_lua() {
+  local b=$1 label=$2 f=$3
+  shift 3
+  (cd "$root/tests/lua" && env "$@" TENSH_BUILD="$root/$b" LUA_PATH="$root/tests/lua/?.lua;;" \
+    timeout 900 "$root/$b/tensh" "$f") >"$log" 2>&1
+  local rc=$?
+  if [ -n "$label" ]; then sed -E "s/^(FAIL|SKIP) /\1 [$label] /" "$log" | grep -E '^(FAIL|SKIP)'
+  else grep -E '^(FAIL|SKIP)' "$log"; fi
   [ $rc -ne 0 ] && ! grep -qE '^[a-z]+:[^ ]*: [0-9]+ passed' "$log" && tail -n 20 "$log"
-  count "$(basename "$f")" $rc
+  count "$(basename "$f")${label:+[$label]}" $rc
+}
+
+# With the simulated device, the CUDA tests (test_cuda_*) run there instead of
+# skipping here for want of a GPU.
+for f in "$root"/tests/lua/test_*.lua; do
+  case "$f" in */test_cuda_*) [ -n "$sim_build" ] && [ -x "$root/$sim_build/tensh" ] && continue ;; esac
+  run_lua "$build" "" "$f"
 done
+
+# The simulated device: two devices of a small memory, so set_device, peer
+# copies and the out-of-memory path run for real.
+if [ -n "$sim_build" ] && [ -x "$root/$sim_build/tensh" ]; then
+  sim_env=(TENSH_SIM_DEVICES=2 TENSH_SIM_MEMORY=2G)
+  for f in "$root"/tests/lua/test_cuda_*.lua "$root"/tests/lua/test_seeds.lua; do
+    run_lua "$sim_build" sim "$f" "${sim_env[@]}"
+  done
+  for f in "$root"/tests/lua/test_*.lua; do
+    case "$f" in */test_cuda_*) continue ;; esac
+    run_lua "$sim_build" "sim cuda" "$f" "${sim_env[@]}" TENSH_TEST_DEVICE=cuda
+  done
+elif [ -n "$sim_build" ]; then
+  echo "SKIP the simulated CUDA device: $sim_build/tensh was not built (make sim says why)"
+  skipped=$((skipped + 1))
+fi
 
 # On a GPU machine the whole Lua suite runs again with tensors created on
 # cuda (tests/lua/harness.lua, TENSH_TEST_DEVICE); test_cuda_* compare the
@@ -55,7 +87,7 @@ if "$root/$build/tensh" -e 'os.exit(cuda.is_available() and 0 or 1)' >/dev/null 
     count "$(basename "$f")[cuda]" $rc
   done
 else
-  echo "SKIP the Lua suite on cuda: no CUDA device"
+  echo "SKIP the Lua suite on a real GPU: this machine has none${sim_build:+ (the simulated device ran it above)}"
   skipped=$((skipped + 1))
 fi
 
