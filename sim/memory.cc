@@ -41,6 +41,7 @@ struct device_mem {
   size_t used = 0;
   bool accessible = false;
   std::map<uintptr_t, allocation> allocs; // by base; freed ones kept for reports (bounded)
+  std::map<uintptr_t, allocation *> live;  // the live ones: what protection and canary checks walk
   size_t freed_kept = 0;
 };
 
@@ -144,8 +145,7 @@ static void set_access(const allocation &a, bool on) {
 void device_access(int d, bool on) {
   if (!protect_mode() || d < 0 || !devs[d].start || devs[d].accessible == on) return;
   devs[d].accessible = on;
-  for (auto &kv : devs[d].allocs)
-    if (kv.second.live) set_access(kv.second, on);
+  for (auto &kv : devs[d].live) set_access(*kv.second, on);
 }
 
 void after_kernel(const site &s) {
@@ -156,9 +156,8 @@ void after_kernel(const site &s) {
   lent.clear();
   for (int d = 0; d < 16; d++) {
     if (!devs[d].start || (protect_mode() && !devs[d].accessible)) continue;
-    for (auto &kv : devs[d].allocs) {
-      const allocation &a = kv.second;
-      if (!a.live) continue;
+    for (auto &kv : devs[d].live) {
+      const allocation &a = *kv.second;
       const unsigned char *c = (const unsigned char *)(a.base + a.size), *end = (const unsigned char *)(a.map + a.map_len);
       for (; c < end; c++)
         if (*c != CANARY) {
@@ -195,8 +194,27 @@ cudaError_t cudaMalloc(void **out, size_t n) {
     return fail(cudaErrorMemoryAllocation, false, "cudaMalloc of %zu bytes on device %d: %zu of %zu bytes in use", n, d,
                 m.used, device_memory());
   size_t body = round_up(n, 256), map_len = round_up(body, PAGE);
-  if (m.next + PAGE + map_len + PAGE > m.start + RESERVE) m.next = m.start; // wrap: reuse old addresses
-  uintptr_t map = m.next + PAGE; // a guard page before, one after
+  uintptr_t map;
+  for (int wraps = 0;;) { // a guard page before, one after; past live allocations after a wrap
+    if (m.next + PAGE + map_len + PAGE > m.start + RESERVE) {
+      if (wraps++) return fail(cudaErrorMemoryAllocation, false, "cudaMalloc of %zu bytes: no address space left", n);
+      m.next = m.start; // wrap: freed addresses are handed out again
+    }
+    map = m.next + PAGE;
+    auto above = m.live.lower_bound(map);
+    if (above != m.live.begin()) { // the live allocation below may reach into the range
+      auto below = std::prev(above);
+      if (below->second->map + below->second->map_len + PAGE > map) {
+        m.next = below->second->map + below->second->map_len;
+        continue;
+      }
+    }
+    if (above != m.live.end() && above->second->map < map + map_len + PAGE) {
+      m.next = above->second->map + above->second->map_len;
+      continue;
+    }
+    break;
+  }
   m.next = map + map_len + PAGE;
   allocation a = {map, map_len, map + map_len - body, n, d, true};
   mprotect((void *)map, map_len, PROT_READ | PROT_WRITE);
@@ -205,6 +223,7 @@ cudaError_t cudaMalloc(void **out, size_t n) {
   if (protect_mode() && !m.accessible) mprotect((void *)map, map_len, PROT_NONE);
   m.allocs.erase(m.allocs.lower_bound(map), m.allocs.lower_bound(map + map_len)); // stale records after a wrap
   m.allocs[a.base] = a;
+  m.live[a.base] = &m.allocs[a.base]; // std::map nodes do not move
   m.used += n;
   *out = (void *)a.base;
   return cudaSuccess;
@@ -223,6 +242,7 @@ cudaError_t cudaFree(void *p) {
   }
   drain_device(d); // cudaFree synchronises the device
   a->live = false;
+  devs[d].live.erase(a->base);
   devs[d].used -= a->size;
   mprotect((void *)a->map, a->map_len, PROT_NONE);
   madvise((void *)a->map, a->map_len, MADV_DONTNEED);
