@@ -27,6 +27,11 @@
 #include <type_traits>
 #include <utility>
 
+// Libraries our CUDA code loads at run time come from the simulator: dlopen
+// of NVML gives sim/nvml.cc's (a fixed utilisation); others load as usual.
+#define dlopen tsim_dlopen
+#define dlsym tsim_dlsym
+
 #undef __shared__
 #define __shared__ static thread_local
 #undef __launch_bounds__

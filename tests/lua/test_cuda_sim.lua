@@ -77,7 +77,11 @@ test("the device says what it is", function()
   local v = p:read("a")
   p:close()
   has(v, "simulated CUDA device", "tensh --version")
-  if cuda and cuda.is_available() then eq(cuda.get_device_name(0), "tensh simulated H100 (CPU)", "device name") end
+  if cuda and cuda.is_available() then
+    eq(cuda.get_device_name(0), "tensh simulated H100 (CPU)", "device name")
+    eq(select(1, cuda.get_device_capability(0)), 9, "compute capability 9.0 (an H100's)")
+    eq(cuda.utilization(0), 0, "NVML's utilisation: fixed at 0 (work runs when the host waits)")
+  end
 end)
 
 T.run()
