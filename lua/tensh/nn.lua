@@ -102,6 +102,30 @@ local function type_name(v)
   return type(v)
 end
 
+-- A module may not contain itself (PyTorch's rule): m becoming a child of
+-- self must not reach self, or every walk of the tree (state_dict, print,
+-- forward) would never end.
+local function reaches(m, target, memo)
+  if m == target then return true end
+  if memo[m] then return false end
+  memo[m] = true
+  local mods = rawget(m, "_modules")
+  for _, k in ipairs(mods.keys) do
+    local c = mods.vals[k]
+    if c ~= nil and reaches(c, target, memo) then return true end
+  end
+  return false
+end
+
+local function check_no_cycle(self, name, m, what)
+  if m ~= nil and reaches(m, self, {}) then
+    raise("%s: module '%s' would contain itself (%s); a module tree can't have cycles", what, name,
+      m == self and "it is the module itself" or "the new child already holds this module")
+  end
+end
+
+Module._check_no_cycle = check_no_cycle -- for the containers' own ways in (nn_layers.lua)
+
 -- Attribute assignment: modules and parameters are registered (in order),
 -- buffers keep their slot, anything else is a plain attribute.
 local function instance_newindex(self, k, v)
@@ -110,6 +134,7 @@ local function instance_newindex(self, k, v)
   local params, bufs, mods, attrs = rawget(self, "_parameters"), rawget(self, "_buffers"),
     rawget(self, "_modules"), rawget(self, "_attrs")
   if is_module(v) then
+    check_no_cycle(self, k, v, "module assignment")
     od_del(params, k); od_del(bufs, k); attrs[k] = nil
     od_set(mods, k, v)
   elseif as_parameter(v) then
@@ -269,6 +294,7 @@ function Module:add_module(name, m)
   if od_has(params, name) or od_has(bufs, name) or attrs[name] ~= nil then
     raise("add_module: attribute '%s' already exists", name)
   end
+  check_no_cycle(self, name, m, "add_module")
   od_set(rawget(self, "_modules"), name, m)
 end
 Module.register_module = Module.add_module

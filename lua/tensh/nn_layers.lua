@@ -560,6 +560,7 @@ return function(nn)
   local function getitem(self, k) return rawget(self, "_modules").vals[position(self, k)] end
   local function setitem(self, k, v)
     if not nn.is_module(v) then raise("%s: only modules can be stored, got %s", self:_get_name(), type(v)) end
+    self:_check_no_cycle(tostring(k), v, self:_get_name() .. "[" .. tostring(k) .. "]")
     rawget(self, "_modules").vals[position(self, k)] = v
   end
   local function len(self) return #rawget(self, "_modules").keys end
@@ -588,6 +589,7 @@ return function(nn)
   -- inserts before position index, renumbering the names that follow ("0", "1", ...)
   local function insert(self, index, m)
     if not nn.is_module(m) then raise("%s:insert: expected a module, got %s", self:_get_name(), type(m)) end
+    self:_check_no_cycle(tostring(index), m, self:_get_name() .. ":insert")
     local od = rawget(self, "_modules")
     local n = #od.keys
     index = check_int(self:_get_name() .. ":insert", "index", index)
