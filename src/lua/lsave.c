@@ -41,7 +41,7 @@ typedef struct json_box {
 } json_box;
 
 static int json_box_gc(lua_State *L) {
-  json_box *b = lua_touserdata(L, 1);
+  json_box *b = luaL_checkudata(L, 1, "tensh.json_box");
   cJSON_Delete(b->root);
   cJSON_free(b->text);
   b->root = NULL, b->text = NULL; /* a finalizer may run twice (__close, then __gc) */
@@ -66,7 +66,7 @@ typedef struct file_box {
 } file_box;
 
 static int file_box_gc(lua_State *L) {
-  file_box *b = lua_touserdata(L, 1);
+  file_box *b = luaL_checkudata(L, 1, "tensh.safetensors_file");
   ts_safetensors_close(b->sf);
   b->sf = NULL;
   return 0;

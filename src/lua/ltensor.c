@@ -57,14 +57,16 @@ ts_tensor *lt_operand(lua_State *L, int idx, ts_scalar_box *box) {
   case LUA_TBOOLEAN: return ts_scalar_wrap_bool(box, lua_toboolean(L, idx));
   default: {
     lt_box *b = test_box(L, idx);
-    if (!b || !b->t) luaL_typeerror(L, idx, "tensor or number");
+    if (!b) luaL_typeerror(L, idx, "tensor or number");
+    if (!b->t) luaL_argerror(L, idx, "tensor was already freed (closed by <close> or __close)");
     return b->t;
   }
   }
 }
 
 static int tensor_gc(lua_State *L) {
-  lt_box *b = lua_touserdata(L, 1);
+  lt_box *b = test_box(L, 1); /* Lua calls it with a tensor; a user may call it with anything */
+  if (!b) return luaL_typeerror(L, 1, "tensor");
   if (b->t) {
     ts_tensor_release(b->t);
     b->t = NULL; /* a finalizer may run twice (__close then __gc) */
