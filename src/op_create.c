@@ -8,7 +8,7 @@
 
 ts_status ts_fill_(ts_tensor *t, double v) {
   ts_status st = ts_ag_check_inplace("fill_", t);
-  if (st) return st;
+  if (st || (st = ts_check_internal_overlap("fill_", t))) return st;
   if (ts_grad_enabled() && t->requires_grad)
     return ts_fail(TS_ERR_ARG, "fill_: filling a tensor of the autograd graph is not supported; build the "
                    "value out of place (torch.full_like, torch.where)");
@@ -41,7 +41,11 @@ ts_status ts_copy_(ts_tensor *dst, ts_tensor *src) {
   int nd;
   int64_t sizes[TS_MAX_DIMS];
   ts_status st = ts_broadcast_shapes("copy_", dst->ndim, dst->sizes, src->ndim, src->sizes, &nd, sizes);
-  if (st) return st;
+  if (st || (st = ts_check_internal_overlap("copy_", dst)) || (st = ts_check_partial_overlap("copy_", dst, src))) return st;
+  if (src->storage == dst->storage && src->dtype == dst->dtype && src->offset == dst->offset && src->ndim == dst->ndim &&
+      !memcmp(src->sizes, dst->sizes, sizeof(int64_t) * (size_t)src->ndim) &&
+      !memcmp(src->strides, dst->strides, sizeof(int64_t) * (size_t)src->ndim))
+    return TS_OK; /* onto itself: nothing to do (and memcpy may not copy a range onto itself) */
   if (nd != dst->ndim || memcmp(sizes, dst->sizes, sizeof(int64_t) * (size_t)nd) != 0) {
     char a[256], b[256];
     ts_shape_str(src->ndim, src->sizes, a, sizeof a);

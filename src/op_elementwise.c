@@ -128,6 +128,8 @@ static ts_status inplace_input(const char *fn, ts_tensor *x, ts_tensor *out, boo
 ts_status ts_unary_p_out(ts_op op, ts_tensor *x, const int64_t *ip, const double *fp, ts_tensor *out) {
   ts_tensor *xin = NULL, *r = NULL;
   ts_op_kind kind = ts_ops[op].kind;
+  ts_status st0 = ts_check_internal_overlap(op_name(op), out);
+  if (st0 || (st0 = ts_check_partial_overlap(op_name(op), out, x))) return st0;
   if (out == x && !(ts_grad_enabled() && x->requires_grad) &&
       (kind == TS_KIND_UNARY || (kind == TS_KIND_UNARY_FLOAT && ts_dtype_is_float(x->dtype)))) {
     /* the plain in-place case: the kernel writes over its input element by element */
@@ -190,6 +192,9 @@ static ts_status binary_impl(ts_op op, ts_tensor *a, ts_tensor *b, double alpha,
   ts_tensor *ab[2] = {a, b};
   ts_status st = ts_check_same_device(fn, 2, ab);
   if (st) return st;
+  if (given && ((st = ts_check_internal_overlap(fn, given)) || (st = ts_check_partial_overlap(fn, given, a)) ||
+                (st = ts_check_partial_overlap(fn, given, b))))
+    return st;
   if (given && (given->requires_grad || ts_ag_needed(2, ab)) && ts_grad_enabled()) {
     /* autograd follows this in-place op: compute out of place, then rebase */
     ts_tensor *ain = NULL, *r = NULL;

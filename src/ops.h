@@ -96,6 +96,10 @@ bool ts_library_available(ts_op op, ts_device_type t);
 ts_status ts_dispatch_library(const ts_call *c, bool *ran);
 /* how many TS_KIND_LIBRARY calls ran on a device type: lets tests see the library ran */
 int64_t ts_library_kernel_runs(ts_device_type t);
+/* Ops that write: the written tensor may not have elements sharing memory
+ * (an expanded view), and an input may not overlap it partially (src/overlap.c). */
+ts_status ts_check_internal_overlap(const char *fn, const ts_tensor *t);
+ts_status ts_check_partial_overlap(const char *fn, const ts_tensor *out, const ts_tensor *in);
 /* Kernel calls per device type and op, counted only while ts_dispatch_counting
  * is true (torch.backends._dispatch_counts). */
 extern bool ts_dispatch_counting;
