@@ -450,6 +450,9 @@ ts_status ts_safetensors_parse(const char *path, const char *header, size_t n, i
   cJSON *root = NULL;
   if (n == 0 || header[0] != '{') {
     st = bad(sf, "not a safetensors file (the header does not start with '{')");
+  } else if (memchr(header, 0, n) || memmem(header, n, "\\u0000", 6)) {
+    /* cJSON's strings end at a NUL: a name "a\u0000b" would load as "a", a dtype "F32\u0000" as F32 */
+    st = bad(sf, "the header holds a NUL character (a name or dtype would be cut short there)");
   } else if (!(root = cJSON_ParseWithLengthOpts(header, n, &end, false)) || !cJSON_IsObject(root)) {
     st = root ? bad(sf, "the header is not a JSON object")
               : bad(sf, "the header is not valid JSON (near byte %lld of %zu)",

@@ -38,7 +38,7 @@ static const int64_t *int64_arg(lua_State *L, int idx, const char *what, int64_t
 
 /* _data.read_idx(path, ndim) -> uint8 tensor */
 static int l_read_idx(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
+  const char *path = lt_checkpath(L, 1, "read_idx");
   int64_t nd = lt_checkint(L, 2);
   luaL_argcheck(L, nd >= 1 && nd <= TS_MAX_DIMS, 2, "rank out of range");
   ts_tensor **slot = lt_newslot(L);
@@ -67,7 +67,7 @@ static int l_read_cifar(lua_State *L) {
 /* _data.gzip_write(path, bytes) */
 static int l_gzip_write(lua_State *L) {
   size_t n;
-  const char *path = luaL_checkstring(L, 1), *bytes = luaL_checklstring(L, 2, &n);
+  const char *path = lt_checkpath(L, 1, "gzip_write"), *bytes = luaL_checklstring(L, 2, &n);
   LT_TRY(L, ts_data_gzip_write(path, bytes, n));
   return 0;
 }

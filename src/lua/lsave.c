@@ -303,7 +303,7 @@ static void save_value(lua_State *L, save_ctx *c, cJSON *parent, const char *key
 }
 
 static int l_save(lua_State *L) {
-  const char *path = luaL_checkstring(L, 2);
+  const char *path = lt_checkpath(L, 2, "torch.save");
   lua_settop(L, 2);
   save_ctx c = {0};
   for (int i = 0; i < 5; i++) lua_newtable(L);
@@ -439,7 +439,7 @@ static ts_device load_device(lua_State *L, int opts) {
 }
 
 static int l_load(lua_State *L) {
-  load_ctx c = {luaL_checkstring(L, 1), 0};
+  load_ctx c = {lt_checkpath(L, 1, "torch.load"), 0};
   int opts = lt_opts_index(L, 2);
   if (!opts && !lua_isnoneornil(L, 2)) return luaL_typeerror(L, 2, "options table ({map_location=, flat=})");
   if (opts) { /* a misspelt option would otherwise be ignored silently */

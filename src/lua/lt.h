@@ -51,6 +51,7 @@ void lt_gc_debt(lua_State *L);
  * many stack slots were consumed. */
 int lt_sizes(lua_State *L, int idx, int *ndim, int64_t *sizes);
 void lt_push_size(lua_State *L, int ndim, const int64_t *sizes);
+const char *lt_checkpath(lua_State *L, int idx, const char *fn); /* a file path: a string without NUL bytes */
 int64_t lt_checkint(lua_State *L, int idx);  /* an integer (floats with integral values accepted) */
 
 /* Keyword-option tables: the trailing table argument, if any. */

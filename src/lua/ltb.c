@@ -95,7 +95,7 @@ static int l_writer(lua_State *L) {
   } else if (lua_type(L, 1) != LUA_TSTRING) {
     return lt_errorf(L, "SummaryWriter: log_dir must be a string, got %s", luaL_typename(L, 1));
   }
-  const char *logdir = lua_tostring(L, 1);
+  const char *logdir = lt_checkpath(L, 1, "SummaryWriter");
   tb_box *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->w = NULL;
   luaL_setmetatable(L, LT_TB_WRITER);

@@ -119,6 +119,15 @@ void lt_push_retained(lua_State *L, ts_tensor *t) {
 
 /* ---- integers, sizes, options ----------------------------------------- */
 
+/* Lua strings may hold NUL bytes; a path cut at one would name another file
+ * ("base.safetensors\0x" opening base.safetensors). */
+const char *lt_checkpath(lua_State *L, int idx, const char *fn) {
+  size_t n;
+  const char *p = luaL_checklstring(L, idx, &n);
+  if (strlen(p) != n) luaL_error(L, "%s: the path holds a NUL byte (at byte %d); remove it", fn, (int)strlen(p));
+  return p;
+}
+
 int64_t lt_checkint(lua_State *L, int idx) {
   int isnum;
   lua_Integer v = lua_tointegerx(L, idx, &isnum);

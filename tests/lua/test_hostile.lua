@@ -1,7 +1,7 @@
 -- Hostile input that once crashed or hung the session: each must give a Lua
 -- error that says what was wrong, and the session goes on.
 local T = require "harness"
-local test, eq, raises, ok = T.test, T.eq, T.raises, T.ok
+local test, eq, raises, ok, close = T.test, T.eq, T.raises, T.ok, T.close
 
 test("a tensor's metamethods called by hand on something else raise instead of crashing", function()
   local mt = getmetatable(torch.zeros(1))
@@ -36,6 +36,62 @@ test("a module can't contain itself: every way in refuses the cycle, the tree st
   for _ in pairs(a:state_dict()) do n = n + 1 end
   eq(n, 4, "a's state_dict after the refused cycles")
   ok(tostring(a):find("(b): Sequential", 1, true), "printing still works")
+end)
+
+test("in-place writes over overlapping memory raise as in PyTorch instead of giving order-dependent results", function()
+  for _, dev in ipairs(T.devices()) do
+    local b = torch.arange(9, {device = dev}):float():view(3, 3)
+    raises(function() b:copy_(b:t()) end, "copy_: unsupported operation: some elements of the input tensor")
+    raises(function() b:add_(b:t()) end, "add: unsupported operation: some elements")
+    local x = torch.zeros(3, {device = dev})
+    raises(function() x:expand(4, 3):add_(1) end, "more than one element of the written-to tensor")
+    raises(function() x:expand(2, 3):fill_(1) end, "more than one element of the written-to tensor")
+    raises(function() x:expand(2, 3):copy_(torch.ones(2, 3)) end, "more than one element")
+    raises(function() x:expand(2, 3):neg_() end, "more than one element")
+    close(x:tolist(), {0, 0, 0}, 0, 0, "nothing was written")
+    local a = torch.arange(10, {device = dev}):float()
+    raises(function() a[{{1, 10}}]:copy_(a[{{0, 9}}]) end, "some elements of the input tensor")
+    raises(function() a[{{1, 10}}]:mul_(a[{{0, 9}}]) end, "some elements of the input tensor")
+    -- what PyTorch allows: the very same elements, disjoint parts, a clone
+    local c = torch.arange(4, {device = dev}):float()
+    c:add_(c)
+    c:mul_(c)
+    c:copy_(c)
+    close(c:tolist(), {0, 4, 16, 36}, 0, 0, "full overlap is element-wise")
+    local d = torch.arange(6, {device = dev}):float():view(2, 3)
+    d[0]:copy_(d[1])
+    d[{{}, 0}]:add_(d[{{}, 2}])
+    close(d:tolist(), {{8, 4, 5}, {8, 4, 5}}, 0, 0, "disjoint parts of one storage")
+    b:copy_(b:t():clone())
+    close(b:tolist(), {{0, 3, 6}, {1, 4, 7}, {2, 5, 8}}, 0, 0, "through a clone")
+  end
+end)
+
+-- a safetensors file with the given header text and data bytes
+local function write_safetensors(path, header, data)
+  local f = assert(io.open(path, "wb"))
+  f:write(string.pack("<I8", #header), header, data)
+  f:close()
+end
+
+test("NUL bytes in paths and in a file's names and dtypes are refused, not cut short", function()
+  local dir = os.tmpname()
+  local base = dir .. ".safetensors"
+  torch.save({w = torch.ones(2)}, base)
+  raises(function() torch.load(base .. "\0x") end, "torch.load: the path holds a NUL byte")
+  raises(function() torch.save({w = torch.ones(2)}, base .. "\0y") end, "torch.save: the path holds a NUL byte")
+  raises(function() tb.SummaryWriter("runs\0x") end, "SummaryWriter: the path holds a NUL byte")
+  local bad_key = '{"a\\u0000b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}'
+  write_safetensors(base, bad_key, string.pack("<f", 1))
+  raises(function() torch.load(base) end, "NUL character")
+  local bad_dtype = '{"a":{"dtype":"F32\\u0000","shape":[1],"data_offsets":[0,4]}}'
+  write_safetensors(base, bad_dtype, string.pack("<f", 1))
+  raises(function() torch.load(base) end, "NUL character")
+  local good = '{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}'
+  write_safetensors(base, good, string.pack("<f", 2.5))
+  eq(torch.load(base).a:item(), 2.5, "the same file without the NUL loads")
+  os.remove(base)
+  os.remove(dir)
 end)
 
 T.run()
