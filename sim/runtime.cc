@@ -95,7 +95,10 @@ cudaError_t fail(cudaError_t e, bool is_sticky, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "tensh-sim: %s: %s\n", cudaGetErrorName(e), msg);
+  // a fault the context does not survive is printed where it happens; an
+  // ordinary error (out of memory, a bad argument) comes back with its code,
+  // and cudaGetErrorString gives the detail
+  if (is_sticky) fprintf(stderr, "tensh-sim: %s: %s\n", cudaGetErrorName(e), msg);
   if (detail_code == cudaSuccess || !sticky) { // the first fault explains the rest
     detail_code = e;
     snprintf(detail, sizeof detail, "%s", msg);

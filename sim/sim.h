@@ -29,8 +29,8 @@ std::recursive_mutex &lock();
 
 // ---- errors ----
 // Records e as this thread's last error, and as the context's sticky error
-// when `sticky` (as a fault in a kernel is on a GPU); the message is printed
-// and appended to cudaGetErrorString(e) for the next report of e.
+// when `sticky` (as a fault in a kernel is on a GPU, then also printed); the
+// message is appended to cudaGetErrorString(e) for the next report of e.
 cudaError_t fail(cudaError_t e, bool sticky, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 cudaError_t sticky_error();
 int current_device();

@@ -51,9 +51,12 @@ run_lua() {
 }
 
 # With the simulated device, the CUDA tests (test_cuda_*) run there instead of
-# skipping here for want of a GPU.
+# skipping here for want of a GPU; test_cuda_nogpu is about having none.
 for f in "$root"/tests/lua/test_*.lua; do
-  case "$f" in */test_cuda_*) [ -n "$sim_build" ] && [ -x "$root/$sim_build/tensh" ] && continue ;; esac
+  case "$f" in
+  */test_cuda_nogpu.lua) ;;
+  */test_cuda_*) [ -n "$sim_build" ] && [ -x "$root/$sim_build/tensh" ] && continue ;;
+  esac
   run_lua "$build" "" "$f"
 done
 
@@ -62,10 +65,11 @@ done
 if [ -n "$sim_build" ] && [ -x "$root/$sim_build/tensh" ]; then
   sim_env=(TENSH_SIM_DEVICES=2 TENSH_SIM_MEMORY=2G)
   for f in "$root"/tests/lua/test_cuda_*.lua "$root"/tests/lua/test_seeds.lua; do
+    case "$f" in */test_cuda_nogpu.lua) continue ;; esac
     run_lua "$sim_build" sim "$f" "${sim_env[@]}"
   done
   for f in "$root"/tests/lua/test_*.lua; do
-    case "$f" in */test_cuda_*) continue ;; esac
+    case "$f" in */test_cuda_*|*/test_seeds.lua) continue ;; esac # the seeds pick their device themselves
     run_lua "$sim_build" "sim cuda" "$f" "${sim_env[@]}" TENSH_TEST_DEVICE=cuda
   done
 elif [ -n "$sim_build" ]; then

@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void result(const char *what, cudaError_t e) { printf("RESULT %s %s\n", what, cudaGetErrorName(e)); }
+static void result(const char *what, cudaError_t e) {
+  printf("RESULT %s %s: %s\n", what, cudaGetErrorName(e), cudaGetErrorString(e));
+}
 
 __global__ void read_at(const float *p, long i, float *out) { out[0] = p[i]; }
 __global__ void write_at(float *p, long i) { p[i] = 1.0f; }
