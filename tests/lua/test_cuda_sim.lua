@@ -9,10 +9,14 @@ local test, eq, ok = T.test, T.eq, T.ok
 local build = os.getenv("TENSH_BUILD") or "../../build-sim"
 local exe = build .. "/sim_selftest"
 
-local function run(case)
+local function need_sim()
   local f = io.open(exe, "rb")
-  if not f then T.skip("no " .. exe .. " (make sim builds it)") end
+  if not f then T.skip("not a simulated build: no " .. exe .. " (make sim builds it)") end
   f:close()
+end
+
+local function run(case)
+  need_sim()
   local p = assert(io.popen("TENSH_SIM_DEVICES=2 " .. exe .. " " .. case .. " 2>&1; echo EXIT=$?"))
   local out = p:read("a")
   p:close()
@@ -73,6 +77,7 @@ test("host code that reads device memory is stopped and told why", function()
 end)
 
 test("the device says what it is", function()
+  need_sim()
   local p = assert(io.popen(build .. "/tensh --version"))
   local v = p:read("a")
   p:close()
