@@ -178,7 +178,7 @@ end
 
 -- Splits a dataset's transform option into C specs or a Lua function.
 local function read_transform(tf, fn)
-  if type(tf) == "function" then return nil, tf end
+  if type(tf) == "function" then return {}, tf end -- no C specs: the function runs in Lua
   return call_at(3, fn .. ": ", specs_of, tf), nil
 end
 

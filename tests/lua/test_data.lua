@@ -801,4 +801,17 @@ end)
 -- leave no files behind
 test("cleanup", function() assert(os.execute("rm -rf '" .. tmp_root .. "'")) end)
 
+test("a Lua function as a dataset's transform, in get and through the loader", function()
+  local ds = data.TensorDataset(torch.arange(8):float():view(4, 2), torch.arange(4),
+    {transform = function(x) return x * 2 end})
+  close(ds:get(1)[1], {4, 6}, 0, 0, "get applies it to the first field")
+  eq(ds:get(1)[2]:item(), 1, "the labels untouched")
+  local seen = {}
+  for x, y in data.DataLoader(ds, {batch_size = 2}):iter() do
+    for _, row in ipairs(x:tolist()) do seen[#seen + 1] = row[1] end
+    eq(y:dim(), 1, "labels batched")
+  end
+  close(seen, {0, 4, 8, 12}, 0, 0, "the loader's batches are transformed")
+end)
+
 T.run()
