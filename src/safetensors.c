@@ -436,6 +436,35 @@ static ts_status parse_root(ts_safetensors *sf, const cJSON *root) {
   return TS_OK;
 }
 
+/* A safetensors header is a flat object of objects: {name: {dtype, shape:
+ * [dims], data_offsets: [begin, end]}, __metadata__: {str: str}}. Checked on
+ * the raw text before cJSON builds a tree, so a header crafted to cost
+ * memory (nesting, huge arrays) is refused before it is spent: NULL if the
+ * text keeps to that form, else why not. */
+static const char *header_form_error(const char *h, size_t n) {
+  enum { MAX_NEST = 3, MAX_ARRAY = 64 };
+  int depth = 0;
+  bool in_array[MAX_NEST + 1] = {false};
+  int64_t items[MAX_NEST + 1] = {0};
+  for (size_t i = 0; i < n; i++) {
+    char c = h[i];
+    if (c == '"') { /* skip the string, escapes included */
+      for (i++; i < n && h[i] != '"'; i++)
+        if (h[i] == '\\') i++;
+      continue;
+    }
+    if (c == '{' || c == '[') {
+      if (++depth > MAX_NEST) return "it nests deeper than a safetensors header does (objects of objects of arrays)";
+      in_array[depth] = c == '[', items[depth] = 0;
+    } else if (c == '}' || c == ']') {
+      if (depth > 0) depth--;
+    } else if (c == ',' && depth > 0 && in_array[depth] && ++items[depth] >= MAX_ARRAY) {
+      return "it holds an array longer than a tensor's shape or data_offsets can be";
+    }
+  }
+  return NULL;
+}
+
 ts_status ts_safetensors_parse(const char *path, const char *header, size_t n, int64_t data_size,
                                ts_safetensors **out) {
   ts_safetensors *sf = calloc(1, sizeof *sf);
@@ -453,6 +482,8 @@ ts_status ts_safetensors_parse(const char *path, const char *header, size_t n, i
   } else if (memchr(header, 0, n) || memmem(header, n, "\\u0000", 6)) {
     /* cJSON's strings end at a NUL: a name "a\u0000b" would load as "a", a dtype "F32\u0000" as F32 */
     st = bad(sf, "the header holds a NUL character (a name or dtype would be cut short there)");
+  } else if (header_form_error(header, n)) {
+    st = bad(sf, "the header is not a safetensors header: %s", header_form_error(header, n));
   } else if (!(root = cJSON_ParseWithLengthOpts(header, n, &end, false)) || !cJSON_IsObject(root)) {
     st = root ? bad(sf, "the header is not a JSON object")
               : bad(sf, "the header is not valid JSON (near byte %lld of %zu)",

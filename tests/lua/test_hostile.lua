@@ -87,6 +87,11 @@ test("NUL bytes in paths and in a file's names and dtypes are refused, not cut s
   local bad_dtype = '{"a":{"dtype":"F32\\u0000","shape":[1],"data_offsets":[0,4]}}'
   write_safetensors(base, bad_dtype, string.pack("<f", 1))
   raises(function() torch.load(base) end, "NUL character")
+  -- a header crafted to cost memory is refused before cJSON builds it: deep nesting, a huge array
+  write_safetensors(base, '{"a":' .. ("["):rep(5000000) .. ("]"):rep(5000000) .. '}', "")
+  raises(function() torch.load(base) end, "nests deeper than a safetensors header")
+  write_safetensors(base, '{"a":{"dtype":"F32","shape":[' .. ("1,"):rep(3000000) .. '1],"data_offsets":[0,4]}}', "")
+  raises(function() torch.load(base) end, "an array longer than a tensor's shape")
   local good = '{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}'
   write_safetensors(base, good, string.pack("<f", 2.5))
   eq(torch.load(base).a:item(), 2.5, "the same file without the NUL loads")
