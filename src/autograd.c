@@ -259,7 +259,7 @@ static ts_status run_engine(int nroots, ts_tensor *const *roots, ts_tensor *cons
   ts_set_grad_enabled(false);
   node_list all = {0};
   ts_status st = collect(&all, nroots, roots);
-  if (!st) qsort(all.v, (size_t)all.n, sizeof *all.v, by_seq_desc);
+  if (!st && all.n > 1) qsort(all.v, (size_t)all.n, sizeof *all.v, by_seq_desc); /* qsort(NULL, 0) is undefined */
   /* seed the roots */
   for (int r = 0; r < nroots && !st; r++) {
     ts_tensor *root = roots[r], *g = root_grads ? root_grads[r] : NULL, *seed = NULL;

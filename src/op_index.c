@@ -475,6 +475,9 @@ ts_status ts_one_hot(ts_tensor *x, int64_t num_classes, ts_tensor **out) {
     int64_t lo, hi;
     if ((st = extreme_i64(x, false, &lo)) || (st = extreme_i64(x, true, &hi))) return st;
     if (lo < 0) return ts_fail(TS_ERR_INDEX, "one_hot: class values must be non-negative, got %lld", (long long)lo);
+    if (num_classes == -1 && hi == INT64_MAX)
+      return ts_fail(TS_ERR_INDEX, "one_hot: class value %lld is too large to infer the number of classes from",
+                     (long long)hi);
     if (num_classes == -1) num_classes = hi + 1;
     else if (hi >= num_classes)
       return ts_fail(TS_ERR_INDEX, "one_hot: class values must be smaller than num_classes (%lld), got %lld",

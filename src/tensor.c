@@ -32,17 +32,25 @@ ts_status ts_mul_overflow(int64_t a, int64_t b, int64_t *out) {
   return TS_OK;
 }
 
+/* The element count; the product of the nonzero sizes must fit too (a
+ * contiguous layout's strides are its partial products), so (0, 2^53, 2^53)
+ * is refused although it holds no element. */
 ts_status ts_shape_numel(int ndim, const int64_t *sizes, int64_t *out) {
   int64_t n = 1;
+  bool empty = false;
   for (int i = 0; i < ndim; i++) {
     if (sizes[i] < 0) return ts_fail(TS_ERR_ARG, "negative size %lld in dim %d", (long long)sizes[i], i);
+    if (sizes[i] == 0) {
+      empty = true;
+      continue;
+    }
     if (ts_mul_overflow(n, sizes[i], &n)) {
       char shape[256];
       ts_shape_str(ndim, sizes, shape, sizeof shape);
       return ts_fail(TS_ERR_OVERFLOW, "shape %s has more elements than 64-bit sizes can count", shape);
     }
   }
-  *out = n;
+  *out = empty ? 0 : n;
   return TS_OK;
 }
 

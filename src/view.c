@@ -3,6 +3,7 @@
  * one that copies when it must. */
 #include "ops.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -254,6 +255,12 @@ ts_status ts_expand(ts_tensor *t, int nd, const int64_t *in, ts_tensor **out) {
     sizes[d] = want;
     strides[d] = d < off || (have == 1 && want != 1) ? 0 : t->strides[d - off];
   }
+  int64_t n;
+  if (ts_shape_numel(nd, sizes, &n)) {
+    char why[256];
+    snprintf(why, sizeof why, "%s", ts_last_error()); /* not formatted into itself */
+    return ts_fail(TS_ERR_OVERFLOW, "expand: %s", why);
+  }
   static const view_grad vg = {VG_EXPAND, {0}, NULL, 0};
   return make_view(t, nd, sizes, strides, t->offset, &vg, out);
 }
@@ -277,8 +284,10 @@ ts_status ts_slice(ts_tensor *t, int64_t dim, int64_t start, int64_t stop, int64
   int64_t sizes[TS_MAX_DIMS], strides[TS_MAX_DIMS];
   memcpy(sizes, t->sizes, sizeof sizes);
   memcpy(strides, t->strides, sizeof strides);
-  sizes[d] = (stop - start + step - 1) / step;
-  strides[d] = t->strides[d] * step;
+  sizes[d] = stop == start ? 0 : (stop - start - 1) / step + 1; /* no stop - start + step: it can overflow */
+  if (sizes[d] > 1 && __builtin_mul_overflow(t->strides[d], step, &strides[d]))
+    return ts_fail(TS_ERR_OVERFLOW, "slice: step %lld times the stride %lld overflows 64 bits", (long long)step,
+                   (long long)t->strides[d]);
   view_grad vg = {VG_SLICE, {d, start, stop, step}, NULL, 0};
   return make_view(t, t->ndim, sizes, strides, t->offset + start * t->strides[d], &vg, out);
 }

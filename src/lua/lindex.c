@@ -67,7 +67,7 @@ static int split_dim(lua_State *L, ts_tensor *x, const char *fn, int idx) {
 
 /* Pieces of split_size along d (the last smaller), as a list. */
 static int split_even(lua_State *L, ts_tensor *x, int d, int64_t s) {
-  int64_t size = x->sizes[d], n = s ? (size + s - 1) / s : 1;
+  int64_t size = x->sizes[d], n = s && size ? (size - 1) / s + 1 : 1; /* size + s - 1 could overflow */
   if (n < 1) n = 1;
   if (n > INT32_MAX) luaL_error(L, "split: too many pieces (%I)", (lua_Integer)n);
   lua_createtable(L, (int)n, 0);
@@ -98,7 +98,8 @@ static int m_split(lua_State *L) {
     lua_pop(L, 1);
     if (!isnum || s < 0)
       return luaL_error(L, "split: split_sizes must be non-negative integers, got a bad value at position %d", k);
-    sum += s;
+    if (__builtin_add_overflow(sum, s, &sum))
+      return luaL_error(L, "split: split_sizes sum past 64 bits (at position %d)", k);
   }
   if (sum != size)
     return luaL_error(L, "split: split_sizes must sum exactly to %I (the input's size in dimension %d), but they sum to %I",
@@ -121,7 +122,7 @@ static int m_chunk(lua_State *L) {
   int64_t n = lt_checkint(L, 2);
   if (n <= 0) return luaL_error(L, "chunk: expects `chunks` to be greater than 0, got: %I", (lua_Integer)n);
   int d = split_dim(L, x, "chunk", 3);
-  int64_t size = x->sizes[d], s = (size + n - 1) / n;
+  int64_t size = x->sizes[d], s = size ? (size - 1) / n + 1 : 0; /* size + n - 1 could overflow */
   if (s == 0) { /* an empty dim: `chunks` empty pieces, as torch */
     if (n > INT32_MAX) return luaL_error(L, "chunk: too many chunks");
     lua_createtable(L, (int)n, 0);

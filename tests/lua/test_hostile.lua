@@ -99,4 +99,23 @@ test("NUL bytes in paths and in a file's names and dtypes are refused, not cut s
   os.remove(dir)
 end)
 
+test("sizes and indices at the edge of 64 bits: errors or right answers, never overflowed arithmetic", function()
+  raises(function() torch.zeros(1):expand(1 << 62, 2):sum() end, "expand: shape (4611686018427387904, 2) has more elements")
+  raises(function() torch.zeros(1, 1, 1, 1, 1, 1, 1, 1):expand(1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000) end,
+    "expand: shape")
+  raises(function() torch.empty(0, 1 << 53, 1 << 53) end, "more elements than 64-bit sizes can count")
+  close(torch.arange(4)[{{1, 4, math.maxinteger - 1}}]:tolist(), {1}, 0, 0, "a step past the end keeps the first element")
+  close(torch.arange(10)[{{3, 10, 7}}]:tolist(), {3}, 0, 0, "slice step 7")
+  eq(torch.arange(10)[{{2, 2, 3}}]:numel(), 0, "empty slice")
+  raises(function() torch.one_hot(torch.tensor(math.maxinteger), -1) end, "too large to infer the number of classes")
+  local s = torch.arange(5):split(math.maxinteger)
+  eq(#s, 1, "split into one piece")
+  eq(s[1]:numel(), 5, "the whole tensor")
+  local c = torch.arange(5):chunk(math.maxinteger)
+  eq(#c, 5, "chunk: one element a piece, as PyTorch")
+  raises(function() torch.arange(5):split({math.maxinteger, math.maxinteger}) end, "split_sizes sum past 64 bits")
+  local g = torch.autograd.grad({}, {})
+  eq(#g, 0, "grad of nothing is nothing")
+end)
+
 T.run()
