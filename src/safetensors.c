@@ -9,7 +9,9 @@
 #include "ops.h"
 
 #include <cJSON.h>
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
@@ -261,6 +263,33 @@ static void sync_parent_dir(const char *path) {
   free(dir);
 }
 
+/* Saves write <path>.tmp.<pid> and rename it over path; a save killed
+ * midway (kill -9) leaves its temporary behind. The next save of the same
+ * path removes those whose process is gone (checked with kill(pid, 0) on
+ * this machine), so they do not pile up. */
+static void remove_stale_temps(const char *path) {
+  const char *slash = strrchr(path, '/');
+  char dir[4096];
+  const char *base = slash ? slash + 1 : path;
+  int dlen = slash ? (int)(slash - path) : 1;
+  if (dlen >= (int)sizeof dir) return;
+  snprintf(dir, sizeof dir, "%.*s", dlen, slash ? (slash == path ? "/" : path) : ".");
+  DIR *d = opendir(dir);
+  if (!d) return;
+  size_t blen = strlen(base);
+  for (struct dirent *e; (e = readdir(d));) {
+    const char *name = e->d_name;
+    if (strncmp(name, base, blen) || strncmp(name + blen, ".tmp.", 5)) continue;
+    char *end;
+    long pid = strtol(name + blen + 5, &end, 10);
+    if (*end || pid <= 0 || pid == (long)getpid() || !(kill((pid_t)pid, 0) != 0 && errno == ESRCH)) continue;
+    char full[8192];
+    snprintf(full, sizeof full, "%s/%s", dir, name);
+    unlink(full);
+  }
+  closedir(d);
+}
+
 ts_status ts_safetensors_save(const char *path, int n, const char *const *names, ts_tensor *const *tensors,
                               int nmeta, const char *const *meta_keys, const char *const *meta_values) {
   int *order = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
@@ -280,6 +309,7 @@ ts_status ts_safetensors_save(const char *path, int n, const char *const *names,
     return ts_fail(TS_ERR_OOM, "torch.save: out of memory");
   }
   snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
+  remove_stale_temps(path);
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd < 0) {
     st = write_fail(path, "write", errno);

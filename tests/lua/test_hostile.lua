@@ -118,4 +118,23 @@ test("sizes and indices at the edge of 64 bits: errors or right answers, never o
   eq(#g, 0, "grad of nothing is nothing")
 end)
 
+test("temporaries a killed torch.save left behind are removed by the next save of that path", function()
+  local base = os.tmpname()
+  local path = base .. ".safetensors"
+  -- a dead process's temporary (pid 99999999 is past the largest pid Linux hands out)
+  local stale = path .. ".tmp.99999999"
+  local f = assert(io.open(stale, "wb"))
+  f:write(("x"):rep(1000))
+  f:close()
+  local other = path .. ".tmpfile" -- not a temporary of ours: kept
+  assert(io.open(other, "wb")):close()
+  torch.save({w = torch.ones(2)}, path)
+  ok(io.open(stale, "rb") == nil, "the stale temporary is gone")
+  local kept = io.open(other, "rb")
+  ok(kept ~= nil, "other files stay")
+  if kept then kept:close() end
+  eq(torch.load(path).w:sum():item(), 2, "the save itself")
+  os.remove(path); os.remove(other); os.remove(base)
+end)
+
 T.run()
