@@ -213,10 +213,29 @@ static int opt_field(lua_State *L, int opts, const char *key) {
   return lua_getfield(L, opts, key);
 }
 
+/* The option lt_opt_dtype/device is reading, so that an error in its value
+ * names it ("randn: option 'dtype': ...") instead of "bad argument #-1". */
+static const char *reading_option;
+
+static int value_error(lua_State *L, int idx, const char *msg) {
+  if (idx >= 0 || !reading_option) return luaL_argerror(L, idx, msg);
+  const char *key = reading_option, *fn = NULL;
+  reading_option = NULL;
+  lua_Debug ar;
+  if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name) fn = ar.name;
+  if (fn && !strncmp(fn, "tensh.", 6)) fn += 6;
+  return luaL_error(L, "%s%soption '%s': %s", fn ? fn : "", fn ? ": " : "", key, msg);
+}
+
+static int value_type_error(lua_State *L, int idx, const char *expected) {
+  return value_error(L, idx, lua_pushfstring(L, "%s expected, got %s", expected, luaL_typename(L, idx)));
+}
+
 ts_dtype lt_check_dtype(lua_State *L, int idx) {
-  const char *s = luaL_checkstring(L, idx);
+  const char *s = lua_tostring(L, idx);
+  if (!s) value_type_error(L, idx, "dtype (a name such as \"float32\", or torch.float32)");
   ts_dtype d;
-  if (ts_dtype_from_name(s, &d)) luaL_argerror(L, idx, ts_last_error());
+  if (ts_dtype_from_name(s, &d)) value_error(L, idx, ts_last_error());
   return d;
 }
 
@@ -224,34 +243,36 @@ ts_device lt_check_device(lua_State *L, int idx) {
   ts_device d;
   if (lua_type(L, idx) == LUA_TNUMBER) { /* a bare ordinal means a CUDA device, as in torch */
     if (!lua_isinteger(L, idx) && lua_tonumber(L, idx) != (lua_Number)(lua_Integer)lua_tonumber(L, idx))
-      luaL_argerror(L, idx, "a device ordinal must be an integer");
+      value_error(L, idx, "a device ordinal must be an integer");
     lua_Integer i = lt_checkint(L, idx);
     return (ts_device){TS_CUDA, (int8_t)(i < 0 || i > 126 ? 127 : i)};
   }
   if (luaL_testudata(L, idx, LT_DEVICE) == NULL && lua_type(L, idx) == LUA_TTABLE) {
     lua_getfield(L, idx, "_str");
     const char *s = lua_tostring(L, -1);
-    if (!s) luaL_typeerror(L, idx, "device");
-    if (ts_device_parse(s, &d)) luaL_argerror(L, idx, ts_last_error());
+    if (!s) value_type_error(L, idx, "device");
+    if (ts_device_parse(s, &d)) value_error(L, idx, ts_last_error());
     lua_pop(L, 1);
     return d;
   }
   const char *s = lua_tostring(L, idx);
-  if (!s) luaL_typeerror(L, idx, "device (a string such as \"cpu\" or \"cuda:0\")");
-  if (ts_device_parse(s, &d)) luaL_argerror(L, idx, ts_last_error());
+  if (!s) value_type_error(L, idx, "device (a string such as \"cpu\" or \"cuda:0\")");
+  if (ts_device_parse(s, &d)) value_error(L, idx, ts_last_error());
   return d;
 }
 
 ts_dtype lt_opt_dtype(lua_State *L, int opts, ts_dtype dflt) {
   ts_dtype d = dflt;
-  if (opt_field(L, opts, "dtype") != LUA_TNIL) d = lt_check_dtype(L, -1);
+  if (opt_field(L, opts, "dtype") != LUA_TNIL) reading_option = "dtype", d = lt_check_dtype(L, -1);
+  reading_option = NULL;
   if (opts) lua_pop(L, 1);
   return d;
 }
 
 ts_device lt_opt_device(lua_State *L, int opts, ts_device dflt) {
   ts_device d = dflt;
-  if (opt_field(L, opts, "device") != LUA_TNIL) d = lt_check_device(L, -1);
+  if (opt_field(L, opts, "device") != LUA_TNIL) reading_option = "device", d = lt_check_device(L, -1);
+  reading_option = NULL;
   if (opts) lua_pop(L, 1);
   return d;
 }

@@ -137,4 +137,14 @@ test("temporaries a killed torch.save left behind are removed by the next save o
   os.remove(path); os.remove(other); os.remove(base)
 end)
 
+test("a wrong option value names the function and the option, not 'bad argument #-1'", function()
+  local ok1, e1 = pcall(function() return torch.randn(2, {dtype = 5}) end)
+  ok(not ok1 and e1:find("randn: option 'dtype': unknown dtype '5'", 1, true), tostring(e1))
+  local ok2, e2 = pcall(function() return torch.zeros(2, {device = "gpu"}) end)
+  ok(not ok2 and e2:find("zeros: option 'device': unknown device 'gpu'", 1, true), tostring(e2))
+  local ok3, e3 = pcall(function() return torch.ones(2, {device = {}}) end)
+  ok(not ok3 and e3:find("option 'device': device expected, got nil", 1, true), tostring(e3))
+  ok(not tostring(e1):find("#-1", 1, true), "no negative argument number")
+end)
+
 T.run()

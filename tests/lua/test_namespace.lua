@@ -46,7 +46,8 @@ test("tensh.time: time() is the epoch clock to sub-second resolution, perf_count
   local time = require "tensh.time"
   local t = time.time()
   eq(math.type(t), "float", "time.time() is a float")
-  ok(math.abs(t - os.time()) <= 1.0, ("time.time() %.3f agrees with os.time() %d"):format(t, os.time()))
+  -- os.time() truncates a coarse clock that may lag the precise one by a tick (<= 10 ms)
+  ok(math.abs(t - os.time()) <= 1.02, ("time.time() %.3f agrees with os.time() %d"):format(t, os.time()))
   local a = time.perf_counter()
   local x = torch.randn(256, 256)
   for _ = 1, 5 do x = x:matmul(x) / 256 end
