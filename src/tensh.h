@@ -102,6 +102,8 @@ void ts_device_str(ts_device d, char *buf, size_t n);
  * ts_small_free must get the size given to ts_small_alloc. */
 void *ts_small_alloc(size_t n);
 void ts_small_free(void *p, size_t n);
+/* Blocks returned to malloc from exiting threads' free lists, ever (tests). */
+int64_t ts_small_freed_at_exit(void);
 
 /* ---- storage ------------------------------------------------------------ */
 
