@@ -32,4 +32,45 @@ function M.time_ms(fn, warmup, iters, dev)
   return times[iters // 2 + 1]
 end
 
+-- Median of each phase over `iters` calls of the phases in order (each a
+-- function), after `warmup` calls; returns {ms per phase..., total = ms}
+-- where total is the median of the sums (not the sum of the medians).
+function M.phases_ms(phases, warmup, iters, dev)
+  local sync = dev:sub(1, 4) == "cuda" and cuda.synchronize or function() end
+  for _ = 1, warmup do
+    for _, fn in ipairs(phases) do fn() end
+  end
+  sync()
+  local per, totals = {}, {}
+  for p = 1, #phases do per[p] = {} end
+  for i = 1, iters do
+    collectgarbage()
+    local total = 0
+    for p, fn in ipairs(phases) do
+      local t = torch._clock()
+      fn()
+      sync()
+      local ms = (torch._clock() - t) * 1e3
+      per[p][i], total = ms, total + ms
+    end
+    totals[i] = total
+  end
+  local function median(v)
+    table.sort(v)
+    return v[#v // 2 + 1]
+  end
+  local out = {total = median(totals)}
+  for p = 1, #phases do out[p] = median(per[p]) end
+  return out
+end
+
+-- What a result depends on besides the code, as JSON fields to append to a
+-- line: the threads (OpenMP's team, OpenBLAS's) and OpenBLAS's kernel family
+-- (OPENBLAS_CORETYPE or its own choice), the same keys the peers print.
+function M.run_fields()
+  local blas = torch._blas_info()
+  return ('"threads": %d, "blas_threads": %d, "blas_core": %q'):format(torch.get_num_threads(), blas.threads,
+    blas.core)
+end
+
 return M

@@ -3,6 +3,7 @@
 -- epoch), seconds per epoch (median) and test accuracy, as one JSON line.
 --   tensh scripts/bench/fashion_mnist.lua --model mlp --epochs 2
 local cli = require "tensh.cli"
+local bench = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
 local args = cli.parse(arg, "Fashion-MNIST epoch time and accuracy (twin of peers/fashion_mnist.py).", {
   {"model", "mlp", "the network", {"mlp", "cnn"}},
   {"epochs", 5, "number of epochs"},
@@ -58,5 +59,6 @@ torch.no_grad(function()
   end
 end)
 table.sort(epoch_s)
-print(('{"bench": "fashion_mnist_%s", "impl": "tensh", "device": "%s", "epochs": %d, "s_per_epoch": %.3f, "test_acc": %.4f}')
-  :format(args.model, device, args.epochs, epoch_s[#epoch_s // 2 + 1], correct / xte:size(0)))
+print(('{"bench": "fashion_mnist_%s", "impl": "tensh", "device": "%s", "epochs": %d, "s_per_epoch": %.3f, '
+  .. '"test_acc": %.4f, %s}'):format(args.model, device, args.epochs, epoch_s[#epoch_s // 2 + 1], correct / xte:size(0),
+  bench.run_fields()))

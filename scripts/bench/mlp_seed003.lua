@@ -1,7 +1,9 @@
 -- Seed 003's training step, the twin of ../shared/peers/mlp_seed003.py: an
 -- MLP 1024-2048-512-10 with ReLU, batch 128, Adam (default options),
 -- cross-entropy; milliseconds per step (zero_grad, forward, loss, backward,
--- step), the median of 100 after 10 warm-up steps. One JSON line on stdout.
+-- step), the median of 100 after 10 warm-up steps, and the median of each
+-- phase: forward (zero_grad, forward, loss), backward, optimizer. One JSON
+-- line on stdout.
 -- Run: build/tensh scripts/bench/mlp_seed003.lua [--device cpu|cuda]
 -- (threads: OMP_NUM_THREADS / OPENBLAS_NUM_THREADS, as run.sh sets them).
 -- Where optim or the functional losses are not in the build, an Adam and a
@@ -9,7 +11,6 @@
 -- "loss" fields say which ran).
 local bench = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
 local device = bench.device(arg)
-local function time_ms(fn, warmup, iters) return bench.time_ms(fn, warmup, iters, device) end
 
 -- Adam with PyTorch's defaults (lr 1e-3, betas 0.9/0.999, eps 1e-8), used
 -- only when optim is missing
@@ -66,16 +67,17 @@ else
   opt, opt_kind = inline_adam(model:parameters(), 1e-3), "inline Adam"
 end
 
-local function step()
-  opt.zero_grad()
-  local loss = crit(model(data), target)
-  loss:backward()
-  opt.step()
-end
-
-local ms = time_ms(step, 10, 100)
-local threads = tonumber(os.getenv("OMP_NUM_THREADS") or "") or 0
-print(('{"bench": "mlp_seed003", "impl": "tensh", "device": %q, "ms_per_step": %.4f, "threads": %d, '
-  .. '"optimizer": %q, "loss": %q, "version": %q}'):format(device, math.floor(ms * 1e4 + 0.5) / 1e4, threads,
-  opt_kind, loss_kind, torch.__version__))
+local loss
+local ms = bench.phases_ms({
+  function()
+    opt.zero_grad()
+    loss = crit(model(data), target)
+  end,
+  function() loss:backward() end,
+  function() opt.step() end,
+}, 10, 100, device)
+local function r4(x) return math.floor(x * 1e4 + 0.5) / 1e4 end
+print(('{"bench": "mlp_seed003", "impl": "tensh", "device": %q, "ms_per_step": %.4f, "forward_ms": %.4f, '
+  .. '"backward_ms": %.4f, "optimizer_ms": %.4f, %s, "optimizer": %q, "loss": %q, "version": %q}'):format(device,
+  r4(ms.total), r4(ms[1]), r4(ms[2]), r4(ms[3]), bench.run_fields(), opt_kind, loss_kind, torch.__version__))
 io.stdout:flush()

@@ -27,6 +27,7 @@ local function emit(fields)
     else s = string.format("%.14g", v) end
     parts[#parts + 1] = string.format("%q: %s", k, s)
   end
+  parts[#parts + 1] = bench.run_fields()
   print("{" .. table.concat(parts, ", ") .. "}")
   io.stdout:flush()
 end

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # `make bench`: runs the tensh benchmarks and, where PyTorch can be imported,
-# their PyTorch twins from ../shared/peers (or $TENSH_PEERS) with the same
+# their PyTorch twins from shared/peers beside the checkout or its parent
+# (or $TENSH_PEERS) with the same OpenBLAS kernels and the same
 # number of threads, then one comparison line per case (compare.py explains
 # tensh_vs_pytorch_speed: above 1 means tensh is faster).
 # Usage: scripts/bench/run.sh [build-dir]. Output: JSON lines on stdout;
 # what ran and what was skipped goes to stderr. Environment: BENCH_THREADS
-# (default: every core), BENCH_ROUNDS (default 3), TENSH_PEERS, PYTHON.
+# (default: every core), BENCH_ROUNDS (default 3), TENSH_PEERS, PYTHON,
+# OPENBLAS_CORETYPE (default Haswell on an x86-64 CPU with AVX2 and FMA).
 set -uo pipefail
 build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -17,10 +19,19 @@ tensh="$root/$build/tensh"
 # OpenBLAS for tensh's GEMM, torch.set_num_threads for PyTorch).
 threads=${BENCH_THREADS:-$(nproc)}
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
+# The same OpenBLAS kernels for both sides: left to itself, PyTorch's
+# OpenBLAS may pick generic kernels on a CPU it does not know where tensh
+# would restart itself onto better ones (src/shell/main.c), and the matmul
+# rows would compare kernels, not code. Haswell's AVX2 kernels run on every
+# x86-64 CPU with AVX2 and FMA; elsewhere both sides choose alike.
+if [ -z "${OPENBLAS_CORETYPE:-}" ] && [ "$(uname -m)" = x86_64 ] && grep -qw avx2 /proc/cpuinfo &&
+  grep -qw fma /proc/cpuinfo; then
+  export OPENBLAS_CORETYPE=Haswell
+fi
 
 peers=${TENSH_PEERS:-}
 if [ -z "$peers" ]; then
-  for d in "$root/../shared/peers" "$root/shared/peers"; do
+  for d in "$root/../shared/peers" "$root/../../shared/peers" "$root/shared/peers"; do
     [ -f "$d/ops_micro.py" ] && { peers=$(cd "$d" && pwd); break; }
   done
 fi
@@ -33,7 +44,7 @@ done
 cmp_py=$py
 [ -z "$cmp_py" ] && command -v python3 >/dev/null 2>&1 && cmp_py=python3
 
-echo "bench: $threads threads, commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" >&2
+echo "bench: $threads threads, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}, commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" >&2
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 status=0

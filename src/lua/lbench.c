@@ -2,7 +2,8 @@
  * (os.clock() is CPU time summed over threads, os.time() whole seconds),
  * torch._time(), seconds since the epoch to the nanosecond (tensh.time), and
  * torch.set_num_threads / get_num_threads as PyTorch's (OpenMP's team size and
- * OpenBLAS's threads together). */
+ * OpenBLAS's threads together), torch._blas_info() for the benchmarks' JSON lines
+ * (which OpenBLAS kernels run, with how many threads). */
 #include "lt.h"
 
 #include <cblas.h>
@@ -46,8 +47,22 @@ static int l_get_num_threads(lua_State *L) {
   return 1;
 }
 
+/* torch._blas_info() -> {core = "Haswell", threads = 2}: the kernel family
+ * OpenBLAS chose (or OPENBLAS_CORETYPE forced) and its thread count, so a
+ * benchmark line says what it compared */
+static int l_blas_info(lua_State *L) {
+  lua_createtable(L, 0, 2);
+  const char *core = openblas_get_corename();
+  lua_pushstring(L, core ? core : "unknown");
+  lua_setfield(L, -2, "core");
+  lua_pushinteger(L, openblas_get_num_threads());
+  lua_setfield(L, -2, "threads");
+  return 1;
+}
+
 void lt_open_bench(lua_State *L) {
   static const luaL_Reg fns[] = {{"_clock", l_clock}, {"_time", l_time}, {"set_num_threads", l_set_num_threads},
-                                 {"get_num_threads", l_get_num_threads}, {NULL, NULL}};
+                                 {"get_num_threads", l_get_num_threads}, {"_blas_info", l_blas_info},
+                                 {NULL, NULL}};
   lt_register(L, fns, NULL);
 }
