@@ -214,19 +214,47 @@ static int by_seq_desc(const void *a, const void *b) {
   return (x < y) - (x > y);
 }
 
-/* *acc += g (taking over g's reference) */
-static ts_status accumulate(ts_tensor **acc, ts_tensor *g) {
+/* True when nothing but the caller's one reference can read or write t's
+ * bytes: no other reference to the tensor, no other tensor (view, saved
+ * alias) on its storage, memory owned, dense. Such a gradient can be adopted
+ * as a .grad or summed into in place (PyTorch's AccumulateGrad steals a
+ * gradient whose use count says nobody else holds it). */
+static bool exclusive(const ts_tensor *t) {
+  return t->refcount == 1 && t->storage->refcount == 1 && t->storage->allocator && !t->is_wrapped_number &&
+         ts_is_contiguous(t);
+}
+
+static bool same_geometry(const ts_tensor *a, const ts_tensor *b) {
+  return a->dtype == b->dtype && ts_device_eq(a->device, b->device) && a->ndim == b->ndim &&
+         memcmp(a->sizes, b->sizes, sizeof(int64_t) * (size_t)a->ndim) == 0;
+}
+
+/* *acc += g (taking over g's reference): into *acc's memory when in_place
+ * allows it and the shapes agree, else into a new tensor */
+static ts_status accumulate_into(ts_tensor **acc, ts_tensor *g, bool in_place) {
   if (!*acc) {
     *acc = g;
     return TS_OK;
   }
+  ts_status st;
+  if (in_place && same_geometry(*acc, g) && ts_is_contiguous(*acc)) {
+    st = ts_binary_out(TS_OP_ADD, *acc, g, *acc);
+    ts_tensor_release(g);
+    return st;
+  }
   ts_tensor *sum = NULL;
-  ts_status st = ts_binary(TS_OP_ADD, *acc, g, &sum);
+  st = ts_binary(TS_OP_ADD, *acc, g, &sum);
   ts_tensor_release(g);
   if (st) return st;
   ts_tensor_release(*acc);
   *acc = sum;
   return TS_OK;
+}
+
+/* a gradient the engine alone holds (pending at a node, captured for
+ * autograd.grad): summed in place when nothing else can see it */
+static ts_status accumulate(ts_tensor **acc, ts_tensor *g) {
+  return accumulate_into(acc, g, *acc && exclusive(*acc));
 }
 
 static int capture_index(const capture *cap, const ts_tensor *t) {
@@ -236,21 +264,26 @@ static int capture_index(const capture *cap, const ts_tensor *t) {
   return -1;
 }
 
-/* A gradient arriving at a leaf: into .grad, or into the capture. */
+/* A gradient arriving at a leaf: into .grad, or into the capture. A leaf
+ * without .grad adopts g when nothing else holds it (the engine drops its own
+ * references first) and gets a copy otherwise: two .grad fields, or a .grad
+ * and a tensor the user passed to backward, never share memory. An existing
+ * .grad is summed into in place, as PyTorch does under no_grad (the
+ * optimizer and the user see the same tensor grow). */
 static ts_status deliver_leaf(ts_tensor *leaf, ts_tensor *g, capture *cap) {
   int ci = capture_index(cap, leaf);
   if (cap) {
     if (ci < 0) return ts_tensor_release(g), TS_OK;
     return accumulate(&cap->grads[ci], g);
   }
-  if (!leaf->grad && g->refcount > 1) { /* never share one tensor between two .grad fields */
+  if (!leaf->grad && !exclusive(g)) {
     ts_tensor *c = NULL;
     ts_status st = ts_clone(g, &c);
     ts_tensor_release(g);
     if (st) return st;
     g = c;
   }
-  return accumulate(&leaf->grad, g);
+  return accumulate_into(&leaf->grad, g, true);
 }
 
 static ts_status run_engine(int nroots, ts_tensor *const *roots, ts_tensor *const *root_grads, bool retain,
@@ -322,11 +355,10 @@ static ts_status run_engine(int nroots, ts_tensor *const *roots, ts_tensor *cons
       ts_edge *e = &n->next[k];
       ts_tensor *gk = grads[k], *r = NULL;
       if (!gk) continue;
-      if (!st && (e->fn || e->leaf)) {
-        st = ts_ag_reduce_to(gk, e, &r);
-        if (!st) st = e->fn ? accumulate(&e->fn->pending, r) : deliver_leaf(e->leaf, r, cap);
-      }
-      ts_tensor_release(gk);
+      if (!st && (e->fn || e->leaf)) st = ts_ag_reduce_to(gk, e, &r);
+      ts_tensor_release(gk); /* before delivering: r's count then says whether anything else holds it */
+      grads[k] = NULL;
+      if (r) st = e->fn ? accumulate(&e->fn->pending, r) : deliver_leaf(e->leaf, r, cap);
     }
     if (grads != stack_grads) free(grads);
   }

@@ -33,6 +33,12 @@ static ts_tensor *sq(ag_scope *s, ts_tensor *t, int64_t d) {
   return ag_keep(s, st_, r);
 }
 
+/* a 2-D matrix stored column by column (the transpose of a contiguous one) */
+static bool column_major(const ts_tensor *t) {
+  return t && t->ndim == 2 && t->sizes[0] > 1 && t->sizes[1] > 1 && t->strides[0] == 1 &&
+         t->strides[1] == t->sizes[0];
+}
+
 /* ga, gb of y = a @ b (torch.matmul semantics) times scale */
 static void matmul_grads(ag_scope *s, const ts_node *n, ts_tensor *g, ts_tensor *a, ts_tensor *b, int ia, int ib,
                          ts_tensor **ga, ts_tensor **gb) {
@@ -45,12 +51,16 @@ static void matmul_grads(ag_scope *s, const ts_node *n, ts_tensor *g, ts_tensor 
   ts_tensor *g2 = g;
   if (a->ndim == 1) g2 = unsq(s, g2, -2); /* y lost the row dim */
   if (b->ndim == 1) g2 = unsq(s, g2, -1); /* y lost the column dim */
+  /* A column-major operand (w:t() in a Linear layer) gets its gradient in
+   * its own layout, as (b g^T)^T or (g^T a)^T: the transpose's backward then
+   * hands the weight a contiguous gradient it can adopt without a copy
+   * (PyTorch's mm_mat1/mat2_backward do the same) */
   if (ag_wants(n, ia)) {
-    ts_tensor *r = mm(s, g2, mt(s, b2));
+    ts_tensor *r = column_major(a2) ? mt(s, mm(s, b2, mt(s, g2))) : mm(s, g2, mt(s, b2));
     *ga = a->ndim == 1 ? sq(s, r, -2) : r;
   }
   if (ag_wants(n, ib)) {
-    ts_tensor *r = mm(s, mt(s, a2), g2);
+    ts_tensor *r = column_major(b2) ? mt(s, mm(s, mt(s, g2), a2)) : mm(s, mt(s, a2), g2);
     *gb = b->ndim == 1 ? sq(s, r, -1) : r;
   }
 }

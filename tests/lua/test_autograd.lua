@@ -90,6 +90,9 @@ test("matrix products", function()
   G.check("bmm", function(a, b) return a:bmm(b) end, {R({2, 3, 4}), R({2, 4, 2})})
   G.check("addmm", function(c, a, b) return torch.addmm(c, a, b, {beta = 0.5, alpha = 2}) end, {R({2}), R({3, 4}), R({4, 2})})
   G.check("outer", function(a, b) return torch.outer(a, b) end, {R({3}), R({2})})
+  -- transposed (column-major) operands take the other formula for their gradient
+  G.check("mm of transposes", function(a, b) return a:t():mm(b:t()) end, {R({4, 3}), R({2, 4})})
+  G.check("addmm with w:t()", function(c, x, w) return torch.addmm(c, x, w:t()) end, {R({2}), R({3, 4}), R({2, 4})})
 end)
 
 test("joining and indexing", function()
@@ -126,6 +129,63 @@ test("gradients accumulate across backward calls and into broadcast shapes", fun
   ;(i * w):sum():backward()
   T.close(w.grad, 3)
   eq(tostring(w.grad.shape), "torch.Size([])", "0-dim grad")
+end)
+
+test("a leaf adopts an unshared gradient, copies a shared one, sums into its .grad in place", function()
+  -- a Linear layer's step: the weight's and bias's gradients are fresh
+  -- results nothing else holds, so .grad takes them without a copy
+  local xs, ws = R({5, 4}), R({3, 4})
+  local x, w = torch.tensor(xs), torch.tensor(ws, {requires_grad = true})
+  local b = torch.zeros(3, {requires_grad = true})
+  local gy = R({5, 3})
+  local y = x:matmul(w:t()) + b
+  torch.backends._dispatch_counts(true)
+  y:backward(torch.tensor(gy))
+  local counts = torch.backends._dispatch_counts(false)
+  -- float64 reference: dW = gy^T x, db = column sums of gy
+  local want_w, want_b = {}, {}
+  for i = 1, 3 do
+    want_w[i], want_b[i] = {}, 0
+    for n = 1, 5 do want_b[i] = want_b[i] + gy[n][i] end
+    for j = 1, 4 do
+      local s = 0
+      for n = 1, 5 do s = s + gy[n][i] * xs[n][j] end
+      want_w[i][j] = s
+    end
+  end
+  T.close(w.grad, want_w, 1e-5, 1e-5)
+  T.close(b.grad, want_b, 1e-5, 1e-5)
+  eq(counts.cpu.copy, 0, "copies during the Linear backward")
+  -- a second backward sums into the same memory (what the optimizer holds)
+  local held, ptr = w.grad, w.grad:data_ptr()
+  ;(x:matmul(w:t()) + b):backward(torch.tensor(gy))
+  eq(w.grad:data_ptr(), ptr, "in-place accumulation keeps .grad's memory")
+  T.close(held, T.map(want_w, function(v) return 2 * v end), 1e-5, 1e-5)
+  -- one fresh gradient reaching two leaves: one adopts it, the other copies
+  local p = torch.tensor({1.0, 2.0, 3.0}, {requires_grad = true})
+  local q = torch.tensor({4.0, 5.0, 6.0}, {requires_grad = true})
+  ;((p + q) * 2):sum():backward()
+  ok(p.grad:data_ptr() ~= q.grad:data_ptr(), "two leaves never share a .grad")
+  p.grad:add_(1)
+  T.close(p.grad, {3, 3, 3})
+  T.close(q.grad, {2, 2, 2})
+  -- a gradient the caller passed in stays the caller's
+  local leaf = torch.tensor({1.0, 2.0}, {requires_grad = true})
+  local seed = torch.tensor({0.5, -1.0})
+  leaf:backward(seed)
+  seed:add_(10)
+  T.close(leaf.grad, {0.5, -1.0})
+  -- the gradient of a sum is an expanded view: copied, then summed into
+  local v = torch.tensor({1.0, 2.0, 3.0}, {requires_grad = true})
+  v:sum():backward()
+  v:sum():backward()
+  T.close(v.grad, {2, 2, 2})
+  -- a .grad the user set to an expanded view is not written through
+  local base = torch.zeros(1)
+  v.grad = base:expand(3)
+  ;(v * 3):sum():backward()
+  T.close(v.grad, {3, 3, 3})
+  T.close(base, {0})
 end)
 
 test("backward errors explain themselves", function()
