@@ -32,6 +32,7 @@
 -- - ConcatDataset, datasets with a collate_fn or a Lua-function transform,
 --   and Lua datasets take the per-sample path.
 local C = torch._data
+local A = require "tensh.args"
 local data = {}
 
 local function class(name)
@@ -653,12 +654,12 @@ local unsupported_opts = {
 
 setmetatable(DataLoader, {__call = function(_, ds, opts)
   local n = check_dataset(ds, "DataLoader")
-  opts = opts or {}
-  if type(opts) ~= "table" then error("DataLoader: options must be a table", 2) end
-  for k in pairs(opts) do
-    if unsupported_opts[k] then error(("DataLoader: option '%s' is not supported: %s"):format(k, unsupported_opts[k]), 2) end
-    if not known_opts[k] then error(("DataLoader: unknown option '%s'"):format(tostring(k)), 2) end
+  if type(opts) == "table" then
+    for k in pairs(opts) do
+      if unsupported_opts[k] then error(("DataLoader: option '%s' is not supported: %s"):format(k, unsupported_opts[k]), 2) end
+    end
   end
+  opts = A.check_opts("DataLoader", opts, known_opts)
   local self = setmetatable({dataset = ds, batch_size = opts.batch_size or 1, shuffle = opts.shuffle == true,
     drop_last = opts.drop_last == true, sampler = opts.sampler, batch_sampler = opts.batch_sampler,
     collate_fn = opts.collate_fn, num_workers = opts.num_workers or 0, pin_memory = opts.pin_memory == true,

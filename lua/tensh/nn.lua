@@ -1,10 +1,10 @@
 -- nn: PyTorch's torch.nn in Lua. This file holds the Module class (attribute
 -- registration, traversal, device/dtype moves, train/eval, state_dict,
--- printing) and nn.Parameter; the layers, nn.functional and nn.init live in
--- tensh.nn_layers, tensh.nn_functional and tensh.nn_init. All math goes
+-- printing) and nn.Parameter; the layers (one family a file), nn.functional,
+-- nn.init and the functional losses live in lua/tensh/nn/. All math goes
 -- through torch ops: nothing here loops over elements.
 local torch = torch
-local util = require "tensh.nn_common"
+local util = require "tensh.nn.common"
 local raise, shape_str = util.raise, util.shape_str
 
 local nn = {}
@@ -96,11 +96,7 @@ local function instance_index(self, k)
   return cls[k]
 end
 
-local function type_name(v)
-  if is_tensor(v) then return "tensor" end
-  if is_module(v) then return v:_get_name() end
-  return type(v)
-end
+local type_name = require("tensh.args").typename
 
 -- A module may not contain itself (PyTorch's rule): m becoming a child of
 -- self must not reach self, or every walk of the tree (state_dict, print,
@@ -437,7 +433,7 @@ end
 
 -- ---- device and dtype moves ------------------------------------------------------
 
-local FLOAT = {["torch.float32"] = true, ["torch.float64"] = true, ["torch.float16"] = true, ["torch.bfloat16"] = true}
+local is_floating_dtype = require("tensh.args").is_floating_dtype
 
 -- (device string or nil, dtype string or nil) from Module:to's arguments
 local function parse_to(...)
@@ -466,7 +462,7 @@ local function parse_to(...)
     dtype = t.dtype
   end
   for i = 1, select("#", ...) do take((select(i, ...))) end
-  if dtype and not FLOAT[dtype] then
+  if dtype and not is_floating_dtype(dtype) then
     raise("to: nn.Module.to only accepts floating point dtypes, but got desired dtype=%s", dtype)
   end
   return dev, dtype
@@ -476,7 +472,7 @@ end
 local function move(t, dev, dtype)
   local out = t
   if dev and tostring(out.device) ~= dev then out = out:to(dev) end
-  if dtype and FLOAT[out.dtype] and out.dtype ~= dtype then out = out:to(dtype) end
+  if dtype and is_floating_dtype(out.dtype) and out.dtype ~= dtype then out = out:to(dtype) end
   return out
 end
 
@@ -658,28 +654,21 @@ end
 
 -- ---- the rest of the namespace --------------------------------------------------------
 
--- files loaded below (losses, nn_utils) may require "tensh.nn" themselves:
--- they get this table rather than a second load
+-- the files loaded below require "tensh.nn" themselves: they get this
+-- table (with Module and Parameter) rather than a second load
 package.loaded["tensh.nn"] = nn
 
-nn.functional = require "tensh.nn_functional"
+nn.functional = require "tensh.nn.functional"
 nn.F = nn.functional
-nn.init = require "tensh.nn_init"
-require "tensh.nn_layers"(nn)
+nn.init = require "tensh.nn.initialization"
+for k, v in pairs(require "tensh.nn.losses") do
+  if rawget(nn.functional, k) == nil then nn.functional[k] = v end
+end
+nn.utils = require "tensh.nn.utils"
 
--- functional losses and nn.utils come from their own files when the build has them
-local function optional(name)
-  local ok, mod = pcall(require, name)
-  if ok then return mod end
-  if not tostring(mod):find("module '" .. name .. "' not found", 1, true) then error(mod, 0) end
-  return nil
+-- the layers, one family a file (lua/tensh/nn/<family>.lua)
+for _, family in ipairs({"linear", "activation", "conv", "pooling", "normalization", "sparse", "container", "loss"}) do
+  for name, cls in pairs(require("tensh.nn." .. family)) do nn[name] = cls end
 end
-local losses = optional "tensh.losses"
-if type(losses) == "table" then
-  for k, v in pairs(losses) do
-    if nn.functional[k] == nil then nn.functional[k] = v end
-  end
-end
-nn.utils = optional "tensh.nn_utils"
 
 return nn

@@ -1,12 +1,16 @@
 -- Runs once when tensh loads: the parts of the torch namespace that are
--- plain Lua (torch.Size, torch.device, dtype constants). `torch` and the
--- metatable names come from the C side as arguments.
-local torch, size_mt, device_mt = ...
+-- plain Lua (torch.Size, torch.device, dtype constants). `torch`, the
+-- metatables and the dtypes (the names the C enum owns, and which of them
+-- are floating point) come from the C side as arguments.
+local torch, size_mt, device_mt, dtype_names, dtype_floating = ...
 
 -- dtypes are the strings torch prints: torch.float32 == "torch.float32"
-for _, name in ipairs({"float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8", "bool"}) do
+local floating = {}
+for _, name in ipairs(dtype_names) do
   torch[name] = "torch." .. name
+  floating[torch[name]] = dtype_floating[name]
 end
+torch._floating_dtypes = floating -- "torch.float32" -> true, for tensh.args.is_floating_dtype
 torch.float, torch.double, torch.half = torch.float32, torch.float64, torch.float16
 torch.long, torch.int = torch.int64, torch.int32
 

@@ -62,6 +62,19 @@ static void add_setenv(lua_State *L) {
   lua_pop(L, 1);
 }
 
+/* The dtype names the C enum owns, for prelude.lua: a list of the names and
+ * the set of the floating-point ones. */
+static void push_dtypes(lua_State *L) {
+  lua_createtable(L, TS_DTYPE_COUNT, 0);
+  lua_createtable(L, 0, TS_DTYPE_COUNT);
+  for (int d = 0; d < TS_DTYPE_COUNT; d++) {
+    lua_pushstring(L, ts_dtype_name((ts_dtype)d));
+    lua_rawseti(L, -3, d + 1);
+    lua_pushboolean(L, ts_dtype_is_float((ts_dtype)d));
+    lua_setfield(L, -2, ts_dtype_name((ts_dtype)d));
+  }
+}
+
 void lt_make_metatable(lua_State *L);
 void lt_open_bench(lua_State *L); /* lbench.c: torch._clock for scripts/bench */
 
@@ -108,7 +121,8 @@ int luaopen_tensh(lua_State *L) {
   lua_pushvalue(L, torch);
   luaL_getmetatable(L, LT_SIZE);
   luaL_getmetatable(L, LT_DEVICE);
-  lua_call(L, 3, 0);
+  push_dtypes(L);
+  lua_call(L, 5, 0);
   lua_pushvalue(L, torch);
   lua_setglobal(L, "torch");
   /* the Lua library's namespaces, as globals the way the API names them

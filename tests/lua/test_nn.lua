@@ -170,7 +170,7 @@ test("Module: registration order, parameters and named_parameters", function()
   m.extra = nil
   eq(m.extra, nil, "parameter set to nil")
   eq(#m:parameters(), 4, "nil parameter is skipped")
-  raises(function() m.scale = torch.ones(1) end, "cannot assign 'tensor' as parameter 'scale'")
+  raises(function() m.scale = torch.ones(1) end, "cannot assign 'Tensor' as parameter 'scale'")
   raises(function() m.steps = 3 end, "cannot assign 'number' as buffer 'steps' (tensor or nil expected)")
   raises(function() m.act = 3 end, "cannot assign 'number' as child module 'act'")
 end)
@@ -1068,7 +1068,7 @@ test("loss modules wrap the functional losses", function()
   local logits, y = torch.randn(4, 5), torch.tensor({0, 3, 1, 4})
   if not F.cross_entropy then
     raises(function() nn.CrossEntropyLoss()(logits, y) end,
-      "CrossEntropyLoss: nn.functional.cross_entropy is not available (tensh.losses is not in this build)")
+      "CrossEntropyLoss: nn.functional.cross_entropy is not available (tensh.nn.losses is not in this build)")
     eq(tostring(nn.CrossEntropyLoss()), "CrossEntropyLoss()", "repr")
     return
   end
@@ -1157,7 +1157,7 @@ test("nn.init: bounds and moments of each distribution, in place on parameters",
     "Fan in and fan out can not be computed for tensor with fewer than 2 dimensions")
   raises(function() init.kaiming_uniform_(w, {mode = "fan_avg"}) end, "kaiming_uniform_: mode fan_avg not supported")
   raises(function() init.calculate_gain("swish") end, "calculate_gain: unsupported nonlinearity swish")
-  raises(function() init.uniform_(3) end, "uniform_: expected a tensor, got number")
+  raises(function() init.uniform_(3) end, "bad argument #1 to 'uniform_' (tensor expected, got number)")
 end)
 
 -- ---- gradients and training ------------------------------------------------------------------------------------

@@ -3,8 +3,10 @@
 -- PyTorch-style argument lists (positional values, then an options table).
 local M = {}
 
+local A = require "tensh.args"
+
 -- error(msg) at the user's line, outside the library (lua/tensh/errors.lua)
-M.raise = require("tensh.errors").raise
+M.raise = A.raise
 
 -- Python's tuple text: (2, 3), (5,), ()
 function M.tuple(list)
@@ -77,8 +79,8 @@ function M.args(fn, names, ...)
   if opts then
     local known = {}
     for _, k in ipairs(names) do known[k] = true end
+    A.check_opts(fn, opts, known)
     for k, v in pairs(opts) do
-      if not known[k] then M.raise("%s: unknown option '%s'", fn, tostring(k)) end
       if out[k] ~= nil then M.raise("%s: '%s' given both as an argument and as an option", fn, k) end
       out[k] = v
     end
@@ -110,6 +112,34 @@ function M.ntuple(fn, what, v, n, min)
   end
   M.raise("%s: %s must be an integer or a list of %d integers, got %s", fn, what, n,
     type(v) == "table" and ("a list of %d"):format(#v) or type(v))
+end
+
+-- ---- for the layer files (lua/tensh/nn/*.lua) --------------------------------------
+
+-- options for torch.empty & co from a layer's device/dtype arguments
+function M.factory(a)
+  return {device = a.device ~= nil and tostring(a.device) or nil, dtype = a.dtype}
+end
+
+function M.check_input(name, x)
+  if not torch.is_tensor(x) then M.raise("%s: expected a tensor input, got %s", name, A.typename(x)) end
+end
+
+-- the layer's parameters and x must share a device: say both and how to fix it
+function M.check_device(name, x, p)
+  if p == nil then return end
+  local xd, pd = tostring(x.device), tostring(p.device)
+  if xd ~= pd then
+    M.raise("%s: input is on %s but the layer's parameters are on %s; move the input (x:to(\"%s\")) or the model (model:to(\"%s\"))",
+      name, xd, pd, pd, xd)
+  end
+end
+
+-- PyTorch's default bias init: U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+function M.uniform_bias(bias, fan_in)
+  if bias == nil then return end
+  local bound = fan_in > 0 and 1 / math.sqrt(fan_in) or 0
+  require("tensh.nn").init.uniform_(bias, -bound, bound)
 end
 
 return M

@@ -3,8 +3,8 @@
 -- skip parameters whose .grad is nil.
 local M = {}
 
--- errors point at the user's line, outside the library
-local fail = require("tensh.errors").raise
+local A = require "tensh.args"
+local fail, check_opts = A.raise, A.check_opts
 
 -- params: a tensor or a list of tensors -> the list of their non-nil grads
 local function grads_of(fn, params)
@@ -19,15 +19,6 @@ local function grads_of(fn, params)
     if g ~= nil then grads[#grads + 1] = g end
   end
   return grads
-end
-
-local function check_opts(fn, opts, allowed)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" or torch.is_tensor(opts) then fail("%s: options must be a table, got %s", fn, type(opts)) end
-  for k in pairs(opts) do
-    if not allowed[k] then fail("%s: unexpected option '%s'", fn, tostring(k)) end
-  end
-  return opts
 end
 
 -- clip_grad_norm_(params, max_norm, {norm_type = 2, error_if_nonfinite = false}) -> total norm (0-dim)

@@ -4,15 +4,17 @@
 -- Ops with no kernel of their own (leaky_relu, hardswish, dropout, pad) are
 -- composed from differentiable ones.
 local torch = torch
-local C = require "tensh.nn_common"
+local C = require "tensh.nn.common"
+local A = require "tensh.args"
 local raise, args, shape_str, pyfloat = C.raise, C.args, C.shape_str, C.pyfloat
 local is_tensor = torch.is_tensor
 
 local F = {}
 
+-- input, weight, bias: arguments 1, 2, 3 of every function that takes them
+local position = {input = 1, weight = 2, bias = 3}
 local function check_tensor(fn, v, what)
-  if not is_tensor(v) then raise("%s: %s must be a tensor, got %s", fn, what or "input", type(v)) end
-  return v
+  return A.check_tensor(fn, position[what or "input"], v)
 end
 
 -- Whether an in-place variant may run: PyTorch's in-place activations are

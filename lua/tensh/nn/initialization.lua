@@ -2,14 +2,14 @@
 -- (so parameters that require grad can be initialised). Arguments
 -- positionally or as options: kaiming_uniform_(w, {a = math.sqrt(5)}).
 local torch = torch
-local C = require "tensh.nn_common"
+local C = require "tensh.nn.common"
+local A = require "tensh.args"
 local raise, args = C.raise, C.args
 
 local init = {}
 
 local function check(fn, t)
-  if not torch.is_tensor(t) then raise("%s: expected a tensor, got %s", fn, type(t)) end
-  return t
+  return A.check_tensor(fn, 1, t)
 end
 
 -- the recommended gain for a nonlinearity (PyTorch's calculate_gain)

@@ -4,43 +4,13 @@
 -- Class indices count from 0; reduction is "mean" | "sum" | "none".
 local M = {}
 
-local floating = {["torch.float32"] = true, ["torch.float64"] = true, ["torch.float16"] = true, ["torch.bfloat16"] = true}
-
-local function typename(v)
-  if torch.is_tensor(v) then return "Tensor" end
-  return type(v)
-end
-
--- errors point at the user's line, outside the library
-local fail = require("tensh.errors").raise
-
-local function check_tensor(fn, name, pos, v)
-  if not torch.is_tensor(v) then
-    fail("%s: argument '%s' (position %d) must be a tensor, not %s", fn, name, pos, typename(v))
-  end
-end
+local A = require "tensh.args"
+local fail, check_opts, check_tensor = A.raise, A.check_opts, A.check_tensor
 
 local function check_floating(fn, name, v)
-  if not floating[v.dtype] then
+  if not A.is_floating_dtype(v.dtype) then
     fail("%s: expected a floating point %s, got %s; convert it with :float()", fn, name, v.dtype)
   end
-end
-
--- Rejects option keys the function does not take (a typo should not pass silently).
-local function check_opts(fn, opts, allowed)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" or torch.is_tensor(opts) then
-    fail("%s: options must be a table, got %s", fn, typename(opts))
-  end
-  for k in pairs(opts) do
-    if not allowed[k] then
-      local names = {}
-      for a in pairs(allowed) do names[#names + 1] = a end
-      table.sort(names)
-      fail("%s: unexpected option '%s' (expected one of: %s)", fn, tostring(k), table.concat(names, ", "))
-    end
-  end
-  return opts
 end
 
 local function check_reduction(fn, r)
@@ -52,9 +22,7 @@ local function check_reduction(fn, r)
 end
 
 local function check_optional_tensor(fn, name, v)
-  if v ~= nil and not torch.is_tensor(v) then
-    fail("%s: option '%s' must be a tensor, not %s", fn, name, typename(v))
-  end
+  if v ~= nil and not torch.is_tensor(v) then A.option_type_error(fn, name, "tensor", v) end
 end
 
 local function reduce(loss, reduction)
@@ -150,8 +118,8 @@ local nll_opts = {weight = true, ignore_index = true, reduction = true}
 --          {weight = (C), ignore_index = -100, reduction = "mean"})
 function M.nll_loss(input, target, opts)
   local fn = "nll_loss"
-  check_tensor(fn, "input", 1, input)
-  check_tensor(fn, "target", 2, target)
+  check_tensor(fn, 1, input)
+  check_tensor(fn, 2, target)
   opts = check_opts(fn, opts, nll_opts)
   local reduction = check_reduction(fn, opts.reduction)
   local ignore_index = opts.ignore_index or -100
@@ -175,8 +143,8 @@ local ce_opts = {weight = true, ignore_index = true, reduction = true, label_smo
 -- {weight = (C), ignore_index = -100, reduction = "mean", label_smoothing = 0})
 function M.cross_entropy(input, target, opts)
   local fn = "cross_entropy"
-  check_tensor(fn, "input", 1, input)
-  check_tensor(fn, "target", 2, target)
+  check_tensor(fn, 1, input)
+  check_tensor(fn, 2, target)
   opts = check_opts(fn, opts, ce_opts)
   local reduction = check_reduction(fn, opts.reduction)
   local ignore_index = opts.ignore_index or -100
@@ -196,7 +164,7 @@ function M.cross_entropy(input, target, opts)
   local lp = input:log_softmax(1)
   local out
   if probs then
-    if not floating[target.dtype] then
+    if not A.is_floating_dtype(target.dtype) then
       fail("%s: a target of the input's size %s holds class probabilities and must be floating point, got %s",
         fn, tostring(input.shape), target.dtype)
     end
@@ -251,8 +219,8 @@ local red_opts = {reduction = true}
 
 function M.mse_loss(input, target, opts)
   local fn = "mse_loss"
-  check_tensor(fn, "input", 1, input)
-  check_tensor(fn, "target", 2, target)
+  check_tensor(fn, 1, input)
+  check_tensor(fn, 2, target)
   opts = check_opts(fn, opts, red_opts)
   local reduction = check_reduction(fn, opts.reduction)
   check_pair(fn, input, target)
@@ -262,8 +230,8 @@ end
 
 function M.l1_loss(input, target, opts)
   local fn = "l1_loss"
-  check_tensor(fn, "input", 1, input)
-  check_tensor(fn, "target", 2, target)
+  check_tensor(fn, 1, input)
+  check_tensor(fn, 2, target)
   opts = check_opts(fn, opts, red_opts)
   local reduction = check_reduction(fn, opts.reduction)
   check_pair(fn, input, target)
@@ -273,8 +241,8 @@ end
 -- 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta; beta = 0 is l1_loss
 function M.smooth_l1_loss(input, target, opts)
   local fn = "smooth_l1_loss"
-  check_tensor(fn, "input", 1, input)
-  check_tensor(fn, "target", 2, target)
+  check_tensor(fn, 1, input)
+  check_tensor(fn, 2, target)
   opts = check_opts(fn, opts, {reduction = true, beta = true})
   local reduction = check_reduction(fn, opts.reduction)
   local beta = opts.beta or 1.0
@@ -303,8 +271,8 @@ local bin_opts = {weight = true, reduction = true}
 -- each log clamped to >= -100 as PyTorch, so 0 and 1 give finite losses
 function M.binary_cross_entropy(input, target, opts)
   local fn = "binary_cross_entropy"
-  check_tensor(fn, "input", 1, input)
-  check_tensor(fn, "target", 2, target)
+  check_tensor(fn, 1, input)
+  check_tensor(fn, 2, target)
   opts = check_opts(fn, opts, bin_opts)
   local reduction = check_reduction(fn, opts.reduction)
   check_optional_tensor(fn, "weight", opts.weight)
@@ -330,8 +298,8 @@ end
 -- which never exponentiates a positive number
 function M.binary_cross_entropy_with_logits(input, target, opts)
   local fn = "binary_cross_entropy_with_logits"
-  check_tensor(fn, "input", 1, input)
-  check_tensor(fn, "target", 2, target)
+  check_tensor(fn, 1, input)
+  check_tensor(fn, 2, target)
   opts = check_opts(fn, opts, {weight = true, pos_weight = true, reduction = true})
   local reduction = check_reduction(fn, opts.reduction)
   check_optional_tensor(fn, "weight", opts.weight)

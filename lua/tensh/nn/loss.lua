@@ -1,0 +1,52 @@
+-- nn layers, one family a file: the loss modules, thin wrappers over the functional losses (tensh.nn.losses).
+-- Constructors, parameter names, shapes, initialisation and extra_repr as
+-- PyTorch's; forward through nn.functional. nn.lua loads this file after
+-- defining Module and Parameter, and copies the classes it returns into nn.
+local torch = torch
+local nn = require "tensh.nn"
+local C = require "tensh.nn.common"
+local Module, F = nn.Module, nn.functional
+local raise = C.raise
+local is_tensor = torch.is_tensor
+
+local M = {}
+
+local function loss_class(name, fname)
+  local cls = Module:extend(name)
+  M[name] = cls
+  -- Loss({reduction = "mean", weight =, ...}) or Loss(weight, {...}); tensor options are buffers
+  function cls:init(first, opts)
+    if is_tensor(first) then
+      local o = {weight = first}
+      for k, v in pairs(opts or {}) do o[k] = v end
+      opts = o
+    elseif first ~= nil then
+      if type(first) ~= "table" then raise("%s: expected an options table, got %s", name, type(first)) end
+      opts = first
+    end
+    local o = {}
+    for k, v in pairs(opts or {}) do
+      if is_tensor(v) then self:register_buffer(k, v) else o[k] = v end
+    end
+    self.reduction = o.reduction or "mean"
+    self._options = o
+  end
+  function cls:forward(input, target)
+    local f = F[fname]
+    if f == nil then
+      raise("%s: nn.functional.%s is not available (tensh.nn.losses is not in this build)", name, fname)
+    end
+    local o = {}
+    for k, v in pairs(self._options) do o[k] = v end
+    for k, v in self:named_buffers({recurse = false}) do o[k] = v end
+    return f(input, target, o)
+  end
+end
+loss_class("CrossEntropyLoss", "cross_entropy")
+loss_class("NLLLoss", "nll_loss")
+loss_class("MSELoss", "mse_loss")
+loss_class("L1Loss", "l1_loss")
+loss_class("SmoothL1Loss", "smooth_l1_loss")
+loss_class("BCELoss", "binary_cross_entropy")
+
+return M
