@@ -7,6 +7,23 @@
 #include "autograd.h"
 #include "ops.h"
 
+/* the node kinds of grad_kinds.def: TS_GRAD_VIEW, ..., TS_GRAD_SOFTMAX, ... */
+typedef enum {
+#define G(kind, name, backward) TS_GRAD_##kind,
+#include "grad_kinds.def"
+#undef G
+  TS_GRAD_COUNT
+} ts_grad_kind;
+
+/* the families' backward functions named by grad_kinds.def */
+#define G(kind, name, backward) ts_status backward(ts_node *n, ts_tensor *grad, ts_tensor **grads);
+#include "grad_kinds.def"
+#undef G
+
+/* ts_ag_record for a kind of grad_kinds.def: its name and backward, and
+ * node->i[0] = kind for the backward to read */
+ts_status ts_ag_record_kind(ts_grad_kind kind, int nin, ts_tensor *const *in, ts_tensor *out, ts_node **node);
+
 /* elementwise (grad_elementwise.c); xc/ac/bc: the inputs in the compute dtype */
 ts_status ts_ag_unary(ts_op op, ts_tensor *x, ts_tensor *xc, ts_tensor *y, const int64_t *ip, const double *fp);
 ts_status ts_ag_binary(ts_op op, ts_tensor *a, ts_tensor *b, ts_tensor *ac, ts_tensor *bc, ts_tensor *y,
@@ -16,22 +33,21 @@ ts_status ts_ag_lerp(ts_tensor *a, ts_tensor *b, ts_tensor *w, ts_tensor *y);
 /* y = x up to dtype or layout (casts, clone, contiguous) */
 ts_status ts_ag_identity(const char *name, ts_tensor *x, ts_tensor *y);
 
-/* reductions and scans (grad_reduce.c): kind is "sum", "mean", "prod", "var",
- * "std", "norm", "logsumexp", "amax", "maxdim", "cumsum", "softmax" or
- * "log_softmax"; dims as given to the op (one dim for maxdim and scans);
- * param: the correction (var, std) or p (norm) */
-ts_status ts_ag_reduce(const char *kind, ts_tensor *x, int ndims, const int64_t *dims, ts_tensor *y,
+/* reductions and scans (grad_reduce.c): kind one of TS_GRAD_SUM ...
+ * TS_GRAD_LOG_SOFTMAX (not a *_ALL kind: no dims picks it); dims as given to
+ * the op (one dim for maxdim and scans); param: the correction (var, std) or
+ * p (norm) */
+ts_status ts_ag_reduce(ts_grad_kind kind, ts_tensor *x, int ndims, const int64_t *dims, ts_tensor *y,
                        ts_tensor *indices, double param);
 
 /* matrix products (grad_linalg.c); name as torch's: "MmBackward0", ... */
 ts_status ts_ag_matmul(const char *name, ts_tensor *a, ts_tensor *b, ts_tensor *y);
 ts_status ts_ag_addmm(ts_tensor *bias, ts_tensor *a, ts_tensor *b, double beta, double alpha, ts_tensor *y);
 
-/* joining and indexing (grad_index.c): kind is "cat", "stack", "gather",
- * "index_select", "masked" (masked_select, x[mask]: index is the mask),
- * "index_get" (x[idx]), "sort" (sort, topk: index is the indices) or
- * "scatter" (inputs x, src; flag 1 for add); dim wrapped */
-ts_status ts_ag_index(const char *kind, int nin, ts_tensor *const *in, ts_tensor *y, int64_t dim, ts_tensor *index,
+/* joining and indexing (grad_index.c): kind one of TS_GRAD_CAT ...
+ * TS_GRAD_SCATTER (grad_kinds.def says what index is); flag 1 for a
+ * scatter that adds; dim wrapped */
+ts_status ts_ag_index(ts_grad_kind kind, int nin, ts_tensor *const *in, ts_tensor *y, int64_t dim, ts_tensor *index,
                       int64_t flag);
 
 /* neural-network ops (grad_nn.c): the nodes call op_nn.c's backward functions */

@@ -1,12 +1,8 @@
 /* Backward formulas of joining and indexing: gradients are routed back to
  * the positions the values came from (narrow for cat, select for stack,
  * scatter-add for gather, index_select, tensor indexing and sort). */
-#include <string.h>
-
 #include "grad.h"
 #include "grad_util.h"
-
-enum { I_CAT, I_STACK, I_GATHER, I_INDEX_SELECT, I_MASKED, I_INDEX_GET, I_SORT, I_SCATTER };
 
 /* zeros of the input's shape with g added at index along dim */
 static ts_tensor *scatter_add_into_zeros(ag_scope *s, const ts_edge *e, ts_tensor *g, int64_t dim, ts_tensor *index) {
@@ -26,15 +22,15 @@ static ts_tensor *expand_index(ag_scope *s, ts_tensor *index, ts_tensor *g, int6
   return ag_expand(s, ag_reshape(s, index, g->ndim, sizes), g->ndim, g->sizes);
 }
 
-static ts_status index_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
+ts_status ts_index_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
   ag_scope s = {.st = TS_OK};
   int64_t dim = n->i[1];
   ts_tensor *idx = NULL;
   ts_status st = TS_OK;
-  if (n->i[0] != I_CAT && n->i[0] != I_STACK) st = ts_ag_saved(n, 0, &idx);
+  if (n->i[0] != TS_GRAD_CAT && n->i[0] != TS_GRAD_STACK) st = ts_ag_saved(n, 0, &idx);
   if (st) return st;
   switch (n->i[0]) {
-  case I_CAT: { /* each input gets its slice of g along dim */
+  case TS_GRAD_CAT: { /* each input gets its slice of g along dim */
     int64_t off = 0;
     for (int k = 0; k < n->nin && !s.st; k++) {
       const ts_edge *e = &n->next[k];
@@ -49,7 +45,7 @@ static ts_status index_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
     }
     break;
   }
-  case I_STACK:
+  case TS_GRAD_STACK:
     for (int k = 0; k < n->nin && !s.st; k++)
       if (ag_wants(n, k)) {
         ts_tensor *r = NULL;
@@ -57,11 +53,11 @@ static ts_status index_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
         grads[k] = ag_end_keep(&s, ag_keep(&s, st, r));
       }
     break;
-  case I_GATHER: grads[0] = ag_end_keep(&s, scatter_add_into_zeros(&s, &n->next[0], g, dim, idx)); break;
-  case I_INDEX_SELECT:
+  case TS_GRAD_GATHER: grads[0] = ag_end_keep(&s, scatter_add_into_zeros(&s, &n->next[0], g, dim, idx)); break;
+  case TS_GRAD_INDEX_SELECT:
     grads[0] = ag_end_keep(&s, scatter_add_into_zeros(&s, &n->next[0], g, dim, expand_index(&s, idx, g, dim)));
     break;
-  case I_INDEX_GET: { /* x[idx]: rows of x picked by idx (any shape, negatives wrapped) */
+  case TS_GRAD_INDEX_GET: { /* x[idx]: rows of x picked by idx (any shape, negatives wrapped) */
     const ts_edge *e = &n->next[0];
     int64_t rows = 1;
     for (int d = 0; d < idx->ndim; d++) rows *= idx->sizes[d];
@@ -76,7 +72,7 @@ static ts_status index_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
     grads[0] = ag_end_keep(&s, scatter_add_into_zeros(&s, e, g2, 0, g2 ? expand_index(&s, w64, g2, 0) : NULL));
     break;
   }
-  case I_MASKED: { /* x[mask] / masked_select: g goes back to the selected places, in order */
+  case TS_GRAD_MASKED: { /* x[mask] / masked_select: g goes back to the selected places, in order */
     const ts_edge *e = &n->next[0];
     int nd = e->ndim;
     int64_t sizes[TS_MAX_DIMS];
@@ -88,7 +84,7 @@ static ts_status index_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
     grads[0] = ag_end_keep(&s, z);
     break;
   }
-  case I_SORT: { /* values came from indices along dim: no duplicates */
+  case TS_GRAD_SORT: { /* values came from indices along dim: no duplicates */
     ts_tensor *z = NULL, *r = NULL;
     const ts_edge *e = &n->next[0];
     if (!s.st) st = ts_full(e->ndim, e->sizes, 0, g->dtype, g->device, &z), z = ag_keep(&s, st, z);
@@ -96,7 +92,7 @@ static ts_status index_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
     grads[0] = ag_end_keep(&s, r);
     break;
   }
-  case I_SCATTER: { /* y = x with src written (or added) at index */
+  case TS_GRAD_SCATTER: { /* y = x with src written (or added) at index */
     bool add = n->i[2];
     if (ag_wants(n, 0)) {
       if (add) {
@@ -125,20 +121,12 @@ static ts_status index_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
   return s.st;
 }
 
-static const char *names[] = {"CatBackward0", "StackBackward0", "GatherBackward0", "IndexSelectBackward0",
-                              "MaskedSelectBackward0", "IndexBackward0", "SortBackward0", "ScatterBackward0"};
-
-ts_status ts_ag_index(const char *kind, int nin, ts_tensor *const *in, ts_tensor *y, int64_t dim, ts_tensor *index,
+ts_status ts_ag_index(ts_grad_kind kind, int nin, ts_tensor *const *in, ts_tensor *y, int64_t dim, ts_tensor *index,
                       int64_t flag) {
-  static const char *kinds[] = {"cat", "stack", "gather", "index_select", "masked", "index_get", "sort", "scatter"};
-  int k = 0;
-  while (k < 8 && strcmp(kinds[k], kind) != 0) k++;
-  if (k == 8) return ts_fail(TS_ERR_ARG, "no backward for %s", kind);
   if (!ts_dtype_is_float(y->dtype)) return TS_OK;
   ts_node *n;
-  ts_status st = ts_ag_record(names[k], index_backward, nin, in, y, &n);
+  ts_status st = ts_ag_record_kind(kind, nin, in, y, &n);
   if (st) return st;
-  n->i[0] = k;
   n->i[1] = dim;
   n->i[2] = flag;
   if (index) ts_ag_save(n, 0, index);

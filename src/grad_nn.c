@@ -6,8 +6,6 @@
 
 #include "grad.h"
 
-enum { N_CONV2D, N_CONV1D, N_MAXPOOL, N_AVGPOOL, N_ADAPTIVE, N_BATCHNORM, N_LAYERNORM, N_EMBEDDING };
-
 static ts_status keep_params(ts_node *n, const void *p, size_t size) {
   size_t words = (size + sizeof(int64_t) - 1) / sizeof(int64_t);
   n->list = calloc(words, sizeof(int64_t));
@@ -19,7 +17,7 @@ static ts_status keep_params(ts_node *n, const void *p, size_t size) {
 
 static ts_status load(ts_node *n, int k, ts_tensor **t) { return n->saved[k] ? ts_ag_saved(n, k, t) : TS_OK; }
 
-static ts_status nn_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
+ts_status ts_nn_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
   ts_tensor *s0 = NULL, *s1 = NULL, *s2 = NULL, *s3 = NULL;
   ts_status st = load(n, 0, &s0);
   if (!st) st = load(n, 1, &s1);
@@ -30,23 +28,23 @@ static ts_status nn_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
   bool need[3] = {n->nin > 0 && (n->next[0].fn || n->next[0].leaf), n->nin > 1 && (n->next[1].fn || n->next[1].leaf),
                   n->nin > 2 && (n->next[2].fn || n->next[2].leaf)};
   switch (n->i[0]) {
-  case N_CONV2D:
-  case N_CONV1D: { /* inputs x, weight, bias; saved x, weight */
+  case TS_GRAD_CONV2D:
+  case TS_GRAD_CONV1D: { /* inputs x, weight, bias; saved x, weight */
     const ts_conv2d_params *p = (const ts_conv2d_params *)n->list;
-    return (n->i[0] == N_CONV2D ? ts_conv2d_backward : ts_conv1d_backward)(g, s0, s1, p, need, &grads[0], &grads[1],
+    return (n->i[0] == TS_GRAD_CONV2D ? ts_conv2d_backward : ts_conv1d_backward)(g, s0, s1, p, need, &grads[0], &grads[1],
                                                                           &grads[2]);
   }
-  case N_MAXPOOL: /* saved x, indices */
+  case TS_GRAD_MAX_POOL2D: /* saved x, indices */
     return ts_max_pool2d_backward(g, s1, s0, &grads[0]);
-  case N_AVGPOOL:
+  case TS_GRAD_AVG_POOL2D:
     return ts_avg_pool2d_backward(g, s0, (const ts_pool2d_params *)n->list, &grads[0]);
-  case N_ADAPTIVE:
+  case TS_GRAD_ADAPTIVE_AVG_POOL2D:
     return ts_adaptive_avg_pool2d_backward(g, s0, &grads[0]);
-  case N_BATCHNORM: /* inputs x, weight, bias; saved x, weight, mean, invstd */
+  case TS_GRAD_BATCH_NORM: /* inputs x, weight, bias; saved x, weight, mean, invstd */
     return ts_batch_norm_backward(g, s0, s1, s2, s3, n->i[1] != 0, need, &grads[0], &grads[1], &grads[2]);
-  case N_LAYERNORM: /* inputs x, weight, bias; saved x, weight, mean, rstd; list: normalized shape */
+  case TS_GRAD_LAYER_NORM: /* inputs x, weight, bias; saved x, weight, mean, rstd; list: normalized shape */
     return ts_layer_norm_backward(g, s0, n->nlist, n->list, s2, s3, s1, need, &grads[0], &grads[1], &grads[2]);
-  case N_EMBEDDING: { /* inputs weight; saved indices */
+  case TS_GRAD_EMBEDDING: { /* inputs weight; saved indices */
     int64_t pad = n->i[2];
     return ts_embedding_backward(g, s0, n->i[1], n->i[3] ? &pad : NULL, &grads[0]);
   }
@@ -54,17 +52,10 @@ static ts_status nn_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
   return ts_fail(TS_ERR_ARG, "unknown nn node");
 }
 
-static ts_status record(const char *name, int kind, int nin, ts_tensor *const *in, ts_tensor *y, ts_node **n) {
-  ts_status st = ts_ag_record(name, nn_backward, nin, in, y, n);
-  if (!st) (*n)->i[0] = kind;
-  return st;
-}
-
 ts_status ts_ag_conv(bool is_1d, ts_tensor *x, ts_tensor *w, ts_tensor *b, const ts_conv2d_params *p, ts_tensor *y) {
   ts_tensor *in[3] = {x, w, b};
   ts_node *n;
-  ts_status st = record(is_1d ? "ConvolutionBackward0" : "ConvolutionBackward0", is_1d ? N_CONV1D : N_CONV2D,
-                        b ? 3 : 2, in, y, &n);
+  ts_status st = ts_ag_record_kind(is_1d ? TS_GRAD_CONV1D : TS_GRAD_CONV2D, b ? 3 : 2, in, y, &n);
   if (st) return st;
   ts_ag_save(n, 0, x);
   ts_ag_save(n, 1, w);
@@ -73,7 +64,7 @@ ts_status ts_ag_conv(bool is_1d, ts_tensor *x, ts_tensor *w, ts_tensor *b, const
 
 ts_status ts_ag_max_pool2d(ts_tensor *x, ts_tensor *indices, ts_tensor *y) {
   ts_node *n;
-  ts_status st = record("MaxPool2DWithIndicesBackward0", N_MAXPOOL, 1, &x, y, &n);
+  ts_status st = ts_ag_record_kind(TS_GRAD_MAX_POOL2D, 1, &x, y, &n);
   if (st) return st;
   ts_ag_save(n, 0, x);
   ts_ag_save(n, 1, indices);
@@ -82,7 +73,7 @@ ts_status ts_ag_max_pool2d(ts_tensor *x, ts_tensor *indices, ts_tensor *y) {
 
 ts_status ts_ag_avg_pool2d(ts_tensor *x, const ts_pool2d_params *p, ts_tensor *y) {
   ts_node *n;
-  ts_status st = record("AvgPool2DBackward0", N_AVGPOOL, 1, &x, y, &n);
+  ts_status st = ts_ag_record_kind(TS_GRAD_AVG_POOL2D, 1, &x, y, &n);
   if (st) return st;
   ts_ag_save(n, 0, x);
   return keep_params(n, p, sizeof *p);
@@ -90,7 +81,7 @@ ts_status ts_ag_avg_pool2d(ts_tensor *x, const ts_pool2d_params *p, ts_tensor *y
 
 ts_status ts_ag_adaptive_avg_pool2d(ts_tensor *x, ts_tensor *y) {
   ts_node *n;
-  ts_status st = record("AdaptiveAvgPool2DBackward0", N_ADAPTIVE, 1, &x, y, &n);
+  ts_status st = ts_ag_record_kind(TS_GRAD_ADAPTIVE_AVG_POOL2D, 1, &x, y, &n);
   if (!st) ts_ag_save(n, 0, x);
   return st;
 }
@@ -99,7 +90,7 @@ ts_status ts_ag_batch_norm(ts_tensor *x, ts_tensor *w, ts_tensor *b, bool traini
                            ts_tensor *y) {
   ts_tensor *in[3] = {x, w, b};
   ts_node *n;
-  ts_status st = record("NativeBatchNormBackward0", N_BATCHNORM, 3, in, y, &n);
+  ts_status st = ts_ag_record_kind(TS_GRAD_BATCH_NORM, 3, in, y, &n);
   if (st) return st;
   n->i[1] = training;
   ts_ag_save(n, 0, x);
@@ -113,7 +104,7 @@ ts_status ts_ag_layer_norm(ts_tensor *x, int nd, const int64_t *shape, ts_tensor
                            ts_tensor *rstd, ts_tensor *y) {
   ts_tensor *in[3] = {x, w, b};
   ts_node *n;
-  ts_status st = record("NativeLayerNormBackward0", N_LAYERNORM, 3, in, y, &n);
+  ts_status st = ts_ag_record_kind(TS_GRAD_LAYER_NORM, 3, in, y, &n);
   if (st) return st;
   ts_ag_save(n, 0, x);
   if (w) ts_ag_save(n, 1, w);
@@ -126,7 +117,7 @@ ts_status ts_ag_layer_norm(ts_tensor *x, int nd, const int64_t *shape, ts_tensor
 
 ts_status ts_ag_embedding(ts_tensor *w, ts_tensor *indices, const int64_t *padding_idx, ts_tensor *y) {
   ts_node *n;
-  ts_status st = record("EmbeddingBackward0", N_EMBEDDING, 1, &w, y, &n);
+  ts_status st = ts_ag_record_kind(TS_GRAD_EMBEDDING, 1, &w, y, &n);
   if (st) return st;
   n->i[1] = w->sizes[0];
   n->i[2] = padding_idx ? *padding_idx : 0;

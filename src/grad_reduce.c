@@ -8,8 +8,6 @@
 #include "grad.h"
 #include "grad_util.h"
 
-enum { R_SUM, R_MEAN, R_PROD, R_VAR, R_STD, R_NORM, R_LOGSUMEXP, R_AMAX, R_MAXDIM, R_CUMSUM, R_SOFTMAX, R_LOGSOFTMAX };
-
 /* t (the gradient, or a saved output) reshaped to x's rank, reduced dims 1 */
 static ts_tensor *keep_shape(ag_scope *s, const ts_node *n, ts_tensor *t) {
   const ts_edge *e = &n->next[0];
@@ -30,23 +28,26 @@ static double reduced_count(const ts_node *n) {
   return r;
 }
 
-static ts_status reduce_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
+ts_status ts_reduce_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
   ts_tensor *x = NULL, *y = NULL, *idx = NULL;
   ts_status st = ts_ag_saved(n, 0, &x);
   if (!st) st = ts_ag_saved(n, 1, &y);
-  if (!st && n->i[0] == R_MAXDIM) st = ts_ag_saved(n, 2, &idx);
+  if (!st && n->i[0] == TS_GRAD_MAXDIM) st = ts_ag_saved(n, 2, &idx);
   if (st) return st;
   ag_scope s = {.st = TS_OK};
   ts_tensor *gx = NULL;
   int64_t dim = n->i[1];
   switch (n->i[0]) {
-  case R_SUM: gx = expand_back(&s, n, g); break;
-  case R_MEAN: gx = AG_DIV(&s, expand_back(&s, n, g), ag_num(&s, reduced_count(n))); break;
-  case R_PROD: /* g * prod / x: exact where x has no zeros */
+  case TS_GRAD_SUM:
+  case TS_GRAD_SUM_ALL: gx = expand_back(&s, n, g); break;
+  case TS_GRAD_MEAN:
+  case TS_GRAD_MEAN_ALL: gx = AG_DIV(&s, expand_back(&s, n, g), ag_num(&s, reduced_count(n))); break;
+  case TS_GRAD_PROD:
+  case TS_GRAD_PROD_ALL: /* g * prod / x: exact where x has no zeros */
     gx = AG_DIV(&s, expand_back(&s, n, AG_MUL(&s, g, y)), x);
     break;
-  case R_VAR:
-  case R_STD: {
+  case TS_GRAD_VAR:
+  case TS_GRAD_STD: {
     ts_tensor *mean = NULL;
     if (!s.st) {
       ts_status e = ts_mean(x, n->nlist, n->list, true, &mean);
@@ -54,7 +55,7 @@ static ts_status reduce_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
     }
     ts_tensor *centred = AG_SUB(&s, x, mean);
     double denom = reduced_count(n) - n->f[0];
-    if (n->i[0] == R_VAR) {
+    if (n->i[0] == TS_GRAD_VAR) {
       gx = AG_MUL(&s, AG_MUL(&s, expand_back(&s, n, g), centred), ag_num(&s, 2 / denom));
     } else {
       ts_tensor *gs = keep_shape(&s, n, AG_DIV(&s, g, y));
@@ -62,7 +63,8 @@ static ts_status reduce_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
     }
     break;
   }
-  case R_NORM: {
+  case TS_GRAD_NORM:
+  case TS_GRAD_NORM_ALL: {
     double p = n->f[0];
     ts_tensor *gk = expand_back(&s, n, g), *yk = expand_back(&s, n, y);
     if (p == 0) {
@@ -88,17 +90,17 @@ static ts_status reduce_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
     }
     break;
   }
-  case R_LOGSUMEXP:
+  case TS_GRAD_LOGSUMEXP:
     gx = AG_MUL(&s, expand_back(&s, n, g), ag_un(&s, TS_OP_EXP, AG_SUB(&s, x, expand_back(&s, n, y))));
     break;
-  case R_AMAX: { /* evenly among ties, as torch's amax */
+  case TS_GRAD_AMAX: { /* evenly among ties, as torch's amax */
     ts_tensor *hit = ag_bin(&s, TS_OP_EQ, x, expand_back(&s, n, y));
     ts_tensor *hitf = ag_where(&s, hit, ag_num(&s, 1), ag_num(&s, 0));
     ts_tensor *count = expand_back(&s, n, ag_sum_dims(&s, hitf, n->nlist, n->list, false));
     gx = AG_DIV(&s, AG_MUL(&s, expand_back(&s, n, g), hitf), count);
     break;
   }
-  case R_MAXDIM: { /* the gradient goes to the index each value came from */
+  case TS_GRAD_MAXDIM: { /* the gradient goes to the index each value came from */
     ts_tensor *z = ag_zeros_like(&s, x), *r = NULL;
     ts_tensor *gk = keep_shape(&s, n, g), *ik = keep_shape(&s, n, idx);
     if (!s.st) {
@@ -107,7 +109,7 @@ static ts_status reduce_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
     }
     break;
   }
-  case R_CUMSUM: { /* reversed cumsum: total - cumsum + g */
+  case TS_GRAD_CUMSUM: { /* reversed cumsum: total - cumsum + g */
     ts_tensor *cs = NULL;
     if (!s.st) {
       ts_status e = ts_cumsum(g, dim, &cs);
@@ -117,10 +119,10 @@ static ts_status reduce_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
     gx = AG_ADD(&s, AG_SUB(&s, total, cs), g);
     break;
   }
-  case R_SOFTMAX: /* y (g - sum(g y)) */
+  case TS_GRAD_SOFTMAX: /* y (g - sum(g y)) */
     gx = AG_MUL(&s, y, AG_SUB(&s, g, ag_sum_dims(&s, AG_MUL(&s, g, y), 1, &dim, true)));
     break;
-  case R_LOGSOFTMAX: /* g - exp(y) sum(g) */
+  case TS_GRAD_LOG_SOFTMAX: /* g - exp(y) sum(g) */
     gx = AG_SUB(&s, g, AG_MUL(&s, ag_un(&s, TS_OP_EXP, y), ag_sum_dims(&s, g, 1, &dim, true)));
     break;
   }
@@ -128,28 +130,25 @@ static ts_status reduce_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
   return s.st;
 }
 
-static const char *names[] = {"SumBackward1", "MeanBackward1", "ProdBackward1", "VarBackward0", "StdBackward0",
-                              "NormBackward1", "LogsumexpBackward0", "AmaxBackward0", "MaxBackward0",
-                              "CumsumBackward0", "SoftmaxBackward0", "LogSoftmaxBackward0"};
+/* torch names a full reduction ...Backward0 and one over dims ...Backward1 */
+static ts_grad_kind full_reduction_kind(ts_grad_kind k) {
+  switch (k) {
+  case TS_GRAD_SUM: return TS_GRAD_SUM_ALL;
+  case TS_GRAD_MEAN: return TS_GRAD_MEAN_ALL;
+  case TS_GRAD_PROD: return TS_GRAD_PROD_ALL;
+  case TS_GRAD_NORM: return TS_GRAD_NORM_ALL;
+  default: return k;
+  }
+}
 
-/* kind: one of the R_* above, by name (so op_reduce.c needs no enum) */
-ts_status ts_ag_reduce(const char *kind, ts_tensor *x, int ndims, const int64_t *dims, ts_tensor *y,
-                       ts_tensor *indices, double param) {
-  static const char *kinds[] = {"sum", "mean", "prod", "var", "std", "norm", "logsumexp", "amax", "maxdim",
-                                "cumsum", "softmax", "log_softmax"};
-  int k = 0;
-  while (k < (int)(sizeof kinds / sizeof *kinds) && strcmp(kinds[k], kind) != 0) k++;
-  if (k == (int)(sizeof kinds / sizeof *kinds)) return ts_fail(TS_ERR_ARG, "no backward for reduction %s", kind);
+ts_status ts_ag_reduce(ts_grad_kind k, ts_tensor *x, int ndims, const int64_t *dims, ts_tensor *y, ts_tensor *indices,
+                       double param) {
   if (!ts_dtype_is_float(y->dtype) || !ts_dtype_is_float(x->dtype)) return TS_OK;
   ts_node *n;
-  /* torch names the full reductions ...Backward0 and those over dims ...Backward1 */
-  static const char *full_names[] = {"SumBackward0", "MeanBackward0", "ProdBackward0", NULL, NULL, "NormBackward0"};
-  const char *name = ndims == 0 && k <= R_NORM && full_names[k] ? full_names[k] : names[k];
-  ts_status st = ts_ag_record(name, reduce_backward, 1, &x, y, &n);
+  ts_status st = ts_ag_record_kind(ndims == 0 ? full_reduction_kind(k) : k, 1, &x, y, &n);
   if (st) return st;
-  n->i[0] = k;
   n->f[0] = param;
-  bool scan = k >= R_CUMSUM;
+  bool scan = k == TS_GRAD_CUMSUM || k == TS_GRAD_SOFTMAX || k == TS_GRAD_LOG_SOFTMAX;
   /* the reduced dims, wrapped; all of them when none are given */
   bool red[TS_MAX_DIMS] = {false};
   int nred = 0;
@@ -159,14 +158,14 @@ ts_status ts_ag_reduce(const char *kind, ts_tensor *x, int ndims, const int64_t 
   }
   for (int d = 0; d < x->ndim; d++)
     if (red[d] || (ndims == 0 && !scan)) nred++;
-  if (scan || k == R_MAXDIM) {
+  if (scan || k == TS_GRAD_MAXDIM) {
     int d = 0;
     if (x->ndim > 0) ts_wrap_dim("backward", dims[0], x->ndim, &d);
     n->i[1] = d;
   }
   if (!scan && nred > 0) {
     n->list = malloc(sizeof(int64_t) * (size_t)nred);
-    if (!n->list) return ts_fail(TS_ERR_OOM, "out of memory recording %s", name);
+    if (!n->list) return ts_fail(TS_ERR_OOM, "out of memory recording %s", n->name);
     for (int d = 0; d < x->ndim; d++)
       if (red[d] || ndims == 0) n->list[n->nlist++] = d;
   }

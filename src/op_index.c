@@ -662,7 +662,7 @@ ts_status ts_cat(int n, ts_tensor *const *ts, int64_t dim, ts_tensor **out) {
   TS_AG_RESTORE(prev);
   int d;
   if (!st && ts_ag_needed(n, ts) && ts_wrap_dim("cat", dim, (*out)->ndim, &d) == TS_OK)
-    st = ts_ag_index("cat", n, ts, *out, d, NULL, 0);
+    st = ts_ag_index(TS_GRAD_CAT, n, ts, *out, d, NULL, 0);
   return st;
 }
 
@@ -672,7 +672,7 @@ ts_status ts_stack(int n, ts_tensor *const *ts, int64_t dim, ts_tensor **out) {
   TS_AG_RESTORE(prev);
   int d;
   if (!st && ts_ag_needed(n, ts) && ts_wrap_dim("stack", dim, (*out)->ndim, &d) == TS_OK)
-    st = ts_ag_index("stack", n, ts, *out, d, NULL, 0);
+    st = ts_ag_index(TS_GRAD_STACK, n, ts, *out, d, NULL, 0);
   return st;
 }
 
@@ -682,7 +682,7 @@ ts_status ts_gather(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor **out
   TS_AG_RESTORE(prev);
   int d;
   if (!st && ts_ag_needed(1, &x) && ts_wrap_dim("gather", dim, x->ndim, &d) == TS_OK)
-    st = ts_ag_index("gather", 1, &x, *out, d, index, 0);
+    st = ts_ag_index(TS_GRAD_GATHER, 1, &x, *out, d, index, 0);
   return st;
 }
 
@@ -693,7 +693,7 @@ ts_status ts_scatter(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor *src
   ts_tensor *in[2] = {x, src};
   int d;
   if (!st && ts_ag_needed(2, in) && ts_wrap_dim("scatter", dim, x->ndim, &d) == TS_OK)
-    st = ts_ag_index("scatter", 2, in, *out, d, index, add);
+    st = ts_ag_index(TS_GRAD_SCATTER, 2, in, *out, d, index, add);
   return st;
 }
 
@@ -705,7 +705,7 @@ ts_status ts_index_select(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor
   if (!st && prev && x->requires_grad && ts_wrap_dim("index_select", dim, x->ndim, &d) == TS_OK &&
       !(st = ts_to_dtype(index, TS_INT64, &ix))) {
     TS_AG_RESTORE(prev);
-    st = ts_ag_index("index_select", 1, &x, *out, d, ix, 0);
+    st = ts_ag_index(TS_GRAD_INDEX_SELECT, 1, &x, *out, d, ix, 0);
   }
   TS_AG_RESTORE(prev);
   ts_tensor_release(ix);
@@ -716,7 +716,7 @@ ts_status ts_masked_select(ts_tensor *x, ts_tensor *mask, ts_tensor **out) {
   TS_AG_OFF(prev);
   ts_status st = masked_select_impl(x, mask, out);
   TS_AG_RESTORE(prev);
-  if (!st && ts_ag_needed(1, &x)) st = ts_ag_index("masked", 1, &x, *out, 0, mask, 0);
+  if (!st && ts_ag_needed(1, &x)) st = ts_ag_index(TS_GRAD_MASKED, 1, &x, *out, 0, mask, 0);
   return st;
 }
 
@@ -726,7 +726,7 @@ ts_status ts_sort(ts_tensor *x, int64_t dim, bool descending, ts_tensor **values
   TS_AG_RESTORE(prev);
   int d;
   if (!st && ts_ag_needed(1, &x) && ts_wrap_dim("sort", dim, x->ndim, &d) == TS_OK)
-    st = ts_ag_index("sort", 1, &x, *values, d, *indices, 0);
+    st = ts_ag_index(TS_GRAD_SORT, 1, &x, *values, d, *indices, 0);
   return st;
 }
 
@@ -736,7 +736,7 @@ ts_status ts_topk(ts_tensor *x, int64_t k, int64_t dim, bool largest, ts_tensor 
   TS_AG_RESTORE(prev);
   int d;
   if (!st && ts_ag_needed(1, &x) && ts_wrap_dim("topk", dim, x->ndim, &d) == TS_OK)
-    st = ts_ag_index("sort", 1, &x, *values, d, *indices, 0);
+    st = ts_ag_index(TS_GRAD_SORT, 1, &x, *values, d, *indices, 0);
   return st;
 }
 
@@ -745,6 +745,6 @@ ts_status ts_index_get(ts_tensor *x, ts_tensor *index, ts_tensor **out) {
   ts_status st = index_get_impl(x, index, out);
   TS_AG_RESTORE(prev);
   if (!st && ts_ag_needed(1, &x))
-    st = ts_ag_index(index->dtype == TS_BOOL ? "masked" : "index_get", 1, &x, *out, 0, index, 0);
+    st = ts_ag_index(index->dtype == TS_BOOL ? TS_GRAD_MASKED : TS_GRAD_INDEX_GET, 1, &x, *out, 0, index, 0);
   return st;
 }

@@ -391,53 +391,53 @@ ts_status ts_allclose(ts_tensor *a, ts_tensor *b, double rtol, double atol, bool
   return st
 
 ts_status ts_sum(ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
-  RECORDED(sum_impl(x, ndims, dims, keepdim, out), "sum", ndims, dims, 0);
+  RECORDED(sum_impl(x, ndims, dims, keepdim, out), TS_GRAD_SUM, ndims, dims, 0);
 }
 
 ts_status ts_mean(ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
-  RECORDED(mean_impl(x, ndims, dims, keepdim, out), "mean", ndims, dims, 0);
+  RECORDED(mean_impl(x, ndims, dims, keepdim, out), TS_GRAD_MEAN, ndims, dims, 0);
 }
 
 ts_status ts_prod(ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
-  RECORDED(prod_impl(x, ndims, dims, keepdim, out), "prod", ndims, dims, 0);
+  RECORDED(prod_impl(x, ndims, dims, keepdim, out), TS_GRAD_PROD, ndims, dims, 0);
 }
 
 ts_status ts_logsumexp(ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
-  RECORDED(logsumexp_impl(x, ndims, dims, keepdim, out), "logsumexp", ndims, dims, 0);
+  RECORDED(logsumexp_impl(x, ndims, dims, keepdim, out), TS_GRAD_LOGSUMEXP, ndims, dims, 0);
 }
 
 ts_status ts_var(ts_tensor *x, int ndims, const int64_t *dims, double correction, bool keepdim, ts_tensor **out) {
-  RECORDED(var_impl(x, ndims, dims, correction, keepdim, out), "var", ndims, dims, correction);
+  RECORDED(var_impl(x, ndims, dims, correction, keepdim, out), TS_GRAD_VAR, ndims, dims, correction);
 }
 
 ts_status ts_std(ts_tensor *x, int ndims, const int64_t *dims, double correction, bool keepdim, ts_tensor **out) {
-  RECORDED(std_impl(x, ndims, dims, correction, keepdim, out), "std", ndims, dims, correction);
+  RECORDED(std_impl(x, ndims, dims, correction, keepdim, out), TS_GRAD_STD, ndims, dims, correction);
 }
 
 ts_status ts_norm(ts_tensor *x, double p, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
-  RECORDED(norm_impl(x, p, ndims, dims, keepdim, out), "norm", ndims, dims, p);
+  RECORDED(norm_impl(x, p, ndims, dims, keepdim, out), TS_GRAD_NORM, ndims, dims, p);
 }
 
 ts_status ts_amax(ts_op op, ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
-  RECORDED(amax_impl(op, x, ndims, dims, keepdim, out), "amax", ndims, dims, 0);
+  RECORDED(amax_impl(op, x, ndims, dims, keepdim, out), TS_GRAD_AMAX, ndims, dims, 0);
 }
 
 ts_status ts_max_dim(ts_op op, ts_tensor *x, int64_t dim, bool keepdim, ts_tensor **values, ts_tensor **indices) {
   TS_AG_OFF(prev);
   ts_status st = max_dim_impl(op, x, dim, keepdim, values, indices);
   TS_AG_RESTORE(prev);
-  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce("maxdim", x, 1, &dim, *values, *indices, 0);
+  if (!st && ts_ag_needed(1, &x)) st = ts_ag_reduce(TS_GRAD_MAXDIM, x, 1, &dim, *values, *indices, 0);
   return st;
 }
 
 ts_status ts_cumsum(ts_tensor *x, int64_t dim, ts_tensor **out) {
-  RECORDED(cumsum_impl(x, dim, out), "cumsum", 1, &dim, 0);
+  RECORDED(cumsum_impl(x, dim, out), TS_GRAD_CUMSUM, 1, &dim, 0);
 }
 
 ts_status ts_softmax(ts_tensor *x, int64_t dim, ts_tensor **out) {
-  RECORDED(softmax_impl(x, dim, out), "softmax", 1, &dim, 0);
+  RECORDED(softmax_impl(x, dim, out), TS_GRAD_SOFTMAX, 1, &dim, 0);
 }
 
 ts_status ts_log_softmax(ts_tensor *x, int64_t dim, ts_tensor **out) {
-  RECORDED(log_softmax_impl(x, dim, out), "log_softmax", 1, &dim, 0);
+  RECORDED(log_softmax_impl(x, dim, out), TS_GRAD_LOG_SOFTMAX, 1, &dim, 0);
 }

@@ -7,38 +7,38 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd.h"
+#include "grad.h"
 
-/* How a view's gradient flows back to its input. */
-typedef enum { VG_RESHAPE, VG_PERMUTE, VG_EXPAND, VG_SLICE, VG_SELECT } vg_kind;
+/* How a view's gradient flows back to its input: kind TS_GRAD_VIEW, _PERMUTE,
+ * _EXPAND, _SLICE or _SELECT. */
 typedef struct view_grad {
-  vg_kind kind;
+  ts_grad_kind kind;
   int64_t p[4];          /* slice: dim, start, stop, step; select: dim, index */
   const int64_t *perm;   /* permute: the permutation applied (nperm dims) */
   int nperm;
 } view_grad;
 
-static ts_status view_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
+ts_status ts_view_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
   const ts_edge *e = &n->next[0];
   ts_status st = TS_OK;
-  switch ((vg_kind)n->i[0]) {
-  case VG_RESHAPE:
+  switch ((ts_grad_kind)n->i[0]) {
+  case TS_GRAD_VIEW:
     return ts_reshape(g, e->ndim, e->sizes, &grads[0]);
-  case VG_PERMUTE: { /* apply the inverse permutation */
+  case TS_GRAD_PERMUTE: { /* apply the inverse permutation */
     int64_t inv[TS_MAX_DIMS];
     for (int d = 0; d < n->nlist; d++) inv[n->list[d]] = d;
     return ts_permute(g, n->nlist, inv, &grads[0]);
   }
-  case VG_EXPAND: /* the engine sums over the broadcast dims */
+  case TS_GRAD_EXPAND: /* the engine sums over the broadcast dims */
     ts_tensor_retain(g);
     grads[0] = g;
     return TS_OK;
-  case VG_SLICE:
-  case VG_SELECT: { /* zeros of the input's shape with g written into the viewed region */
+  case TS_GRAD_SLICE:
+  case TS_GRAD_SELECT: { /* zeros of the input's shape with g written into the viewed region */
     ts_tensor *z = NULL, *region = NULL;
     st = ts_full(e->ndim, e->sizes, 0, g->dtype, g->device, &z);
-    if (!st) st = n->i[0] == VG_SLICE ? ts_slice(z, n->i[1], n->i[2], n->i[3], n->i[4], &region)
-                                      : ts_select(z, n->i[1], n->i[2], &region);
+    if (!st) st = n->i[0] == TS_GRAD_SLICE ? ts_slice(z, n->i[1], n->i[2], n->i[3], n->i[4], &region)
+                                            : ts_select(z, n->i[1], n->i[2], &region);
     if (!st) st = ts_copy_(region, g);
     ts_tensor_release(region);
     if (st) {
@@ -48,14 +48,9 @@ static ts_status view_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
     grads[0] = z;
     return TS_OK;
   }
+  default: break;
   }
   return ts_fail(TS_ERR_ARG, "unknown view kind");
-}
-
-static const char *vg_name(vg_kind k) {
-  static const char *names[] = {"ViewBackward0", "PermuteBackward0", "ExpandBackward0", "SliceBackward0",
-                                "SelectBackward0"};
-  return names[k];
 }
 
 static ts_status make_view(ts_tensor *t, int nd, const int64_t *sizes, const int64_t *strides, int64_t offset,
@@ -65,10 +60,9 @@ static ts_status make_view(ts_tensor *t, int nd, const int64_t *sizes, const int
   if (st) return st;
   if (ts_ag_needed(1, &t) && ts_dtype_is_float(t->dtype)) {
     ts_node *n = NULL;
-    st = ts_ag_record(vg_name(vg->kind), view_backward, 1, &t, v, &n);
+    st = ts_ag_record_kind(vg->kind, 1, &t, v, &n);
     if (!st) {
       n->view = true;
-      n->i[0] = vg->kind;
       for (int k = 0; k < 4; k++) n->i[k + 1] = vg->p[k];
       if (vg->nperm) {
         n->list = malloc(sizeof(int64_t) * (size_t)vg->nperm);
@@ -85,7 +79,7 @@ static ts_status make_view(ts_tensor *t, int nd, const int64_t *sizes, const int
   return TS_OK;
 }
 
-static const view_grad VG_AS_RESHAPE = {VG_RESHAPE, {0}, NULL, 0};
+static const view_grad VG_AS_RESHAPE = {TS_GRAD_VIEW, {0}, NULL, 0};
 
 /* Resolves one -1 in sizes against numel; checks the total matches. */
 static ts_status infer_sizes(const char *fn, const ts_tensor *t, int nd, const int64_t *in, int64_t *sizes) {
@@ -181,7 +175,7 @@ ts_status ts_transpose(ts_tensor *t, int64_t d0, int64_t d1, ts_tensor **out) {
   }
   int64_t perm[TS_MAX_DIMS];
   for (int d = 0; d < t->ndim; d++) perm[d] = d == a ? b : d == b ? a : d;
-  view_grad vg = {VG_PERMUTE, {0}, perm, t->ndim};
+  view_grad vg = {TS_GRAD_PERMUTE, {0}, perm, t->ndim};
   return make_view(t, t->ndim, sizes, strides, t->offset, &vg, out);
 }
 
@@ -200,7 +194,7 @@ ts_status ts_permute(ts_tensor *t, int nd, const int64_t *dims, ts_tensor **out)
     strides[i] = t->strides[d];
     perm[i] = d;
   }
-  view_grad vg = {VG_PERMUTE, {0}, perm, nd};
+  view_grad vg = {TS_GRAD_PERMUTE, {0}, perm, nd};
   return make_view(t, nd, sizes, strides, t->offset, &vg, out);
 }
 
@@ -261,7 +255,7 @@ ts_status ts_expand(ts_tensor *t, int nd, const int64_t *in, ts_tensor **out) {
     snprintf(why, sizeof why, "%s", ts_last_error()); /* not formatted into itself */
     return ts_fail(TS_ERR_OVERFLOW, "expand: %s", why);
   }
-  static const view_grad vg = {VG_EXPAND, {0}, NULL, 0};
+  static const view_grad vg = {TS_GRAD_EXPAND, {0}, NULL, 0};
   return make_view(t, nd, sizes, strides, t->offset, &vg, out);
 }
 
@@ -288,7 +282,7 @@ ts_status ts_slice(ts_tensor *t, int64_t dim, int64_t start, int64_t stop, int64
   if (sizes[d] > 1 && __builtin_mul_overflow(t->strides[d], step, &strides[d]))
     return ts_fail(TS_ERR_OVERFLOW, "slice: step %lld times the stride %lld overflows 64 bits", (long long)step,
                    (long long)t->strides[d]);
-  view_grad vg = {VG_SLICE, {d, start, stop, step}, NULL, 0};
+  view_grad vg = {TS_GRAD_SLICE, {d, start, stop, step}, NULL, 0};
   return make_view(t, t->ndim, sizes, strides, t->offset + start * t->strides[d], &vg, out);
 }
 
@@ -318,7 +312,7 @@ ts_status ts_select(ts_tensor *t, int64_t dim, int64_t index, ts_tensor **out) {
   int64_t sizes[TS_MAX_DIMS], strides[TS_MAX_DIMS];
   for (int i = 0, j = 0; i < t->ndim; i++)
     if (i != d) sizes[j] = t->sizes[i], strides[j++] = t->strides[i];
-  view_grad vg = {VG_SELECT, {d, index, 0, 0}, NULL, 0};
+  view_grad vg = {TS_GRAD_SELECT, {d, index, 0, 0}, NULL, 0};
   return make_view(t, t->ndim - 1, sizes, strides, t->offset + index * t->strides[d], &vg, out);
 }
 

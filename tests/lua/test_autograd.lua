@@ -323,4 +323,35 @@ test("neural-network ops", function()
   T.close(w.grad[0], {2, 2, 2})
 end)
 
+
+test("grad_fn names of the kinds recorded from grad_kinds.def, as torch's", function()
+  local x = torch.randn(2, 3, {requires_grad = true})
+  local img = torch.randn(1, 2, 4, 4, {requires_grad = true})
+  local name = function(t) return tostring(t.grad_fn) end
+  local cases = {
+    {x:view(3, 2), "<ViewBackward0>"}, {x:permute(1, 0), "<PermuteBackward0>"},
+    {x:unsqueeze(0):expand(2, 2, 3), "<ExpandBackward0>"}, {x:narrow(1, 0, 2), "<SliceBackward0>"},
+    {x:select(0, 1), "<SelectBackward0>"},
+    {x:sum(), "<SumBackward0>"}, {x:sum(1), "<SumBackward1>"}, {x:mean(), "<MeanBackward0>"},
+    {x:mean(1), "<MeanBackward1>"}, {x:prod(), "<ProdBackward0>"}, {x:prod(1), "<ProdBackward1>"},
+    {x:norm(), "<NormBackward0>"}, {x:norm(2, 1), "<NormBackward1>"}, {x:var(1), "<VarBackward0>"},
+    {x:std(1), "<StdBackward0>"}, {x:logsumexp(1), "<LogsumexpBackward0>"}, {x:amax(1), "<AmaxBackward0>"},
+    {(x:max(1)), "<MaxBackward0>"}, {x:cumsum(1), "<CumsumBackward0>"}, {x:softmax(1), "<SoftmaxBackward0>"},
+    {x:log_softmax(1), "<LogSoftmaxBackward0>"},
+    {torch.cat({x, x}, 0), "<CatBackward0>"}, {torch.stack({x, x}), "<StackBackward0>"},
+    {x:gather(1, torch.tensor({{0}, {2}})), "<GatherBackward0>"},
+    {x:index_select(1, torch.tensor({2, 0})), "<IndexSelectBackward0>"},
+    {x:masked_select(x:gt(0)), "<MaskedSelectBackward0>"}, {x[torch.tensor({1, 0})], "<IndexBackward0>"},
+    {(x:sort(1)), "<SortBackward0>"}, {x:scatter(1, torch.tensor({{0}, {2}}), x), "<ScatterBackward0>"},
+    {torch.conv2d(img, torch.randn(3, 2, 3, 3)), "<ConvolutionBackward0>"},
+    {torch.max_pool2d(img, 2), "<MaxPool2DWithIndicesBackward0>"},
+    {torch.avg_pool2d(img, 2), "<AvgPool2DBackward0>"},
+    {torch.adaptive_avg_pool2d(img, {1, 1}), "<AdaptiveAvgPool2DBackward0>"},
+    {torch.batch_norm(img, nil, nil, nil, nil, true, 0.1, 1e-5), "<NativeBatchNormBackward0>"},
+    {torch.layer_norm(x, {3}), "<NativeLayerNormBackward0>"},
+    {torch.embedding(x, torch.tensor({1, 0})), "<EmbeddingBackward0>"},
+  }
+  for i, c in ipairs(cases) do eq(name(c[1]), c[2], "case " .. i) end
+end)
+
 T.run()
