@@ -1,5 +1,6 @@
-/* The op layer for creation and copies: full, fill_, copy_, dtype casts,
- * contiguous, clone. */
+/* The op layer for creation and copies: full, fill_, arange, linspace,
+ * copy_, dtype casts, contiguous, clone. (The random constructors are in
+ * random.c.) */
 #include "ops.h"
 #include "grad.h"
 
@@ -28,6 +29,56 @@ ts_status ts_full(int ndim, const int64_t *sizes, double v, ts_dtype dt, ts_devi
   }
   *out = t;
   return TS_OK;
+}
+
+/* n = ceil((end - start) / step) after the checks torch makes, or an error */
+static ts_status range_count(double start, double end, double step, int64_t *n) {
+  if (step == 0) return ts_fail(TS_ERR_ARG, "arange: step must be nonzero");
+  if ((step > 0 && end < start) || (step < 0 && end > start))
+    return ts_fail(TS_ERR_ARG, "arange: upper bound and larger bound inconsistent with step sign");
+  if (!isfinite(start) || !isfinite(end)) return ts_fail(TS_ERR_ARG, "arange: unsupported range: %f -> %f", start, end);
+  double nf = ceil((end - start) / step);
+  if (nf > 9.0e18) return ts_fail(TS_ERR_ARG, "arange: too many elements (%g)", nf);
+  *n = (int64_t)nf;
+  return TS_OK;
+}
+
+static ts_status run_range(const ts_call *proto, int64_t n, ts_dtype dt, ts_device dev, ts_tensor **out) {
+  ts_tensor *t;
+  ts_status st = ts_tensor_empty(1, &n, dt, dev, &t);
+  if (st) return st;
+  ts_call c = *proto;
+  c.out[0] = t;
+  if ((st = ts_dispatch(&c))) {
+    ts_tensor_release(t);
+    return st;
+  }
+  *out = t;
+  return TS_OK;
+}
+
+ts_status ts_arange(double start, double end, double step, ts_dtype dt, ts_device dev, ts_tensor **out) {
+  int64_t n;
+  ts_status st = range_count(start, end, step, &n);
+  if (st) return st;
+  ts_call c = {.op = TS_OP_ARANGE, .f = {start, step}};
+  return run_range(&c, n, dt, dev, out);
+}
+
+ts_status ts_arange_int(int64_t start, int64_t end, int64_t step, ts_dtype dt, ts_device dev, ts_tensor **out) {
+  int64_t n, span;
+  ts_status st = range_count((double)start, (double)end, (double)step, &n);
+  if (st) return st;
+  /* the count in integers: the doubles above round past 2^53 */
+  if (!__builtin_sub_overflow(end, start, &span)) n = span / step + (span % step != 0);
+  ts_call c = {.op = TS_OP_ARANGE, .f = {(double)start, (double)step}, .i = {1, start, step}};
+  return run_range(&c, n, dt, dev, out);
+}
+
+ts_status ts_linspace(double start, double end, int64_t steps, ts_dtype dt, ts_device dev, ts_tensor **out) {
+  if (steps < 0) return ts_fail(TS_ERR_ARG, "linspace: number of steps must be non-negative, got %lld", (long long)steps);
+  ts_call c = {.op = TS_OP_LINSPACE, .f = {start, end}};
+  return run_range(&c, steps, dt, dev, out);
 }
 
 ts_status ts_copy_(ts_tensor *dst, ts_tensor *src) {

@@ -125,7 +125,15 @@ static ts_status inplace_input(const char *fn, ts_tensor *x, ts_tensor *out, boo
   return TS_OK;
 }
 
-ts_status ts_unary_p_out(ts_op op, ts_tensor *x, const int64_t *ip, const double *fp, ts_tensor *out) {
+/* An op that writes into an existing tensor counts one version, as torch's
+ * _version does, whatever copies it made on the way (write_out's copy_ bumps
+ * too); saved tensors compare versions (autograd.c). */
+static ts_status wrote_once(ts_tensor *out, uint32_t before, ts_status st) {
+  if (!st) out->storage->version = before + 1;
+  return st;
+}
+
+static ts_status unary_out_impl(ts_op op, ts_tensor *x, const int64_t *ip, const double *fp, ts_tensor *out) {
   ts_tensor *xin = NULL, *r = NULL;
   ts_op_kind kind = ts_ops[op].kind;
   ts_status st0 = ts_check_internal_overlap(op_name(op), out);
@@ -140,7 +148,6 @@ ts_status ts_unary_p_out(ts_op op, ts_tensor *x, const int64_t *ip, const double
       ts_call c = {.op = op, .nin = 1, .in = &x, .out = {x}};
       if (ip) memcpy(c.i, ip, sizeof c.i);
       if (fp) memcpy(c.f, fp, sizeof c.f);
-      x->storage->version++;
       return ts_dispatch(&c);
     }
   }
@@ -185,6 +192,11 @@ ts_status ts_unary_p(ts_op op, ts_tensor *x, const int64_t *ip, const double *fp
 }
 
 ts_status ts_unary(ts_op op, ts_tensor *x, ts_tensor **out) { return ts_unary_p(op, x, NULL, NULL, out); }
+ts_status ts_unary_p_out(ts_op op, ts_tensor *x, const int64_t *ip, const double *fp, ts_tensor *out) {
+  uint32_t v = out->storage->version;
+  return wrote_once(out, v, unary_out_impl(op, x, ip, fp, out));
+}
+
 ts_status ts_unary_out(ts_op op, ts_tensor *x, ts_tensor *out) { return ts_unary_p_out(op, x, NULL, NULL, out); }
 
 static ts_status binary_impl(ts_op op, ts_tensor *a, ts_tensor *b, double alpha, ts_tensor *given, ts_tensor **out) {
@@ -266,13 +278,15 @@ ts_status ts_binary(ts_op op, ts_tensor *a, ts_tensor *b, ts_tensor **out) {
   return binary_impl(op, a, b, 1, NULL, out);
 }
 ts_status ts_binary_out(ts_op op, ts_tensor *a, ts_tensor *b, ts_tensor *out) {
-  return binary_impl(op, a, b, 1, out, NULL);
+  uint32_t v = out->storage->version;
+  return wrote_once(out, v, binary_impl(op, a, b, 1, out, NULL));
 }
 ts_status ts_add_scaled(ts_tensor *a, ts_tensor *b, double alpha, ts_tensor **out) {
   return binary_impl(TS_OP_ADD, a, b, alpha, NULL, out);
 }
 ts_status ts_add_scaled_out(ts_tensor *a, ts_tensor *b, double alpha, ts_tensor *out) {
-  return binary_impl(TS_OP_ADD, a, b, alpha, out, NULL);
+  uint32_t v = out->storage->version;
+  return wrote_once(out, v, binary_impl(TS_OP_ADD, a, b, alpha, out, NULL));
 }
 
 /* Broadcasts n operands to one shape; names fn in errors. */

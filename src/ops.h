@@ -124,6 +124,11 @@ ts_status ts_check_same_device(const char *fn, int n, ts_tensor *const *ts);
 /* creation */
 ts_status ts_full(int ndim, const int64_t *sizes, double v, ts_dtype dt, ts_device dev, ts_tensor **out);
 ts_status ts_fill_(ts_tensor *t, double v);
+/* [start, end) by step, as torch.arange: ceil((end - start) / step) values;
+ * the _int form computes in int64 (exact past 2^53) */
+ts_status ts_arange(double start, double end, double step, ts_dtype dt, ts_device dev, ts_tensor **out);
+ts_status ts_arange_int(int64_t start, int64_t end, int64_t step, ts_dtype dt, ts_device dev, ts_tensor **out);
+ts_status ts_linspace(double start, double end, int64_t steps, ts_dtype dt, ts_device dev, ts_tensor **out);
 ts_status ts_copy_(ts_tensor *dst, ts_tensor *src);   /* broadcasts src, casts dtype */
 ts_status ts_to_dtype(ts_tensor *t, ts_dtype dt, ts_tensor **out); /* retains t if already dt */
 ts_status ts_contiguous(ts_tensor *t, ts_tensor **out); /* retains t if already contiguous */
@@ -184,6 +189,16 @@ void ts_rng_reserve(uint64_t n, uint64_t *seed, uint64_t *offset);
 /* The whole generator state, for checkpoints that resume exactly. */
 void ts_rng_get_state(uint64_t *seed, uint64_t *offset);
 void ts_rng_set_state(uint64_t seed, uint64_t offset);
+/* New tensors of draws: uniform [0, 1) and standard normal (floating dtypes),
+ * integers in [low, high), a permutation of [0, n) */
+ts_status ts_rand(int nd, const int64_t *sizes, ts_dtype dt, ts_device dev, ts_tensor **out);
+ts_status ts_randn(int nd, const int64_t *sizes, ts_dtype dt, ts_device dev, ts_tensor **out);
+ts_status ts_randint(int64_t low, int64_t high, int nd, const int64_t *sizes, ts_dtype dt, ts_device dev,
+                     ts_tensor **out);
+ts_status ts_randperm(int64_t n, ts_dtype dt, ts_device dev, ts_tensor **out);
+/* In-place fills of a floating tensor (any strides): uniform [from, to), normal(mean, std) */
+ts_status ts_uniform_(ts_tensor *t, double from, double to);
+ts_status ts_normal_(ts_tensor *t, double mean, double std);
 
 /* the op families, each in its own header */
 #include "op_reduce.h"

@@ -3,7 +3,6 @@
  * {dtype=, device=, requires_grad=}. */
 #include "lt.h"
 
-#include <math.h>
 #include <string.h>
 
 typedef struct create_opts {
@@ -161,18 +160,13 @@ static int make_like(lua_State *L, int mode /* 0 zeros 1 ones 2 empty 3 full 4 r
   double v = mode == 1 ? 1 : mode == 3 ? luaL_checknumber(L, 2) : 0;
   static const char *const names[] = {"zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like"};
   create_opts o = read_opts(L, names[mode], lt_opts_index(L, opts_at), t->dtype, t->device);
+  if (mode >= 4 && !ts_dtype_is_float(o.dtype))
+    return luaL_error(L, "%s: expected a floating point dtype, got %s", names[mode], ts_dtype_name(o.dtype));
   ts_tensor **slot = lt_newslot(L);
-  if (mode == 2 || mode >= 4) LT_TRY(L, ts_tensor_empty(t->ndim, t->sizes, o.dtype, o.device, slot));
+  if (mode == 4) LT_TRY(L, ts_rand(t->ndim, t->sizes, o.dtype, o.device, slot));
+  else if (mode == 5) LT_TRY(L, ts_randn(t->ndim, t->sizes, o.dtype, o.device, slot));
+  else if (mode == 2) LT_TRY(L, ts_tensor_empty(t->ndim, t->sizes, o.dtype, o.device, slot));
   else LT_TRY(L, ts_full(t->ndim, t->sizes, v, o.dtype, o.device, slot));
-  if (mode >= 4) {
-    if (!ts_dtype_is_float(o.dtype)) return luaL_error(L, "%s: expected a floating point dtype, got %s",
-                                                       mode == 4 ? "rand_like" : "randn_like", ts_dtype_name(o.dtype));
-    uint64_t seed, off;
-    ts_rng_reserve((uint64_t)ts_numel(*slot), &seed, &off);
-    ts_call c = {.op = mode == 4 ? TS_OP_RAND : TS_OP_RANDN, .out = {*slot}, .i = {(int64_t)seed, (int64_t)off},
-                 .f = {mode == 4 ? 0 : 0, 1}};
-    LT_TRY(L, ts_dispatch(&c));
-  }
   finish(L, *slot, &o);
   return 1;
 }
@@ -192,25 +186,14 @@ static int l_arange(lua_State *L) {
   if (nargs == 0) return luaL_typeerror(L, 1, "number");
   bool all_int = true;
   for (int i = 1; i <= nargs; i++) all_int = all_int && lua_isinteger(L, i);
-  double start = nargs >= 2 ? lua_tonumber(L, 1) : 0, end = nargs >= 2 ? lua_tonumber(L, 2) : lua_tonumber(L, 1);
-  double step = nargs == 3 ? lua_tonumber(L, 3) : 1;
-  if (step == 0) return luaL_error(L, "arange: step must be nonzero");
-  if ((step > 0 && end < start) || (step < 0 && end > start))
-    return luaL_error(L, "arange: upper bound and larger bound inconsistent with step sign");
-  if (!isfinite(start) || !isfinite(end)) return luaL_error(L, "arange: unsupported range: %f -> %f", start, end);
-  double nf = ceil((end - start) / step);
-  if (nf > 9.0e18) return lt_errorf(L, "arange: too many elements (%g)", nf);
-  int64_t n = (int64_t)nf;
   create_opts o = read_opts(L, "arange", lt_opts_index(L, nargs + 1), all_int ? TS_INT64 : TS_DEFAULT_DTYPE, TS_DEVICE_CPU);
   ts_tensor **slot = lt_newslot(L);
-  LT_TRY(L, ts_tensor_empty(1, &n, o.dtype, o.device, slot));
-  ts_call c = {.op = TS_OP_ARANGE, .out = {*slot}, .f = {start, step}};
-  if (all_int) {
-    c.i[0] = 1;
-    c.i[1] = nargs >= 2 ? lua_tointeger(L, 1) : 0;
-    c.i[2] = nargs == 3 ? lua_tointeger(L, 3) : 1;
-  }
-  LT_TRY(L, ts_dispatch(&c));
+  if (all_int)
+    LT_TRY(L, ts_arange_int(nargs >= 2 ? lua_tointeger(L, 1) : 0, lua_tointeger(L, nargs >= 2 ? 2 : 1),
+                            nargs == 3 ? lua_tointeger(L, 3) : 1, o.dtype, o.device, slot));
+  else
+    LT_TRY(L, ts_arange(nargs >= 2 ? lua_tonumber(L, 1) : 0, lua_tonumber(L, nargs >= 2 ? 2 : 1),
+                        nargs == 3 ? lua_tonumber(L, 3) : 1, o.dtype, o.device, slot));
   finish(L, *slot, &o);
   return 1;
 }
@@ -218,12 +201,9 @@ static int l_arange(lua_State *L) {
 static int l_linspace(lua_State *L) {
   double start = luaL_checknumber(L, 1), end = luaL_checknumber(L, 2);
   int64_t n = lt_checkint(L, 3);
-  if (n < 0) return lt_errorf(L, "linspace: number of steps must be non-negative, got %lld", (long long)n);
   create_opts o = read_opts(L, "linspace", lt_opts_index(L, 4), TS_DEFAULT_DTYPE, TS_DEVICE_CPU);
   ts_tensor **slot = lt_newslot(L);
-  LT_TRY(L, ts_tensor_empty(1, &n, o.dtype, o.device, slot));
-  ts_call c = {.op = TS_OP_LINSPACE, .out = {*slot}, .f = {start, end}};
-  LT_TRY(L, ts_dispatch(&c));
+  LT_TRY(L, ts_linspace(start, end, n, o.dtype, o.device, slot));
   finish(L, *slot, &o);
   return 1;
 }
@@ -247,7 +227,8 @@ static int l_eye(lua_State *L) {
 
 /* ---- random ------------------------------------------------------------------ */
 
-static int make_random(lua_State *L, ts_op op, int first, double a, double b, int64_t lo, int64_t hi) {
+/* rand, randn, randint (lo, hi): sizes from argument first on, then options */
+static int make_random(lua_State *L, ts_op op, int first, int64_t lo, int64_t hi) {
   int nd;
   int64_t sizes[TS_MAX_DIMS];
   int used = lt_sizes(L, first, &nd, sizes);
@@ -255,20 +236,16 @@ static int make_random(lua_State *L, ts_op op, int first, double a, double b, in
     return luaL_typeerror(L, first, "sizes (integers, a table or a torch.Size)");
   ts_dtype dflt = op == TS_OP_RANDINT ? TS_INT64 : TS_DEFAULT_DTYPE;
   create_opts o = read_opts(L, ts_ops[op].name, lt_opts_index(L, first + used), dflt, TS_DEVICE_CPU);
-  if (op != TS_OP_RANDINT && !ts_dtype_is_float(o.dtype))
-    return luaL_error(L, "%s: expected a floating point dtype, got %s", ts_ops[op].name, ts_dtype_name(o.dtype));
   ts_tensor **slot = lt_newslot(L);
-  LT_TRY(L, ts_tensor_empty(nd, sizes, o.dtype, o.device, slot));
-  uint64_t seed, off;
-  ts_rng_reserve((uint64_t)ts_numel(*slot), &seed, &off);
-  ts_call c = {.op = op, .out = {*slot}, .i = {(int64_t)seed, (int64_t)off, lo, hi}, .f = {a, b}};
-  LT_TRY(L, ts_dispatch(&c));
+  if (op == TS_OP_RAND) LT_TRY(L, ts_rand(nd, sizes, o.dtype, o.device, slot));
+  else if (op == TS_OP_RANDN) LT_TRY(L, ts_randn(nd, sizes, o.dtype, o.device, slot));
+  else LT_TRY(L, ts_randint(lo, hi, nd, sizes, o.dtype, o.device, slot));
   finish(L, *slot, &o);
   return 1;
 }
 
-static int l_rand(lua_State *L) { return make_random(L, TS_OP_RAND, 1, 0, 1, 0, 0); }
-static int l_randn(lua_State *L) { return make_random(L, TS_OP_RANDN, 1, 0, 1, 0, 0); }
+static int l_rand(lua_State *L) { return make_random(L, TS_OP_RAND, 1, 0, 0); }
+static int l_randn(lua_State *L) { return make_random(L, TS_OP_RANDN, 1, 0, 0); }
 
 /* randint(high, size) | randint(low, high, size), as torch */
 static int l_randint(lua_State *L) {
@@ -279,21 +256,15 @@ static int l_randint(lua_State *L) {
   } else {
     hi = lt_checkint(L, 1), first = 2;
   }
-  if (hi <= lo) return lt_errorf(L, "randint: expected low < high, got low=%lld, high=%lld", (long long)lo, (long long)hi);
   if (lua_type(L, first) != LUA_TTABLE) return luaL_typeerror(L, first, "size table, e.g. {64}");
-  return make_random(L, TS_OP_RANDINT, first, 0, 0, lo, hi);
+  return make_random(L, TS_OP_RANDINT, first, lo, hi);
 }
 
 static int l_randperm(lua_State *L) {
   int64_t n = lt_checkint(L, 1);
-  if (n < 0) return lt_errorf(L, "randperm: n must be non-negative, got %lld", (long long)n);
   create_opts o = read_opts(L, "randperm", lt_opts_index(L, 2), TS_INT64, TS_DEVICE_CPU);
   ts_tensor **slot = lt_newslot(L);
-  LT_TRY(L, ts_tensor_empty(1, &n, o.dtype, o.device, slot));
-  uint64_t seed, off;
-  ts_rng_reserve((uint64_t)n, &seed, &off);
-  ts_call c = {.op = TS_OP_RANDPERM, .out = {*slot}, .i = {(int64_t)seed, (int64_t)off}};
-  LT_TRY(L, ts_dispatch(&c));
+  LT_TRY(L, ts_randperm(n, o.dtype, o.device, slot));
   finish(L, *slot, &o);
   return 1;
 }
@@ -329,24 +300,15 @@ static int l_set_rng_state(lua_State *L) {
 }
 
 /* In-place random fills, as methods: t:uniform_(a, b), t:normal_(mean, std) */
-static int random_fill(lua_State *L, ts_op op) {
+static int random_fill(lua_State *L, ts_status (*fill)(ts_tensor *, double, double)) {
   ts_tensor *t = lt_check(L, 1);
   double a = luaL_optnumber(L, 2, 0), b = luaL_optnumber(L, 3, 1);
-  if (!ts_dtype_is_float(t->dtype)) return luaL_error(L, "%s_: expected a floating point tensor", op == TS_OP_RAND ? "uniform" : "normal");
-  ts_tensor *tmp = NULL;
-  ts_tensor **slot = lt_newslot(L);
-  LT_TRY(L, ts_tensor_empty(t->ndim, t->sizes, t->dtype, t->device, slot));
-  tmp = *slot;
-  uint64_t seed, off;
-  ts_rng_reserve((uint64_t)ts_numel(tmp), &seed, &off);
-  ts_call c = {.op = op, .out = {tmp}, .i = {(int64_t)seed, (int64_t)off}, .f = {a, b}};
-  LT_TRY(L, ts_dispatch(&c));
-  LT_TRY(L, ts_copy_(t, tmp));
+  LT_TRY(L, fill(t, a, b));
   lua_settop(L, 1);
   return 1;
 }
-static int m_uniform_(lua_State *L) { return random_fill(L, TS_OP_RAND); }
-static int m_normal_(lua_State *L) { return random_fill(L, TS_OP_RANDN); }
+static int m_uniform_(lua_State *L) { return random_fill(L, ts_uniform_); }
+static int m_normal_(lua_State *L) { return random_fill(L, ts_normal_); }
 
 void lt_open_create(lua_State *L) {
   static const luaL_Reg fns[] = {

@@ -20,7 +20,6 @@ static int l_unary_(lua_State *L) {
   ts_op op = (ts_op)lua_tointeger(L, lua_upvalueindex(1));
   ts_tensor *x = lt_check(L, 1);
   LT_TRY(L, ts_unary_out(op, x, x));
-  x->storage->version++;
   lua_settop(L, 1);
   return 1;
 }
@@ -35,7 +34,6 @@ static int binary(lua_State *L, ts_op op, int ia, int ib, bool inplace) {
   if (inplace) {
     if (alpha == 1) LT_TRY(L, ts_binary_out(op, a, b, a));
     else LT_TRY(L, ts_add_scaled_out(a, b, op == TS_OP_SUB ? -alpha : alpha, a));
-    a->storage->version++;
     lua_pushvalue(L, ia);
     return 1;
   }
@@ -178,7 +176,6 @@ static int l_masked_fill_(lua_State *L) {
   ts_tensor **w = lt_newslot(L);
   LT_TRY(L, ts_where(mask, v, x, w));
   LT_TRY(L, ts_copy_(x, *w));
-  x->storage->version++;
   lua_settop(L, 1);
   return 1;
 }

@@ -463,7 +463,6 @@ static int tensor_newindex(lua_State *L) {
     ts_tensor *src = lt_check(L, 3);
     LT_TRY(L, ts_copy_(*slot, src));
   }
-  t->storage->version++;
   return 0;
 }
 

@@ -183,3 +183,68 @@ void test_small_blocks_freed_at_thread_exit(void) {
   /* the worker cached at least its tensor and storage headers */
   CHECK(ts_small_freed_at_exit() - before >= 2);
 }
+
+/* The creation and random ops are op-layer calls C code (the data loader) can make. */
+void test_creation_ops(void) {
+  ts_tensor *t = NULL;
+  CHECK_OK(ts_arange_int(-2, 10, 3, TS_INT64, TS_DEVICE_CPU, &t));
+  CHECK(t->ndim == 1 && t->sizes[0] == 4);
+  const int64_t *iv = ts_data(t);
+  for (int k = 0; k < 4; k++) CHECK(iv[k] == -2 + 3 * k);
+  ts_tensor_release(t);
+  /* exact past 2^53, where a double step would round */
+  int64_t big = (INT64_C(1) << 60) + 1;
+  CHECK_OK(ts_arange_int(big, big + 3, 1, TS_INT64, TS_DEVICE_CPU, &t));
+  CHECK(((const int64_t *)ts_data(t))[2] == big + 2);
+  ts_tensor_release(t);
+  CHECK_OK(ts_arange(0, 1, 0.25, TS_FLOAT64, TS_DEVICE_CPU, &t));
+  CHECK(t->sizes[0] == 4 && ((const double *)ts_data(t))[3] == 0.75);
+  ts_tensor_release(t);
+  CHECK_OK(ts_linspace(-1, 1, 5, TS_FLOAT64, TS_DEVICE_CPU, &t));
+  CHECK(t->sizes[0] == 5 && ((const double *)ts_data(t))[1] == -0.5 && ((const double *)ts_data(t))[4] == 1);
+  ts_tensor_release(t);
+  CHECK(ts_arange(0, 1, 0, TS_FLOAT32, TS_DEVICE_CPU, &t) == TS_ERR_ARG);
+  CHECK(strstr(ts_last_error(), "arange: step must be nonzero"));
+  CHECK(ts_linspace(0, 1, -1, TS_FLOAT32, TS_DEVICE_CPU, &t) == TS_ERR_ARG);
+
+  ts_manual_seed(7);
+  CHECK_OK(ts_randperm(50, TS_INT64, TS_DEVICE_CPU, &t));
+  bool seen[50] = {false};
+  const int64_t *p = ts_data(t);
+  for (int k = 0; k < 50; k++) {
+    CHECK(p[k] >= 0 && p[k] < 50 && !seen[p[k]]);
+    if (p[k] >= 0 && p[k] < 50) seen[p[k]] = true;
+  }
+  ts_tensor_release(t);
+  int64_t sizes[2] = {30, 40};
+  CHECK_OK(ts_randint(-3, 4, 2, sizes, TS_INT32, TS_DEVICE_CPU, &t));
+  const int32_t *r = ts_data(t);
+  bool lo = false, hi = false;
+  for (int k = 0; k < 1200; k++) {
+    CHECK(r[k] >= -3 && r[k] < 4);
+    lo |= r[k] == -3, hi |= r[k] == 3;
+  }
+  CHECK(lo && hi);
+  ts_tensor_release(t);
+  CHECK(ts_randint(4, 4, 2, sizes, TS_INT64, TS_DEVICE_CPU, &t) == TS_ERR_ARG);
+  CHECK(ts_rand(2, sizes, TS_INT64, TS_DEVICE_CPU, &t) == TS_ERR_DTYPE);
+  CHECK(strstr(ts_last_error(), "rand: expected a floating point dtype, got int64"));
+
+  /* the same seed replays the same draws; rand is in [0, 1), normal_ fills in place */
+  ts_tensor *a = NULL, *b = NULL;
+  ts_manual_seed(11);
+  CHECK_OK(ts_rand(2, sizes, TS_FLOAT32, TS_DEVICE_CPU, &a));
+  ts_manual_seed(11);
+  CHECK_OK(ts_tensor_empty(2, sizes, TS_FLOAT32, TS_DEVICE_CPU, &b));
+  CHECK_OK(ts_uniform_(b, 0, 1));
+  const float *fa = ts_data(a), *fb = ts_data(b);
+  for (int k = 0; k < 1200; k++) CHECK(fa[k] == fb[k] && fa[k] >= 0 && fa[k] < 1);
+  uint32_t v = b->storage->version;
+  CHECK_OK(ts_normal_(b, 5, 0.5));
+  CHECK(b->storage->version == v + 1);
+  double mean = 0;
+  for (int k = 0; k < 1200; k++) mean += fb[k] / 1200.0;
+  CHECK(fabs(mean - 5) < 0.1);
+  ts_tensor_release(a);
+  ts_tensor_release(b);
+}

@@ -354,4 +354,31 @@ test("grad_fn names of the kinds recorded from grad_kinds.def, as torch's", func
   for i, c in ipairs(cases) do eq(name(c[1]), c[2], "case " .. i) end
 end)
 
+test("an in-place op counts one version, as torch's _version", function()
+  -- z = y * y saves y at version 0; each in-place op on y then reads "now at version 1" (issue 10:
+  -- one mul_ read 2, the binding bumping again after the op layer did)
+  local function after(change)
+    local x = torch.randn(3, {requires_grad = true})
+    local y = x * 2
+    local z = y * y
+    change(y)
+    local okk, err = pcall(function() z:sum():backward() end)
+    eq(okk, false, "backward refuses")
+    return tostring(err):match("it is now at version (%d+)")
+  end
+  local ng = function(f) return function(y) torch.no_grad(f, y) end end
+  local cases = {
+    {"mul_", function(y) y:mul_(2) end}, {"add_ alpha", function(y) y:add_(y:detach(), {alpha = 2}) end},
+    {"exp_", function(y) y:exp_() end}, {"clamp_", function(y) y:clamp_(0, 1) end},
+    {"mul_ in no_grad", ng(function(y) y:mul_(2) end)}, {"exp_ in no_grad", ng(function(y) y:exp_() end)},
+    {"add_ of another dtype in no_grad", ng(function(y) y:add_(torch.ones(3, {dtype = "float64"})) end)},
+    {"masked_fill_", ng(function(y) y:masked_fill_(torch.tensor({true, false, true}), 0) end)},
+    {"index assignment", ng(function(y) y[1] = 5 end)}, {"slice copy", ng(function(y) y[{{0, 2}}] = torch.zeros(2) end)},
+    {"fill_", ng(function(y) y:fill_(1) end)}, {"uniform_", ng(function(y) y:uniform_() end)},
+    {"normal_", ng(function(y) y:normal_() end)},
+  }
+  for _, c in ipairs(cases) do eq(after(c[2]), "1", c[1]) end
+  eq(after(function(y) y:mul_(2) y:add_(1) end), "2", "two ops, two versions")
+end)
+
 T.run()
