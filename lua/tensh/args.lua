@@ -69,6 +69,52 @@ function M.check_opts(fn, opts, allowed)
   return opts
 end
 
+-- A table of options (string keys, or empty) rather than a list of sizes.
+function M.is_opts(v)
+  if type(v) ~= "table" or getmetatable(v) ~= nil then return false end
+  local k = next(v)
+  return k == nil or type(k) == "string"
+end
+
+-- Arguments as PyTorch takes them: positional values named by `names`, then
+-- an optional options table; an option given both ways is an error.
+-- Returns a table name -> value.
+function M.bind(fn, names, ...)
+  local n = select("#", ...)
+  local out, opts = {}, nil
+  local last = n > 0 and select(n, ...) or nil
+  if n > 0 and M.is_opts(last) then opts, n = last, n - 1 end
+  if n > #names then raise("%s: expected at most %d positional arguments, got %d", fn, #names, n) end
+  for i = 1, n do out[names[i]] = (select(i, ...)) end
+  if opts then
+    local known = {}
+    for _, k in ipairs(names) do known[k] = true end
+    M.check_opts(fn, opts, known)
+    for k, v in pairs(opts) do
+      if out[k] ~= nil then raise("%s: '%s' given both as an argument and as an option", fn, k) end
+      out[k] = v
+    end
+  end
+  return out
+end
+
+-- Lists the library returns (parameters(), param_groups, get_last_lr(), ...)
+-- stay Lua lists, counting from 1 (for ipairs, #, table functions); index 0,
+-- a PyTorch habit, raises instead of giving a silent nil.
+local list_mts = {}
+function M.list(t, what)
+  local mt = list_mts[what]
+  if not mt then
+    mt = {__index = function(_, k)
+      if k == 0 then
+        raise("%s: Lua lists count from 1: the first element is [1], the last [#list] (index 0 is nil)", what)
+      end
+    end}
+    list_mts[what] = mt
+  end
+  return setmetatable(t, mt)
+end
+
 -- Floating-point dtypes ("torch.float32", ...), from the C enum (prelude.lua
 -- records them in torch._floating_dtypes).
 function M.is_floating_dtype(dtype) return rawget(torch, "_floating_dtypes")[dtype] == true end

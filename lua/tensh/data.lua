@@ -35,9 +35,18 @@ local C = torch._data
 local A = require "tensh.args"
 local data = {}
 
+-- A class; an integer key on an instance of a class with get() is a sample,
+-- so ds[0] is ds:get(0) as PyTorch's ds[0].
 local function class(name)
   local c = {__name = name}
-  c.__index = c
+  c.__index = function(self, k)
+    if math.type(k) == "integer" then
+      local get = c.get
+      if get then return get(self, k) end
+      return nil
+    end
+    return c[k]
+  end
   c.__len = function(self) return self:len() end
   return c
 end
@@ -652,6 +661,8 @@ local unsupported_opts = {
   worker_init_fn = "workers are C threads that run no Lua; seed their random transforms with the seed option",
   generator = "give the seed option instead (an integer): it keys the shuffle and the random transforms"}
 
+local warned_pin_memory = false
+
 setmetatable(DataLoader, {__call = function(_, ds, opts)
   local n = check_dataset(ds, "DataLoader")
   if type(opts) == "table" then
@@ -682,6 +693,10 @@ setmetatable(DataLoader, {__call = function(_, ds, opts)
   end
   if self.seed ~= nil and not is_int(self.seed) then error("DataLoader: seed must be an integer", 2) end
   if self.collate_fn ~= nil and type(self.collate_fn) ~= "function" then error("DataLoader: collate_fn must be a function", 2) end
+  if self.pin_memory and not (cuda and cuda.is_available()) and not warned_pin_memory then
+    warned_pin_memory = true -- once, as PyTorch's warning
+    io.stderr:write("data.DataLoader: 'pin_memory' is true but no CUDA device is found, so pinned memory won't be used\n")
+  end
   return self
 end})
 
@@ -804,6 +819,26 @@ function DataLoader:iter()
     if type(batch) == "table" and not torch.is_tensor(batch) and batch[1] ~= nil then return table.unpack(batch) end
     return batch
   end
+end
+
+-- for x, y in loader do ... end, as Python's `for x, y in loader:`: the
+-- loader is its own iterator function. The generic for calls it first with a
+-- nil control value, which starts an epoch (closing one a break left open);
+-- later calls continue it. (loader:iter() also closes the epoch on break.)
+function DataLoader:__call(_, control)
+  local cur = rawget(self, "_loop")
+  if control == nil then
+    if cur then cur[2]() end
+    local f, _, _, closer = self:iter()
+    cur = {f, function() if closer then closer:close() end end}
+    rawset(self, "_loop", cur)
+  elseif cur == nil then
+    error("DataLoader: called with a loop value but no loop is running; iterate with for x, y in loader do", 2)
+  end
+  return (function(...)
+    if select("#", ...) == 0 or (...) == nil then rawset(self, "_loop", nil) end
+    return ...
+  end)(cur[1]())
 end
 
 function DataLoader:__tostring()

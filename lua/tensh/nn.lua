@@ -345,17 +345,20 @@ local function collect_members(self, field, opts)
   return out
 end
 
-local function values(pairs_list)
+local as_list = require("tensh.args").list
+
+-- the second of each pair, as a list that refuses index 0 (what: the method, for the message)
+local function values(pairs_list, what)
   local out = {}
   for i, e in ipairs(pairs_list) do out[i] = e[2] end
-  return out
+  return as_list(out, what)
 end
 
 -- m:parameters() -> list in registration order (own first, then children)
-function Module:parameters(opts) return values(collect_members(self, "_parameters", opts)) end
+function Module:parameters(opts) return values(collect_members(self, "_parameters", opts), "parameters()") end
 -- for name, p in m:named_parameters() do ... end
 function Module:named_parameters(opts) return list_iter(collect_members(self, "_parameters", opts)) end
-function Module:buffers(opts) return values(collect_members(self, "_buffers", opts)) end
+function Module:buffers(opts) return values(collect_members(self, "_buffers", opts), "buffers()") end
 function Module:named_buffers(opts) return list_iter(collect_members(self, "_buffers", opts)) end
 
 local function collect_children(self)
@@ -369,9 +372,9 @@ local function collect_children(self)
   end
   return out
 end
-function Module:children() return values(collect_children(self)) end
+function Module:children() return values(collect_children(self), "children()") end
 function Module:named_children() return list_iter(collect_children(self)) end
-function Module:modules() return values(collect_modules(self, "", {}, {})) end
+function Module:modules() return values(collect_modules(self, "", {}, {}), "modules()") end
 function Module:named_modules(opts)
   return list_iter(collect_modules(self, type(opts) == "table" and opts.prefix or "", {}, {}))
 end

@@ -35,7 +35,7 @@ function Optimizer.new(cls, params, opts)
   for k, v in pairs(cls.defaults) do defaults[k] = shallow_copy(v) end
   for k, v in pairs(opts) do defaults[k] = shallow_copy(v) end
   cls._validate(name, defaults)
-  local self = setmetatable({defaults = defaults, param_groups = {}, state = {}}, cls)
+  local self = setmetatable({defaults = defaults, param_groups = A.list({}, "param_groups"), state = {}}, cls)
   if torch.is_tensor(params) or type(params) ~= "table" then
     fail("%s: params should be a list of tensors or a list of parameter groups, but got %s", name, typename(params))
   end
@@ -59,7 +59,7 @@ function Optimizer:add_param_group(group)
   local params = group.params
   if torch.is_tensor(params) then params = {params} end
   if type(params) ~= "table" then fail("%s: a parameter group needs 'params', a list of tensors, got %s", name, typename(params)) end
-  g.params = {}
+  g.params = A.list({}, "params")
   local seen = {}
   for i, p in ipairs(params) do
     if not torch.is_tensor(p) then
@@ -206,7 +206,7 @@ function Optimizer:load_state_dict(sd)
     groups[gi] = ng
   end
   self.state = state
-  self.param_groups = groups
+  self.param_groups = A.list(groups, "param_groups")
 end
 
 function Optimizer:__tostring()

@@ -146,8 +146,11 @@ static int l_utilization(lua_State *L) {
 
 /* ---- memory ------------------------------------------------------------ */
 
+/* Without a device the statistics are PyTorch's before CUDA starts: zeros
+ * (memory_stats() is empty, the resets have nothing to reset). */
 static ts_cache_stats stats_of(lua_State *L, const char *fn) {
   ts_cache_stats s;
+  if (device_count() == 0) return memset(&s, 0, sizeof s), s;
   LT_TRY(L, ts_cuda_memory_stats(opt_device(L, 1, fn), &s));
   return s;
 }
@@ -179,6 +182,7 @@ static void set_stat(void *ud, const char *key, int64_t v) {
 }
 
 static int l_memory_stats(lua_State *L) {
+  if (device_count() == 0) return lua_newtable(L), 1;
   ts_cache_stats s = stats_of(L, "memory_stats");
   lua_newtable(L);
   ts_cache_stats_foreach(&s, set_stat, L);
@@ -195,11 +199,13 @@ static int l_memory_summary(lua_State *L) {
 }
 
 static int l_reset_peak_memory_stats(lua_State *L) {
+  if (device_count() == 0) return 0;
   LT_TRY(L, ts_cuda_reset_peak(opt_device(L, 1, "reset_peak_memory_stats")));
   return 0;
 }
 
 static int l_reset_accumulated_memory_stats(lua_State *L) {
+  if (device_count() == 0) return 0;
   LT_TRY(L, ts_cuda_reset_accumulated(opt_device(L, 1, "reset_accumulated_memory_stats")));
   return 0;
 }
@@ -521,10 +527,15 @@ static int l_not_built(lua_State *L) {
 
 static const char *const cuda_only[] = {
     "current_device", "set_device", "device", "synchronize", "get_device_name", "get_device_capability",
-    "get_device_properties", "mem_get_info", "utilization", "memory_allocated", "max_memory_allocated",
-    "memory_reserved", "max_memory_reserved", "memory_cached", "max_memory_cached", "memory_stats",
-    "memory_summary", "reset_peak_memory_stats", "reset_accumulated_memory_stats", "Stream", "stream",
+    "get_device_properties", "mem_get_info", "utilization", "memory_summary", "Stream", "stream",
     "set_stream", "current_stream", "default_stream", "Event", NULL};
+
+/* The memory statistics are PyTorch's without a GPU: 0 bytes, an empty
+ * memory_stats(), resets with nothing to reset; scripts that log memory run
+ * unchanged on a laptop. */
+static int l_zero(lua_State *L) { return lua_pushinteger(L, 0), 1; }
+static int l_empty(lua_State *L) { return lua_newtable(L), 1; }
+static int l_nothing(lua_State *L) { return (void)L, 0; }
 
 #endif /* HAVE_CUDA */
 
@@ -573,6 +584,12 @@ void lt_open_cuda(lua_State *L) {
     {NULL, NULL}};
   luaL_newlib(L, fns);
 #if !HAVE_CUDA
+  static const luaL_Reg no_gpu[] = {
+      {"memory_allocated", l_zero}, {"max_memory_allocated", l_zero}, {"memory_reserved", l_zero},
+      {"max_memory_reserved", l_zero}, {"memory_cached", l_zero}, {"max_memory_cached", l_zero},
+      {"memory_stats", l_empty}, {"reset_peak_memory_stats", l_nothing},
+      {"reset_accumulated_memory_stats", l_nothing}, {NULL, NULL}};
+  luaL_setfuncs(L, no_gpu, 0);
   for (int i = 0; cuda_only[i]; i++) {
     lua_pushstring(L, cuda_only[i]);
     lua_pushcclosure(L, l_not_built, 1);

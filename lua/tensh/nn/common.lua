@@ -59,34 +59,8 @@ function M.pyval(v)
   return tostring(v)
 end
 
--- A table of options (string keys, or empty) rather than a list of sizes.
-function M.is_opts(v)
-  if type(v) ~= "table" or getmetatable(v) ~= nil then return false end
-  local k = next(v)
-  return k == nil or type(k) == "string"
-end
-
--- Arguments as PyTorch takes them: positional values named by `names`, then
--- an optional options table; an option given both ways is an error.
--- Returns a table name -> value.
-function M.args(fn, names, ...)
-  local n = select("#", ...)
-  local out, opts = {}, nil
-  local last = n > 0 and select(n, ...) or nil
-  if n > 0 and M.is_opts(last) then opts, n = last, n - 1 end
-  if n > #names then M.raise("%s: expected at most %d positional arguments, got %d", fn, #names, n) end
-  for i = 1, n do out[names[i]] = (select(i, ...)) end
-  if opts then
-    local known = {}
-    for _, k in ipairs(names) do known[k] = true end
-    A.check_opts(fn, opts, known)
-    for k, v in pairs(opts) do
-      if out[k] ~= nil then M.raise("%s: '%s' given both as an argument and as an option", fn, k) end
-      out[k] = v
-    end
-  end
-  return out
-end
+-- positional values, then an options table (lua/tensh/args.lua)
+M.is_opts, M.args = A.is_opts, A.bind
 
 function M.check_int(fn, what, v, min)
   if math.type(v) ~= "integer" then

@@ -8,6 +8,8 @@ local Module = nn.Module
 local raise = C.raise
 local check_int = C.check_int
 
+local as_list = require("tensh.args").list
+
 local M = {}
 
 -- indexing from 0, negative from the end, for the list-like containers
@@ -172,12 +174,12 @@ function ModuleDict:update(modules) add_from_table(self, "ModuleDict:update", mo
 function ModuleDict:keys()
   local out = {}
   for i, k in ipairs(rawget(self, "_modules").keys) do out[i] = k end
-  return out
+  return as_list(out, "ModuleDict:keys()")
 end
 function ModuleDict:values()
   local od, out = rawget(self, "_modules"), {}
   for i, k in ipairs(od.keys) do out[i] = od.vals[k] end
-  return out
+  return as_list(out, "ModuleDict:values()")
 end
 function ModuleDict:items() return pairs(self) end
 function ModuleDict:contains(k) return rawget(self, "_modules").pos[k] ~= nil end

@@ -4,7 +4,7 @@
 -- and step(epoch) uses the closed form where PyTorch has one.
 local A = require "tensh.args"
 local U = require "tensh.optim.common"
-local fail, typename, check_opts = A.raise, A.typename, A.check_opts
+local fail, typename = A.raise, A.typename
 local is_plain_table, shallow_copy, show = U.is_plain_table, U.shallow_copy, U.show
 
 local lr_scheduler = {}
@@ -23,23 +23,30 @@ local function positive_int(name, key, v)
   return n
 end
 
--- Defines a scheduler class: init(self, opts) reads its options before the
--- first step; get_lr(self) -> list of lrs; closed(self) -> list, optional.
-function LRScheduler.extend(base, name, allowed, init, get_lr, closed)
-  allowed.last_epoch = true
-  local cls = setmetatable({__name = name, _allowed = allowed, _init = init, get_lr = get_lr, _get_closed_form_lr = closed},
-    {__index = base, __call = function(c, opt, opts) return c.new(c, opt, opts) end})
+-- Defines a scheduler class: `params` names its arguments after the
+-- optimizer in PyTorch's order (last_epoch follows), given positionally or
+-- in an options table: StepLR(opt, 3, 0.5) or StepLR(opt, {step_size = 3,
+-- gamma = 0.5}); init(self, opts) reads them before the first step;
+-- get_lr(self) -> list of lrs; closed(self) -> list, optional.
+function LRScheduler.extend(base, name, params, init, get_lr, closed)
+  local names = {table.unpack(params)}
+  names[#names + 1] = "last_epoch"
+  local allowed = {}
+  for _, k in ipairs(names) do allowed[k] = true end
+  local cls = setmetatable({__name = name, _allowed = allowed, _params = names, _init = init, get_lr = get_lr,
+    _get_closed_form_lr = closed},
+    {__index = base, __call = function(c, opt, ...) return c.new(c, opt, ...) end})
   cls.__index = cls
   cls.__tostring = base.__tostring
   return cls
 end
 
-function LRScheduler.new(cls, optimizer, opts)
+function LRScheduler.new(cls, optimizer, ...)
   local name = cls.__name
   if not is_optimizer(optimizer) then
     fail("%s: expected an optimizer (with param_groups) as argument 1, got %s", name, typename(optimizer))
   end
-  opts = check_opts(name, opts, cls._allowed)
+  local opts = A.bind(name, cls._params, ...)
   local self = setmetatable({optimizer = optimizer}, cls)
   local last_epoch = opts.last_epoch or -1
   if math.type(last_epoch) ~= "integer" then fail("%s: last_epoch must be an integer, got %s", name, show(last_epoch)) end
@@ -85,7 +92,7 @@ function LRScheduler:step(epoch)
 end
 
 function LRScheduler:get_last_lr()
-  return shallow_copy(self._last_lr)
+  return A.list(shallow_copy(self._last_lr), "get_last_lr()")
 end
 
 -- state_dict(): every field but the optimizer (as PyTorch's __dict__ minus optimizer)
@@ -131,7 +138,7 @@ local function check_gamma(name, v)
 end
 
 -- StepLR(opt, {step_size, gamma = 0.1}): lr *= gamma every step_size epochs
-lr_scheduler.StepLR = LRScheduler:extend("StepLR", {step_size = true, gamma = true},
+lr_scheduler.StepLR = LRScheduler:extend("StepLR", {"step_size", "gamma"},
   function(self, o)
     self.step_size = positive_int("StepLR", "step_size", o.step_size)
     self.gamma = check_gamma("StepLR", o.gamma or 0.1)
@@ -150,7 +157,7 @@ lr_scheduler.StepLR = LRScheduler:extend("StepLR", {step_size = true, gamma = tr
 
 -- MultiStepLR(opt, {milestones, gamma = 0.1}): lr *= gamma at each milestone
 -- (a milestone listed k times multiplies by gamma^k, as PyTorch's Counter)
-lr_scheduler.MultiStepLR = LRScheduler:extend("MultiStepLR", {milestones = true, gamma = true},
+lr_scheduler.MultiStepLR = LRScheduler:extend("MultiStepLR", {"milestones", "gamma"},
   function(self, o)
     local ms = o.milestones
     if not is_plain_table(ms) then fail("MultiStepLR: milestones must be a list of integers, got %s", show(ms)) end
@@ -179,7 +186,7 @@ lr_scheduler.MultiStepLR = LRScheduler:extend("MultiStepLR", {milestones = true,
   end)
 
 -- ExponentialLR(opt, {gamma}): lr *= gamma every epoch
-lr_scheduler.ExponentialLR = LRScheduler:extend("ExponentialLR", {gamma = true},
+lr_scheduler.ExponentialLR = LRScheduler:extend("ExponentialLR", {"gamma"},
   function(self, o) self.gamma = check_gamma("ExponentialLR", o.gamma) end,
   function(self)
     local t = current_lrs(self)
@@ -194,7 +201,7 @@ lr_scheduler.ExponentialLR = LRScheduler:extend("ExponentialLR", {gamma = true},
   end)
 
 -- LambdaLR(opt, {lr_lambda = f or {f per group}}): lr = base_lr * f(epoch)
-lr_scheduler.LambdaLR = LRScheduler:extend("LambdaLR", {lr_lambda = true},
+lr_scheduler.LambdaLR = LRScheduler:extend("LambdaLR", {"lr_lambda"},
   function(self, o)
     local f, n = o.lr_lambda, #self.optimizer.param_groups
     local fs = {}
@@ -218,7 +225,7 @@ lr_scheduler.LambdaLR = LRScheduler:extend("LambdaLR", {lr_lambda = true},
 
 -- CosineAnnealingLR(opt, {T_max, eta_min = 0}): PyTorch's recursive form in
 -- step(), which follows the cosine from whatever lr the groups hold
-lr_scheduler.CosineAnnealingLR = LRScheduler:extend("CosineAnnealingLR", {T_max = true, eta_min = true},
+lr_scheduler.CosineAnnealingLR = LRScheduler:extend("CosineAnnealingLR", {"T_max", "eta_min"},
   function(self, o)
     self.T_max = positive_int("CosineAnnealingLR", "T_max", o.T_max)
     self.eta_min = o.eta_min or 0
@@ -248,7 +255,7 @@ lr_scheduler.CosineAnnealingLR = LRScheduler:extend("CosineAnnealingLR", {T_max 
   end)
 
 -- LinearLR(opt, {start_factor = 1/3, end_factor = 1, total_iters = 5})
-lr_scheduler.LinearLR = LRScheduler:extend("LinearLR", {start_factor = true, end_factor = true, total_iters = true},
+lr_scheduler.LinearLR = LRScheduler:extend("LinearLR", {"start_factor", "end_factor", "total_iters"},
   function(self, o)
     local s, e = o.start_factor or 1 / 3, o.end_factor or 1.0
     if type(s) ~= "number" or s > 1 or s <= 0 then
@@ -301,9 +308,8 @@ local function anneal(strategy, start, stop, pct)
 end
 
 lr_scheduler.OneCycleLR = LRScheduler:extend("OneCycleLR",
-  {max_lr = true, total_steps = true, epochs = true, steps_per_epoch = true, pct_start = true, anneal_strategy = true,
-   cycle_momentum = true, base_momentum = true, max_momentum = true, div_factor = true, final_div_factor = true,
-   three_phase = true},
+  {"max_lr", "total_steps", "epochs", "steps_per_epoch", "pct_start", "anneal_strategy", "cycle_momentum",
+   "base_momentum", "max_momentum", "div_factor", "final_div_factor", "three_phase"},
   function(self, o, last_epoch)
     local name = "OneCycleLR"
     local groups = self.optimizer.param_groups
@@ -387,5 +393,120 @@ lr_scheduler.OneCycleLR = LRScheduler:extend("OneCycleLR",
     end
     return lrs
   end)
+
+-- ---- ReduceLROnPlateau ---------------------------------------------------------------
+
+-- ReduceLROnPlateau(opt, mode = "min", factor = 0.1, patience = 10, threshold = 1e-4,
+--   threshold_mode = "rel", cooldown = 0, min_lr = 0, eps = 1e-8), positionally or as
+-- options; step(metric) after each validation, as PyTorch's: once the metric has not
+-- improved (by the threshold) for more than `patience` steps, every group's lr becomes
+-- max(lr * factor, min_lr) (unless that changes it by eps or less), then `cooldown`
+-- steps pass before bad steps count again.
+local Plateau = setmetatable({__name = "ReduceLROnPlateau"}, {__index = LRScheduler})
+Plateau.__index = Plateau
+Plateau.__tostring = LRScheduler.__tostring
+lr_scheduler.ReduceLROnPlateau = Plateau
+
+local plateau_params = {"mode", "factor", "patience", "threshold", "threshold_mode", "cooldown", "min_lr", "eps"}
+
+-- the worst value for the mode, where `best` starts (and load_state_dict's check)
+local function plateau_check(self)
+  local name = "ReduceLROnPlateau"
+  if self.mode ~= "min" and self.mode ~= "max" then fail("%s: mode %s is unknown (expected \"min\" or \"max\")", name, A.show(self.mode)) end
+  if self.threshold_mode ~= "rel" and self.threshold_mode ~= "abs" then
+    fail("%s: threshold mode %s is unknown (expected \"rel\" or \"abs\")", name, A.show(self.threshold_mode))
+  end
+  self.mode_worse = self.mode == "min" and math.huge or -math.huge
+end
+
+setmetatable(Plateau, {__index = LRScheduler, __call = function(cls, optimizer, ...)
+  local name = "ReduceLROnPlateau"
+  if not is_optimizer(optimizer) then
+    fail("%s: expected an optimizer (with param_groups) as argument 1, got %s", name, typename(optimizer))
+  end
+  local o = A.bind(name, plateau_params, ...)
+  local self = setmetatable({optimizer = optimizer}, cls)
+  local function number(key, default, ok, what)
+    local v = o[key]
+    if v == nil then v = default end
+    if type(v) ~= "number" or not ok(v) then fail("%s: %s must be %s, got %s", name, key, what, show(v)) end
+    return v
+  end
+  self.mode, self.threshold_mode = o.mode or "min", o.threshold_mode or "rel"
+  self.factor = number("factor", 0.1, function(v) return v < 1 end, "a number < 1.0")
+  self.patience = number("patience", 10, function(v) return math.tointeger(v) and v >= 0 end, "a non-negative integer")
+  self.threshold = number("threshold", 1e-4, function(v) return v >= 0 end, "a non-negative number")
+  self.cooldown = number("cooldown", 0, function(v) return math.tointeger(v) and v >= 0 end, "a non-negative integer")
+  self.eps = number("eps", 1e-8, function(v) return v >= 0 end, "a non-negative number")
+  local groups = optimizer.param_groups
+  local min_lr = o.min_lr == nil and 0 or o.min_lr
+  self.min_lrs = {}
+  if type(min_lr) == "table" then
+    if #min_lr ~= #groups then fail("%s: expected %d min_lrs (one per group), got %d", name, #groups, #min_lr) end
+    for i, v in ipairs(min_lr) do
+      if type(v) ~= "number" then fail("%s: min_lr[%d] must be a number, got %s", name, i, show(v)) end
+      self.min_lrs[i] = v
+    end
+  elseif type(min_lr) == "number" then
+    for i = 1, #groups do self.min_lrs[i] = min_lr end
+  else
+    fail("%s: min_lr must be a number or a list of %d numbers (one per group), got %s", name, #groups, show(min_lr))
+  end
+  plateau_check(self)
+  self.best, self.num_bad_epochs, self.cooldown_counter = self.mode_worse, 0, 0
+  self.last_epoch = 0
+  self._last_lr = current_lrs(self)
+  return self
+end})
+
+function Plateau:is_better(a, best)
+  local t = self.threshold
+  if self.mode == "min" then
+    if self.threshold_mode == "rel" then return a < best * (1 - t) end
+    return a < best - t
+  end
+  if self.threshold_mode == "rel" then return a > best * (1 + t) end
+  return a > best + t
+end
+
+-- step(metric[, epoch]): metric a number or a one-element tensor (a loss)
+function Plateau:step(metric, epoch)
+  local current = metric
+  if torch.is_tensor(metric) then
+    if metric:numel() ~= 1 then
+      fail("ReduceLROnPlateau:step: the metric must be a number or a one-element tensor, got a tensor of %d elements",
+        metric:numel())
+    end
+    current = metric:item()
+  end
+  if type(current) ~= "number" then
+    fail("ReduceLROnPlateau:step: the metric must be a number or a one-element tensor, got %s", typename(metric))
+  end
+  if epoch == nil then epoch = self.last_epoch + 1
+  elseif math.type(epoch) ~= "integer" then fail("ReduceLROnPlateau:step: epoch must be an integer, got %s", show(epoch)) end
+  self.last_epoch = epoch
+  if self:is_better(current, self.best) then
+    self.best, self.num_bad_epochs = current, 0
+  else
+    self.num_bad_epochs = self.num_bad_epochs + 1
+  end
+  if self.cooldown_counter > 0 then
+    self.cooldown_counter = self.cooldown_counter - 1
+    self.num_bad_epochs = 0 -- bad epochs in cooldown don't count
+  end
+  if self.num_bad_epochs > self.patience then
+    for i, g in ipairs(self.optimizer.param_groups) do
+      local new_lr = math.max(g.lr * self.factor, self.min_lrs[i])
+      if g.lr - new_lr > self.eps then g.lr = new_lr end
+    end
+    self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
+  end
+  self._last_lr = current_lrs(self)
+end
+
+function Plateau:load_state_dict(sd)
+  LRScheduler.load_state_dict(self, sd)
+  plateau_check(self)
+end
 
 return lr_scheduler
