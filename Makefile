@@ -1,5 +1,5 @@
 # tensh: the tensor shell. `make` builds build/tensh and build/tensh.so (for
-# `require "tensh"`); `make test`, `make asan`, `make bench`, `make demo`.
+# `require "tensh"`); `make test`, `make asan`, `make bench`, `make fuzz`, `make demo`.
 
 # ---- settings ---------------------------------------------------------------
 CC       ?= cc
@@ -79,7 +79,7 @@ HEADERS   := Makefile $(wildcard src/*.h src/*.def src/cpu/*.h src/data/*.h src/
 .DEFAULT_GOAL := all
 include sim/sim.mk
 
-.PHONY: all deps test asan bench demo clean probe
+.PHONY: all deps test asan bench fuzz demo clean probe
 ifeq ($(strip $(LUA_CFLAGS)$(LUA_LIBS))$(TENSH_DEPS_TRIED),)
 # a fresh machine: install what is missing, then build in a sub-make that sees it
 all:
@@ -152,6 +152,12 @@ asan:
 
 bench: all
 	@bash scripts/bench/run.sh $(BUILD)
+
+# the API fuzzer's long run (make test has a one-minute one):
+# FUZZ_SECONDS=N FUZZ_SEED=N; FUZZ_MESSAGES=1 lists the unclear messages
+FUZZ_SECONDS ?= 1800
+fuzz: all
+	FUZZ_HUGE=1 bash tests/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS) $(FUZZ_SEED)
 
 # on a fresh Debian machine: dependencies and Debian's Fashion-MNIST first,
 # then a build in a sub-make that sees them, then training on the best device

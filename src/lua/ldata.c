@@ -85,7 +85,9 @@ static int64_t int_field(lua_State *L, int t, const char *k) {
 
 static double num_field(lua_State *L, int t, const char *k, double dflt) {
   lua_getfield(L, t, k);
-  double v = lua_isnil(L, -1) ? dflt : luaL_checknumber(L, -1);
+  int ok = 1;
+  double v = lua_isnil(L, -1) ? dflt : lua_tonumberx(L, -1, &ok);
+  if (!ok) luaL_error(L, "transform: field '%s' must be a number, got %s", k, luaL_typename(L, -1));
   lua_pop(L, 1);
   return v;
 }

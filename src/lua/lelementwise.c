@@ -68,9 +68,11 @@ static void clamp_args(lua_State *L, int64_t *ip, double *fp) {
   ip[0] = 0;
   double lo = 0, hi = 0;
   if (lt_opts_index(L, 2)) {
-    if (lua_getfield(L, 2, "min") != LUA_TNIL) ip[0] |= 1, lo = luaL_checknumber(L, -1);
-    if (lua_getfield(L, 2, "max") != LUA_TNIL) ip[0] |= 2, hi = luaL_checknumber(L, -1);
+    if (lua_getfield(L, 2, "min") != LUA_TNIL) ip[0] |= 1;
+    if (lua_getfield(L, 2, "max") != LUA_TNIL) ip[0] |= 2;
     lua_pop(L, 2);
+    lo = lt_opt_number(L, 2, "min", 0);
+    hi = lt_opt_number(L, 2, "max", 0);
   } else {
     if (!lua_isnoneornil(L, 2)) ip[0] |= 1, lo = luaL_checknumber(L, 2);
     if (!lua_isnoneornil(L, 3)) ip[0] |= 2, hi = luaL_checknumber(L, 3);

@@ -223,7 +223,7 @@ static int l_embedding(lua_State *L) {
   int opts = lt_opts_index(L, 3);
   int64_t pad = 0;
   bool has_pad = false;
-  if (opts && lua_getfield(L, opts, "padding_idx") != LUA_TNIL) pad = lt_checkint(L, -1), has_pad = true;
+  if (opts && lua_getfield(L, opts, "padding_idx") != LUA_TNIL) pad = lt_opt_int(L, opts, "padding_idx", 0), has_pad = true;
   if (opts) lua_pop(L, 1);
   ts_tensor **out = lt_newslot(L);
   LT_TRY(L, ts_embedding_padded(w, idx, has_pad ? &pad : NULL, out));

@@ -212,8 +212,8 @@ static int l_scan(lua_State *L) {
   if (lua_type(L, 2) == LUA_TNUMBER) {
     dim = lt_checkint(L, 2);
   } else if (opts && lua_getfield(L, opts, "dim") != LUA_TNIL) {
-    dim = lt_checkint(L, -1);
     lua_pop(L, 1);
+    dim = lt_opt_int(L, opts, "dim", 0);
   } else {
     return lt_errorf(L, "%s: missing the dim to work along, e.g. x:%s(-1)", fn, fn);
   }

@@ -20,13 +20,14 @@ typedef struct lt_box {
   ts_tensor *t; /* NULL until the op that fills it succeeds; NULL again after __gc */
 } lt_box;
 
-/* luaL_error with C's printf formats (%lld, %g, %zu), which Lua's lacks. */
+/* luaL_error with C's printf formats (%lld, %g, %zu), which Lua's lacks; the
+ * position is the first caller outside lua/tensh/ (the user's line). */
 int lt_errorf(lua_State *L, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-/* Raises the core's message as a Lua error (never returns). */
+/* Raises the core's message as a Lua error at lt_errorf's position (never returns). */
 int lt_error(lua_State *L, ts_status st);
 #define LT_TRY(L, expr)                  \
   do {                                   \
@@ -60,6 +61,7 @@ ts_dtype lt_opt_dtype(lua_State *L, int opts, ts_dtype dflt);
 ts_device lt_opt_device(lua_State *L, int opts, ts_device dflt);
 bool lt_opt_bool(lua_State *L, int opts, const char *key, bool dflt);
 double lt_opt_number(lua_State *L, int opts, const char *key, double dflt);
+int64_t lt_opt_int(lua_State *L, int opts, const char *key, int64_t dflt);
 ts_dtype lt_check_dtype(lua_State *L, int idx);  /* "float16", torch.float16 */
 ts_device lt_check_device(lua_State *L, int idx); /* "cuda:0", torch.device */
 void lt_push_device(lua_State *L, ts_device d);

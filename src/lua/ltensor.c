@@ -10,18 +10,43 @@
 
 /* ---- errors and tensors on the stack ------------------------------------ */
 
+/* The position an error names: the caller's line, as luaL_error gives, but
+ * past the frames of tensh's own Lua library (lua/tensh, as errors.lua's
+ * raise does), so an op that nn or optim calls for the user points at the
+ * user's line rather than at the library's. A C caller gives no position. */
+static void push_where(lua_State *L) {
+  lua_Debug ar;
+  for (int level = 1; lua_getstack(L, level, &ar); level++) {
+    lua_getinfo(L, "Sl", &ar);
+    if (strncmp(ar.source, "@lua/tensh/", 11) == 0) continue;
+    if (ar.currentline > 0) {
+      lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
+      return;
+    }
+    break;
+  }
+  lua_pushliteral(L, "");
+}
+
+static int raise_message(lua_State *L, const char *msg) {
+  push_where(L);
+  lua_pushstring(L, msg);
+  lua_concat(L, 2);
+  return lua_error(L);
+}
+
 int lt_errorf(lua_State *L, const char *fmt, ...) {
   char buf[1024];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  return luaL_error(L, "%s", buf);
+  return raise_message(L, buf);
 }
 
 int lt_error(lua_State *L, ts_status st) {
   (void)st;
-  return luaL_error(L, "%s", ts_last_error());
+  return raise_message(L, ts_last_error());
 }
 
 /* The tensor metatable's address is kept in the state's extra space, so a
@@ -217,14 +242,21 @@ static int opt_field(lua_State *L, int opts, const char *key) {
  * names it ("randn: option 'dtype': ...") instead of "bad argument #-1". */
 static const char *reading_option;
 
+/* "randn: option 'dtype'<rest>": the running C function's name as its
+ * caller called it, when it has one. */
+static int option_error(lua_State *L, const char *key, const char *rest) {
+  const char *fn = NULL;
+  lua_Debug ar;
+  if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name && strcmp(ar.name, "?") != 0) fn = ar.name;
+  if (fn && !strncmp(fn, "tensh.", 6)) fn += 6;
+  return lt_errorf(L, "%s%soption '%s'%s", fn ? fn : "", fn ? ": " : "", key, rest);
+}
+
 static int value_error(lua_State *L, int idx, const char *msg) {
   if (idx >= 0 || !reading_option) return luaL_argerror(L, idx, msg);
-  const char *key = reading_option, *fn = NULL;
+  const char *key = reading_option;
   reading_option = NULL;
-  lua_Debug ar;
-  if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name) fn = ar.name;
-  if (fn && !strncmp(fn, "tensh.", 6)) fn += 6;
-  return luaL_error(L, "%s%soption '%s': %s", fn ? fn : "", fn ? ": " : "", key, msg);
+  return option_error(L, key, lua_pushfstring(L, ": %s", msg));
 }
 
 static int value_type_error(lua_State *L, int idx, const char *expected) {
@@ -281,7 +313,7 @@ bool lt_opt_bool(lua_State *L, int opts, const char *key, bool dflt) {
   bool v = dflt;
   int t = opt_field(L, opts, key);
   if (t != LUA_TNIL) {
-    if (t != LUA_TBOOLEAN) luaL_error(L, "option '%s' must be a boolean, got %s", key, luaL_typename(L, -1));
+    if (t != LUA_TBOOLEAN) option_error(L, key, lua_pushfstring(L, " must be a boolean, got %s", luaL_typename(L, -1)));
     v = lua_toboolean(L, -1);
   }
   if (opts) lua_pop(L, 1);
@@ -292,8 +324,22 @@ double lt_opt_number(lua_State *L, int opts, const char *key, double dflt) {
   double v = dflt;
   int t = opt_field(L, opts, key);
   if (t != LUA_TNIL) {
-    if (t != LUA_TNUMBER) luaL_error(L, "option '%s' must be a number, got %s", key, luaL_typename(L, -1));
+    if (t != LUA_TNUMBER) option_error(L, key, lua_pushfstring(L, " must be a number, got %s", luaL_typename(L, -1)));
     v = lua_tonumber(L, -1);
+  }
+  if (opts) lua_pop(L, 1);
+  return v;
+}
+
+int64_t lt_opt_int(lua_State *L, int opts, const char *key, int64_t dflt) {
+  int64_t v = dflt;
+  int t = opt_field(L, opts, key);
+  if (t != LUA_TNIL) {
+    int isnum;
+    v = lua_tointegerx(L, -1, &isnum);
+    if (!isnum)
+      option_error(L, key, lua_pushfstring(L, " must be an integer, got %s",
+                                           t == LUA_TNUMBER ? "a number with a fraction" : luaL_typename(L, -1)));
   }
   if (opts) lua_pop(L, 1);
   return v;

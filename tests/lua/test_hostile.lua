@@ -149,4 +149,31 @@ test("a wrong option value names the function and the option, not 'bad argument 
   ok(not tostring(e1):find("#-1", 1, true), "no negative argument number")
 end)
 
+test("options read from a table name the function and the option (dim, min/max, padding_idx, booleans)", function()
+  local x = torch.randn(3)
+  local e = raises(function() return x:softmax({dim = "a"}) end, "softmax: option 'dim' must be an integer, got string")
+  ok(not e:find("#-", 1, true), e)
+  raises(function() return x:log_softmax({dim = 0.5}) end,
+    "log_softmax: option 'dim' must be an integer, got a number with a fraction")
+  raises(function() return torch.cumsum(x, {dim = true}) end, "cumsum: option 'dim' must be an integer, got boolean")
+  close(x:softmax({dim = 0}), x:softmax(0), 1e-6, 1e-7, "the option still works")
+  raises(function() return x:clamp({min = "low"}) end, "clamp: option 'min' must be a number, got string")
+  raises(function() return x:clamp({max = {}}) end, "clamp: option 'max' must be a number, got table")
+  close(x:clamp({min = 0}), T.map(T.flat(x), function(v) return math.max(v, 0) end), 0, 0, "clamp({min = 0})")
+  local w, idx = torch.randn(4, 2), torch.tensor({0, 1})
+  raises(function() return torch.embedding(w, idx, {padding_idx = "x"}) end,
+    "embedding: option 'padding_idx' must be an integer, got string")
+  raises(function() return x:sum(0, {keepdim = 1}) end, "sum: option 'keepdim' must be a boolean, got number")
+end)
+
+test("an op that nn or optim calls for the user fails at the user's line, not inside lua/tensh", function()
+  local x = torch.randn(2, 3)
+  local err = select(2, pcall(function()
+    local y = nn.F.softmax(x, 5) -- the op's own error, raised in C under lua/tensh's nn_functional
+    return y
+  end))
+  ok(tostring(err):find("test_hostile.lua:%d+: softmax: dimension out of range"), tostring(err))
+  ok(not tostring(err):find("lua/tensh/", 1, true), tostring(err))
+end)
+
 T.run()

@@ -1,0 +1,172 @@
+-- One fuzzing process, started by tests/fuzz/run.sh:
+--   tensh child.lua SEED FIRST DEADLINE PROGRESS MESSAGES
+-- Makes calls FIRST, FIRST+1, ... until the unix time DEADLINE. Before each
+-- call it writes "<index> <ok> <errors> <call>" at the start of PROGRESS, so
+-- a crash or a hang is reported with the call that caused it; at the end it
+-- writes "end <index> <ok> <errors>". Each distinct error message (digits
+-- folded) is appended to MESSAGES as "<where>\t<kind>\t<side>\t<function>\t<message>":
+-- <where> is "inside" for messages that come from inside the library (Lua's
+-- own words, or a position in lua/tensh/) rather than naming the user's call,
+-- <kind> says how the function was called (catalog.lua), <side> is the frame
+-- that raised it ("c", "lua" or "user").
+local seed, first, deadline, progress_path, messages_path = tonumber(arg[1]), tonumber(arg[2]),
+  tonumber(arg[3]), arg[4], arg[5]
+local dir = arg[0]:match("^(.*)/[^/]*$") or "."
+package.path = dir .. "/?.lua;" .. package.path
+local catalog, V = require("catalog"), require("values")
+
+-- library code that ends the process would end the run: it raises instead
+os.exit = function() error("fuzz: os.exit called", 2) end
+
+math.randomseed(seed, 0)
+local values = V.new()
+local entries = catalog.build(values.objects)
+local std = catalog.std_functions()
+local std_names = {}
+for _, lib in ipairs({"_G", "string", "table", "math", "utf8", "coroutine"}) do
+  for k, v in pairs(_G[lib]) do
+    if type(v) == "function" then std_names[k] = true end
+  end
+end
+std_names["for iterator"] = true
+std_names["?"] = true
+
+local count_file = assert(io.open(progress_path .. ".functions", "w"))
+count_file:write(#entries, "\n")
+count_file:close()
+local progress = assert(io.open(progress_path, "w"))
+local messages = assert(io.open(messages_path, "a"))
+messages:setvbuf("line")
+
+local function write_progress(line)
+  progress:seek("set", 0)
+  if #line > 1000 then line = line:sub(1, 1000) end
+  progress:write(line, (" "):rep(1001 - #line), "\n")
+  progress:flush()
+end
+
+local LUA_WORDS = {
+  "attempt to ", "stack overflow", "table index is ", "bad argument #%-", "invalid key to 'next'",
+  "string length overflow", "%(null%)", "^number has no integer representation", "invalid order function",
+  "wrong number of arguments to 'insert'", "invalid value %(at index", "bad 'for'", "error in error handling",
+  "lua/tensh/[%w_/]+%.lua:%d+:",
+}
+
+-- True when the message is Lua's or the library's own words rather than a
+-- message about the call the user made.
+local function from_inside(msg, key)
+  if msg:find("attempt to yield") then return false end -- only this fuzzer's callbacks yield
+  for _, p in ipairs(LUA_WORDS) do
+    if msg:find(p) then return true end
+  end
+  local name = msg:match("bad argument #%d+ to '([^']*)'")
+  if name and std_names[name] and name ~= key then return true end
+  return false
+end
+
+-- The side an error comes from, between the raising frame and this
+-- fuzzer's call site: "lua" if a frame of tensh's Lua library (lua/tensh/)
+-- is on the way (its code made the failing call, so the fix is there), else
+-- "c" if a C function other than Lua's own is, else "user" (raised in this
+-- fuzzer's callbacks).
+local function handler(e)
+  local side = "user"
+  for level = 2, 200 do
+    local info = debug.getinfo(level, "Sf")
+    if not info or info.source == "=caller" then break end
+    if info.what == "C" then
+      if not std[info.func] then side = "c" end
+    elseif info.source:find("^@lua/tensh/") then
+      side = "lua"
+      break
+    elseif side == "user" then -- raised in one of this fuzzer's callbacks
+      break
+    end
+  end
+  return {e, side}
+end
+
+local seen = {}
+local function record(entry, kind, err)
+  local e, side = err[1], err[2]
+  local msg = type(e) == "string" and e or ("<error object: " .. type(e) .. ">")
+  msg = msg:gsub("^caller:%d+: ", ""):gsub("^[^\n]-tests/fuzz/[%w_]+%.lua:%d+: ", "")
+  local folded = msg:gsub("0x%x+", "0x?"):gsub("%d+", "N"):gsub("%c", " "):sub(1, 300)
+  if seen[kind .. folded] then return end
+  seen[kind .. folded] = true
+  local where = from_inside(msg, entry.key) and "inside" or "named"
+  messages:write(where, "\t", kind, "\t", side, "\t", entry.path, "\t", folded, "\n")
+end
+
+-- Calls go through a call site that names the function, as a user's does
+-- (x:add(...), zeros(...)), so argument errors name it as users see them;
+-- not a tail call, which would drop the call site (and the name) from the
+-- stack. Errors raised at the user's line point at it ("caller:1:").
+local KEYWORDS = {}
+for w in ("and break do else elseif end false for function goto if in local nil not or repeat return " ..
+          "then true until while"):gmatch("%a+") do KEYWORDS[w] = true end
+local callers = {}
+local function caller(entry, method)
+  local cache = callers[entry] or {}
+  callers[entry] = cache
+  if cache[method] then return cache[method] end
+  local key = entry.key
+  if not (key and key:find("^[%a_][%w_]*$")) or KEYWORDS[key] then key = nil end
+  local src
+  if method and key then
+    src = ("return function(self, ...) return (self:%s(...)) end"):format(key)
+  else
+    key = key or "f"
+    src = ("local %s = ...\nreturn function(...) return (%s(...)) end"):format(key, key)
+  end
+  cache[method] = assert(load(src, "=caller"))(entry.fn)
+  return cache[method]
+end
+
+local function describe_call(entry, args, n)
+  local parts = {}
+  for i = 1, n do parts[i] = V.describe(args[i]) end
+  return entry.path .. "(" .. table.concat(parts, ", ") .. ")"
+end
+
+-- FUZZ_SLOW=SECONDS lists the calls slower than that on stderr
+local slow = tonumber(os.getenv("FUZZ_SLOW") or "")
+local ok_count, err_count = 0, 0
+local i = first
+while os.time() < deadline do
+  math.randomseed(seed, i)
+  local entry = entries[math.random(#entries)]
+  local args, n, has_self = values:args_for(entry)
+  write_progress(("%d %d %d %s"):format(i, ok_count, err_count, describe_call(entry, args, n)))
+  local t0 = slow and torch._time()
+  local results
+  if math.random(10) == 1 then -- inside a coroutine, where the callbacks' yields suspend the library mid-call
+    local co = coroutine.create(function()
+      return table.pack(xpcall(caller(entry, has_self), handler, table.unpack(args, 1, n)))
+    end)
+    local resumed, r = coroutine.resume(co)
+    if not resumed then results = table.pack(false, {r, "?"})
+    elseif coroutine.status(co) == "dead" then results = r
+    else results = table.pack(true) end -- suspended mid-call, and dropped: the collector gets it
+  else
+    results = table.pack(xpcall(caller(entry, has_self), handler, table.unpack(args, 1, n)))
+  end
+  if slow and torch._time() - t0 > slow then
+    io.stderr:write(("slow %.2f s: %s\n"):format(torch._time() - t0, describe_call(entry, args, n)))
+  end
+  if results[1] then
+    ok_count = ok_count + 1
+    values:keep(entry, table.unpack(results, 2, results.n))
+  else
+    err_count = err_count + 1
+    local kind = entry.kind == "method" and has_self and "api" or entry.kind
+    record(entry, kind, type(results[2]) == "table" and results[2] or {results[2], "?"})
+  end
+  results, args = nil, nil
+  if i % 200 == 0 then
+    write_progress(("%d %d %d <full garbage collection after call %d>"):format(i, ok_count, err_count, i))
+    collectgarbage()
+  end
+  i = i + 1
+end
+write_progress(("end %d %d %d %d"):format(i, ok_count, err_count, #entries))
