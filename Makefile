@@ -1,18 +1,52 @@
 # tensh: the tensor shell. `make` builds build/tensh and build/tensh.so (for
 # `require "tensh"`); `make test`, `make asan`, `make bench`, `make fuzz`, `make demo`.
+# Parallel by default (-j1 for one job at a time); one line per file (V=1 for
+# the full commands).
 
 # ---- settings ---------------------------------------------------------------
 CC       ?= cc
 NVCC     ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 CUDA     ?= $(if $(NVCC),1,0)
-CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90
+# machine code for the cards users own: sm_80 A100/A30, sm_86 RTX 30xx/A10/A40,
+# sm_89 RTX 40xx/L4/L40, sm_90 H100/H200; the newest also as PTX, which the
+# driver compiles for later cards (Blackwell). CUDA_ARCH=86 builds one (a
+# quarter of the nvcc time); a value with -gencode is passed as it is.
+CUDA_ARCH ?= 80 86 89 90
 OPT      ?= -O2
-# link-time optimisation: the per-op call chain (binding, op layer, allocator)
-# spans files; inlined across them a 1-element op costs 4% less
-LTO      ?= -flto=auto
+# Link-time optimisation: the per-op call chain (binding, op layer, allocator)
+# spans files; inlined across them a 1-element op costs 4% less. It makes
+# every link a whole-program compile (a one-file edit: 200 s instead of 5 s
+# on a busy 2-core machine), so it is for the binaries that are measured:
+# `make bench` builds them in build-lto/. LTO=-flto=auto turns it on here.
+LTO      ?=
 BUILD    ?= build
+# where the nvcc objects go: `make bench` shares them with build/ (no LTO in them)
+CUDA_BUILD ?= $(BUILD)
 SAN      ?=
 LUA_PKG  ?= lua5.4
+V        ?= 0
+INSTALL_DEPS ?= bash scripts/install-deps.sh
+
+ifeq ($(filter 1,$(V)),)
+# quiet: `CC src/tensor.c` in place of the command
+say = @printf '  %-9s %s\n' '$(1)' '$(2)';
+endif
+.DEFAULT_GOAL := all
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+MAKEFLAGS += -j$(NPROC)
+
+# A fresh machine: every probe below must see what install-deps.sh installs,
+# so none may run before it. Without Lua, make first builds this stamp (the
+# install) and then, because an included makefile was remade, reads the whole
+# Makefile again: the probes of that second reading decide the build.
+ifeq ($(shell pkg-config --exists $(LUA_PKG) 2>/dev/null && echo y),)
+ifeq ($(filter clean deps,$(MAKECMDGOALS)),)
+include $(BUILD)/.deps-installed
+endif
+endif
+$(BUILD)/.deps-installed:
+	$(INSTALL_DEPS)
+	@mkdir -p $(@D) && touch $@
 
 # OpenBLAS built with OpenMP shares tensh's OpenMP threads; the pthread build
 # brings a second pool whose threads spin against OpenMP's (CNN steps were
@@ -27,7 +61,8 @@ BLAS_INC  := -I/usr/include/$(ARCH_DIR)/openblas-$(if $(BLAS_OMP),openmp,pthread
 # oneDNN (Debian's libdnnl-dev) runs CPU convolution when the build finds it:
 # the library PyTorch's CPU convolution uses, 2x im2col + OpenBLAS here.
 # DNNL=0 builds without it (convolution composed from im2col and GEMM).
-DNNL      ?= $(if $(wildcard /usr/include/oneapi/dnnl/dnnl.h),1,0)
+DNNL_HEADER ?= /usr/include/oneapi/dnnl/dnnl.h
+DNNL      ?= $(if $(wildcard $(DNNL_HEADER)),1,0)
 ifeq ($(DNNL),1)
 CFLAGS   += -DTS_HAVE_DNNL
 LDLIBS   += -ldnnl
@@ -36,7 +71,7 @@ endif
 LUA_CFLAGS := $(shell pkg-config --cflags $(LUA_PKG) 2>/dev/null)
 LUA_LIBS   := $(shell pkg-config --libs $(LUA_PKG) 2>/dev/null)
 CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fPIC -fopenmp -fno-math-errno -fno-trapping-math -fvect-cost-model=dynamic \
-            $(OPT) $(LTO) -g $(SAN) $(LUA_CFLAGS) $(shell pkg-config --cflags libcjson 2>/dev/null) -Isrc $(BLAS_INC)
+            -MMD -MP $(OPT) $(LTO) -g $(SAN) $(LUA_CFLAGS) $(shell pkg-config --cflags libcjson 2>/dev/null) -Isrc $(BLAS_INC)
 LDFLAGS  += $(OPT) $(LTO)
 LDLIBS   += $(BLAS_LIBS) -lcjson -lreadline -lz -lm -lpthread -fopenmp $(SAN)
 
@@ -63,8 +98,16 @@ ifeq ($(CUDA),1)
 CUDNN     := $(if $(wildcard $(CUDA_HOME)/include/cudnn.h),1,0)
 NVCC_DEFS := $(if $(filter 1,$(CUDNN)),-DTSC_HAVE_CUDNN)
 CFLAGS    += -DTS_HAVE_CUDA
-CUDA_OBJ  := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+CUDA_OBJ  := $(CUDA_SRC:%.cu=$(CUDA_BUILD)/%.o)
 LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++
+SM_LIST   := $(patsubst sm_%,%,$(patsubst compute_%,%,$(CUDA_ARCH)))
+SM_NEWEST := $(lastword $(shell printf '%s\n' $(SM_LIST) | sort -n))
+NVCC_ARCH := $(if $(findstring -gencode,$(CUDA_ARCH)),$(CUDA_ARCH),\
+               $(foreach a,$(SM_LIST),-gencode arch=compute_$(a)$(comma)code=sm_$(a)) \
+               -gencode arch=compute_$(SM_NEWEST)$(comma)code=compute_$(SM_NEWEST))
+NVCC_ARCH_SAID := $(if $(findstring -gencode,$(CUDA_ARCH)),$(CUDA_ARCH),$(addprefix sm_,$(SM_LIST)) + PTX compute_$(SM_NEWEST))
+NVCCFLAGS := -O3 -std=c++17 $(NVCC_ARCH) --expt-relaxed-constexpr -Isrc -Icuda -Xcompiler -fPIC -MMD -MP \
+             $(NVCC_DEFS) -DTSC_CUDA_LIB_DIR='"$(CUDA_HOME)/lib64"'
 else
 CUDA_OBJ  :=
 endif
@@ -74,67 +117,89 @@ CORE_OBJ  := $(CORE_SRC:%.c=$(BUILD)/%.o)
 LUA_OBJ   := $(LUA_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/lua_lib.o
 SHELL_OBJ := $(SHELL_SRC:%.c=$(BUILD)/%.o)
 CTEST_OBJ := $(CTEST_SRC:%.c=$(BUILD)/%.o)
-HEADERS   := Makefile $(wildcard src/*.h src/*.def src/cpu/*.h src/data/*.h src/lua/*.h src/shell/*.h cuda/*.h cuda/*.cuh)
+C_OBJ     := $(CORE_OBJ) $(LUA_SRC:%.c=$(BUILD)/%.o) $(SHELL_OBJ) $(CTEST_OBJ)
 
-.DEFAULT_GOAL := all
+# Dependencies: each object on the headers its compiler saw it include
+# (-MMD -MP writes build/x.d), and on the flags it was compiled with: a
+# flags file is rewritten only when they change (DNNL=0, LTO=, OPT=...).
+ifeq ($(filter clean deps,$(MAKECMDGOALS)),)
+-include $(C_OBJ:.o=.d) $(CUDA_OBJ:.o=.d)
+differ = $(subst $(1),,$(2))$(subst $(2),,$(1))
+flags_file = $(shell mkdir -p $(dir $(1)))$(if $(call differ,$(file <$(1)),x$(strip $(2))),$(file >$(1),x$(strip $(2))))$(1)
+$(C_OBJ): $(call flags_file,$(BUILD)/.flags-cc,$(CFLAGS))
+$(CUDA_OBJ): $(call flags_file,$(CUDA_BUILD)/.flags-nvcc,$(NVCCFLAGS))
+endif
+
 include sim/sim.mk
 
 .PHONY: all deps test asan bench fuzz demo clean probe
-ifeq ($(strip $(LUA_CFLAGS)$(LUA_LIBS))$(TENSH_DEPS_TRIED),)
-# a fresh machine: install what is missing, then build in a sub-make that sees it
-all:
-	bash scripts/install-deps.sh
-	$(MAKE) TENSH_DEPS_TRIED=1 all
-else
-all: probe $(BUILD)/tensh $(BUILD)/tensh.so
-endif
+all: $(BUILD)/tensh $(BUILD)/tensh.so
 
-probe:
+# what the build found: said before the first compile and whenever the
+# configuration changes (`make probe` says it again)
+$(C_OBJ) $(CUDA_OBJ): | $(BUILD)/.probed
+define say_probes
 	@if [ -n "$(LUA_CFLAGS)$(LUA_LIBS)" ]; then echo "✓ lua5.4"; else echo "✗ lua5.4 not found: run scripts/install-deps.sh"; exit 1; fi
-	@if [ "$(CUDA)" = 1 ]; then echo "✓ nvcc $$($(NVCC) --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'): CUDA backend built"; \
+	@if [ "$(DNNL)" = 1 ]; then echo "✓ oneDNN: CPU convolutions through libdnnl"; else echo "✗ oneDNN: CPU convolutions use im2col + GEMM"; fi
+	@if [ "$(CUDA)" = 1 ]; then echo "✓ nvcc $$($(NVCC) --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'): CUDA backend built for $(NVCC_ARCH_SAID)"; \
 	 else echo "✗ nvcc: CPU-only build"; fi
 	@if [ "$(CUDA)" = 1 ]; then if [ "$(CUDNN)" = 1 ]; then echo "✓ cuDNN headers: CUDA convolutions through libcudnn where it loads"; \
 	 else echo "✗ cuDNN: CUDA convolutions use im2col + GEMM"; fi; fi
+endef
+$(BUILD)/.probed: $(BUILD)/.flags-cc $(if $(CUDA_OBJ),$(CUDA_BUILD)/.flags-nvcc)
+	$(say_probes)
+	@touch $@
+probe:
+	$(say_probes)
 
-$(BUILD)/%.o: %.c $(HEADERS)
+$(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(call say,CC,$<)$(CC) $(CFLAGS) -c $< -o $@
 
 # the Lua library is embedded in the binary, so tensh runs from anywhere
 $(BUILD)/embed: tools/embed.c
 	@mkdir -p $(dir $@)
-	$(CC) -O1 -o $@ $<
+	$(call say,CC,$<)$(CC) -O1 -o $@ $<
 
-$(BUILD)/gen/lua_lib.c: $(LUA_LIB) $(BUILD)/embed
+$(BUILD)/gen/lua_lib.c: $(LUA_LIB) $(BUILD)/embed $(call flags_file,$(BUILD)/.lua-files,$(LUA_LIB))
 	@mkdir -p $(dir $@)
-	$(BUILD)/embed $@ $(LUA_LIB)
+	$(call say,EMBED,lua/tensh/*.lua)$(BUILD)/embed $@ $(LUA_LIB)
 
 $(BUILD)/gen/lua_lib.o: $(BUILD)/gen/lua_lib.c
-	$(CC) -O1 -fPIC -c $< -o $@
+	$(call say,CC,$<)$(CC) -O1 -fPIC -c $< -o $@
 
 # The cuBLAS forwarders stay out of the dynamic symbol table (-Wl,-E exports the
 # rest for Lua modules): exported, they would interpose on libcublas's own calls
 # into libcublasLt, re-entering the loader while it is still loading.
-$(BUILD)/cuda/cublas_loader.o: NVCC_EXTRA := -Xcompiler -fvisibility=hidden
+$(CUDA_BUILD)/cuda/cublas_loader.o: NVCC_EXTRA := -Xcompiler -fvisibility=hidden
 
-$(BUILD)/%.o: %.cu $(HEADERS)
+# nvcc is most of a fresh build's time: say once, before it starts, what it
+# builds and how to build less (the stamp is older than a changed CUDA source)
+$(CUDA_BUILD)/cuda/.started: $(CUDA_SRC) $(wildcard cuda/*.h cuda/*.cuh)
+	@mkdir -p $(@D)
+	@echo "NVCC: the CUDA backend, $(words $(CUDA_SRC)) files in cuda/, for $(NVCC_ARCH_SAID)."
+	@echo "      The longest part of the build; CUDA_ARCH=86 (your card's compute capability) builds for that"
+	@echo "      card only, in about half the time; CUDA=0 builds without CUDA."
+	@touch $@
+$(CUDA_OBJ): | $(CUDA_BUILD)/cuda/.started
+
+$(CUDA_BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) --expt-relaxed-constexpr -Isrc -Icuda -Xcompiler -fPIC $(NVCC_DEFS) $(NVCC_EXTRA) -DTSC_CUDA_LIB_DIR='"$(CUDA_HOME)/lib64"' -c $< -o $@
+	$(call say,NVCC,$<)$(NVCC) $(NVCCFLAGS) $(NVCC_EXTRA) -c $< -o $@
 
-$(BUILD)/tensh: $(CORE_OBJ) $(LUA_OBJ) $(SHELL_OBJ) $(CUDA_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LUA_LIBS) $(LDLIBS) -Wl,-E
+# the CUDA objects first, so the longest jobs start first
+$(BUILD)/tensh: $(CUDA_OBJ) $(CORE_OBJ) $(LUA_OBJ) $(SHELL_OBJ)
+	$(call say,LINK,$@)$(CC) $(LDFLAGS) -o $@ $^ $(LUA_LIBS) $(LDLIBS) -Wl,-E
 
 # the Lua module: lua5.4 itself provides the Lua API symbols
-$(BUILD)/tensh.so: $(CORE_OBJ) $(LUA_OBJ) $(CUDA_OBJ)
-	$(CC) $(LDFLAGS) -shared -o $@ $^ $(LDLIBS)
+$(BUILD)/tensh.so: $(CUDA_OBJ) $(CORE_OBJ) $(LUA_OBJ)
+	$(call say,LINK,$@)$(CC) $(LDFLAGS) -shared -o $@ $^ $(LDLIBS)
 
-$(CTEST_OBJ): $(wildcard tests/c/*.h tests/c/*.def)
-
-$(BUILD)/test_c: $(CTEST_OBJ) $(CORE_OBJ) $(CUDA_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/test_c: $(CUDA_OBJ) $(CTEST_OBJ) $(CORE_OBJ)
+	$(call say,LINK,$@)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 deps:
-	bash scripts/install-deps.sh
+	$(INSTALL_DEPS)
 
 # with the simulated device where it builds (sim/sim.mk): the CUDA suite runs there too
 test: all $(BUILD)/test_c $(if $(filter 1,$(SIM)),sim)
@@ -150,8 +215,11 @@ asan:
 	$(ASAN_ENV) $(MAKE) BUILD=build-asan CUDA=0 SIM=0 OPT=-O1 LTO= \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test
 
-bench: all
-	@bash scripts/bench/run.sh $(BUILD)
+# the measured binaries: with LTO, in their own directory
+BENCH_BUILD ?= build-lto
+bench:
+	$(MAKE) BUILD=$(BENCH_BUILD) CUDA_BUILD=$(BUILD) LTO=-flto=auto all
+	@bash scripts/bench/run.sh $(BENCH_BUILD)
 
 # the API fuzzer's long run (make test has a one-minute one):
 # FUZZ_SECONDS=N FUZZ_SEED=N; FUZZ_MESSAGES=1 lists the unclear messages
@@ -163,9 +231,9 @@ fuzz: all
 # then a build in a sub-make that sees them, then training on the best device
 # (DEMO_ARGS=... passes options, e.g. DEMO_ARGS="--model cnn")
 demo:
-	bash scripts/install-deps.sh dataset-fashion-mnist
+	$(INSTALL_DEPS) dataset-fashion-mnist
 	$(MAKE) all
 	$(BUILD)/tensh scripts/train_fashion_mnist.lua $(DEMO_ARGS)
 
 clean:
-	rm -rf build build-asan build-sim
+	rm -rf build build-asan build-sim build-lto

@@ -13,7 +13,7 @@ SIM_OBJ    := $(CORE_SRC:%.c=$(SIM_BUILD)/%.o) $(LUA_SRC:%.c=$(SIM_BUILD)/%.o) $
               $(SIM_CU:cuda/%.cu=$(SIM_BUILD)/gen/cuda/%.o) $(SIM_RT:%.cc=$(SIM_BUILD)/%.o)
 SIM_SHELL_OBJ := $(SHELL_SRC:%.c=$(SIM_BUILD)/%.o)
 # -ffp-contract=off: a*b+c stays two roundings, as CUDA's __*_rn and the CPU kernels
-SIM_CXXFLAGS := -std=c++17 -O2 -g -fPIC -ffp-contract=off -fno-strict-aliasing -w -pthread \
+SIM_CXXFLAGS := -std=c++17 -O2 -g -MMD -MP -fPIC -ffp-contract=off -fno-strict-aliasing -w -pthread \
                 -include sim/cuda_sim.h -Isim/include -Isim -I$(dir $(SIM_CUDA_INC)) -Isrc -Icuda $(BLAS_INC)
 SIM_CFLAGS := $(filter-out $(LTO) -DTS_HAVE_CUDA,$(CFLAGS)) -DTS_HAVE_CUDA -DTS_SIM_DEVICE
 SIM_LIBS   := $(filter-out -lcudart_static -L$(CUDA_HOME)/lib64,$(LDLIBS)) -lboost_context -lstdc++ -ldl
@@ -26,51 +26,61 @@ sim:
 	@echo "✗ simulated device not built: it needs CUDA's headers (cuda_runtime.h) and libboost-context-dev"
 endif
 
+# headers: -MMD -MP as in the Makefile; flags: a file rewritten when they change
+SIM_C_OBJ  := $(CORE_SRC:%.c=$(SIM_BUILD)/%.o) $(LUA_SRC:%.c=$(SIM_BUILD)/%.o) $(SIM_SHELL_OBJ)
+SIM_CC_OBJ := $(SIM_CU:cuda/%.cu=$(SIM_BUILD)/gen/cuda/%.o) $(SIM_RT:%.cc=$(SIM_BUILD)/%.o)
+ifeq ($(SIM)$(filter clean deps,$(MAKECMDGOALS)),1)
+-include $(SIM_C_OBJ:.o=.d) $(SIM_CC_OBJ:.o=.d)
+$(SIM_C_OBJ): $(call flags_file,$(SIM_BUILD)/.flags-cc,$(SIM_CFLAGS))
+$(SIM_CC_OBJ): $(call flags_file,$(SIM_BUILD)/.flags-cxx,$(SIM_CXXFLAGS))
+endif
+
 $(SIM_BUILD)/simlaunch: tools/simlaunch.c
 	@mkdir -p $(dir $@)
-	$(CC) -O1 -o $@ $<
+	$(call say,CC,$<)$(CC) -O1 -o $@ $<
 
 $(SIM_BUILD)/gen/cuda/%.cuh: cuda/%.cuh $(SIM_BUILD)/simlaunch
 	@mkdir -p $(dir $@)
-	$(SIM_BUILD)/simlaunch $< $@
+	$(call say,SIMLAUNCH,$<)$(SIM_BUILD)/simlaunch $< $@
 
 $(SIM_BUILD)/gen/cuda/%.cc: cuda/%.cu $(SIM_BUILD)/simlaunch
 	@mkdir -p $(dir $@)
-	$(SIM_BUILD)/simlaunch $< $@
+	$(call say,SIMLAUNCH,$<)$(SIM_BUILD)/simlaunch $< $@
 
-$(SIM_BUILD)/gen/cuda/%.o: $(SIM_BUILD)/gen/cuda/%.cc $(SIM_GEN_CUH) $(HEADERS) sim/cuda_sim.h $(wildcard sim/include/cub/*.cuh)
-	$(CXX) $(SIM_CXXFLAGS) -c $< -o $@
+# every generated .cuh first: the compiler's dependency list only exists after a first compile
+$(SIM_BUILD)/gen/cuda/%.o: $(SIM_BUILD)/gen/cuda/%.cc $(SIM_GEN_CUH)
+	$(call say,CXX-SIM,cuda/$*.cu)$(CXX) $(SIM_CXXFLAGS) -c $< -o $@
 
-$(SIM_BUILD)/sim/%.o: sim/%.cc sim/sim.h sim/cuda_sim.h $(HEADERS)
+$(SIM_BUILD)/sim/%.o: sim/%.cc
 	@mkdir -p $(dir $@)
-	$(CXX) $(SIM_CXXFLAGS) -c $< -o $@
+	$(call say,CXX-SIM,$<)$(CXX) $(SIM_CXXFLAGS) -c $< -o $@
 
-$(SIM_BUILD)/%.o: %.c $(HEADERS)
+$(SIM_BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(SIM_CFLAGS) -c $< -o $@
+	$(call say,CC-SIM,$<)$(CC) $(SIM_CFLAGS) -c $< -o $@
 
 $(SIM_BUILD)/gen/lua_lib.o: $(BUILD)/gen/lua_lib.c
 	@mkdir -p $(dir $@)
-	$(CC) -O1 -fPIC -c $< -o $@
+	$(call say,CC-SIM,$<)$(CC) -O1 -fPIC -c $< -o $@
 
 $(SIM_BUILD)/tensh: $(SIM_OBJ) $(SIM_SHELL_OBJ)
-	$(CXX) -O2 -pthread -o $@ $^ $(LUA_LIBS) $(SIM_LIBS) -Wl,-E
+	$(call say,LINK,$@)$(CXX) -O2 -pthread -o $@ $^ $(LUA_LIBS) $(SIM_LIBS) -Wl,-E
 
 $(SIM_BUILD)/tensh.so: $(SIM_OBJ)
-	$(CXX) -O2 -pthread -shared -o $@ $^ $(SIM_LIBS)
+	$(call say,LINK,$@)$(CXX) -O2 -pthread -shared -o $@ $^ $(SIM_LIBS)
 .PRECIOUS: $(SIM_BUILD)/gen/cuda/%.cc $(SIM_BUILD)/gen/cuda/%.cuh
 
 # The simulator's own tests: deliberately broken CUDA code (tests/lua/test_sim.lua)
 SIM_RT_OBJ := $(SIM_RT:%.cc=$(SIM_BUILD)/%.o)
 $(SIM_BUILD)/gen/tests/sim/%.cc: tests/sim/%.cu $(SIM_BUILD)/simlaunch
 	@mkdir -p $(dir $@)
-	$(SIM_BUILD)/simlaunch $< $@
+	$(call say,SIMLAUNCH,$<)$(SIM_BUILD)/simlaunch $< $@
 
 $(SIM_BUILD)/gen/tests/sim/%.o: $(SIM_BUILD)/gen/tests/sim/%.cc sim/cuda_sim.h
-	$(CXX) $(SIM_CXXFLAGS) -O0 -c $< -o $@
+	$(call say,CXX-SIM,tests/sim/$*.cu)$(CXX) $(SIM_CXXFLAGS) -O0 -c $< -o $@
 
 $(SIM_BUILD)/sim_selftest: $(SIM_BUILD)/gen/tests/sim/selftest.o $(SIM_RT_OBJ)
-	$(CXX) -pthread -o $@ $^ $(BLAS_LIBS) -lboost_context
+	$(call say,LINK,$@)$(CXX) -pthread -o $@ $^ $(BLAS_LIBS) -lboost_context
 
 ifeq ($(SIM),1)
 sim: $(SIM_BUILD)/sim_selftest

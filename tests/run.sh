@@ -4,8 +4,11 @@
 # Given a second build dir (build-sim, the simulated CUDA device), the CUDA
 # tests, the tutorials with their GPU lines, and the whole Lua suite with
 # tensors on cuda run again there.
-# Ends with one line "N passed, N failed, N skipped"; exits non-zero on any
-# failure or on a test program that died without its closing line.
+# Prints one line per test program with its counts as it goes, and ends with
+# one line "N passed, N failed, N skipped"; exits non-zero on any failure or
+# on a test program that died without its closing line. TEST_FILTER=text
+# runs only the cases whose name contains text, in every program (the ones
+# with none print nothing).
 set -u
 build=${1:-build}
 sim_build=${2:-}
@@ -27,13 +30,16 @@ count() { # adds the counts from the closing line of a test program's output
   f=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")
   s=$(grep -oE '[0-9]+ skipped' <<<"$line" | grep -oE '[0-9]+' || echo 0)
   passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + ${s:-0}))
+  [ -n "${TEST_FILTER:-}" ] && [ $((p + f + ${s:-0})) -eq 0 ] && [ "$2" -eq 0 ] && return
+  printf '  %-36s %4d passed%s%s\n' "$1" "$p" "$([ "$f" -gt 0 ] && echo ", $f FAILED")" \
+    "$([ "${s:-0}" -gt 0 ] && echo ", $s skipped")"
   if [ "$2" -ne 0 ] && [ "$f" -eq 0 ]; then
     echo "FAIL $1: exit $2 with no failed case"
     failed=$((failed + 1))
   fi
 }
 
-"$root/$build/test_c" >"$log" 2>&1; rc=$?
+"$root/$build/test_c" ${TEST_FILTER:+"$TEST_FILTER"} >"$log" 2>&1; rc=$?
 grep -E '^(FAIL|SKIP)' "$log"
 count c $rc
 

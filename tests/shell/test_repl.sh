@@ -28,6 +28,9 @@ fail() { # case, what went wrong, [output to show]
   [ $# -ge 3 ] && sed 's/^/    | /' <<<"$3" | head -n 40
 }
 skip() { skipped=$((skipped + 1)); echo "SKIP $name: $1: $2"; }
+# TEST_FILTER=text: only the cases whose name contains text (the prompt's
+# cases share one session: they run together when one of them is wanted)
+want() { [ -z "${TEST_FILTER:-}" ] || [[ $1 == *"$TEST_FILTER"* ]]; }
 
 # run CASE EXPECTED_RC STDOUT STDERR -- CMD...: runs CMD with stdin from
 # $tmp/stdin (empty unless a case writes it). STDOUT and STDERR are extended
@@ -36,6 +39,7 @@ skip() { skipped=$((skipped + 1)); echo "SKIP $name: $1: $2"; }
 run() {
   local case=$1 want_rc=$2 out_pat=$3 err_pat=$4
   shift 5
+  want "$case" || { rm -f "$tmp/stdin"; return; }
   [ -f "$tmp/stdin" ] || : >"$tmp/stdin"
   TENSH_HISTORY="$tmp/hist-cli" timeout 20 "$@" <"$tmp/stdin" >"$tmp/out" 2>"$tmp/err"
   local rc=$? out err
@@ -117,6 +121,7 @@ run "unwritable history file: no failure" 0 '.*3.*' '' -- env TENSH_HISTORY="$tm
 
 # SIGINT while a script runs: the hook stops Lua code, the flag stops C kernels
 sigint_case() { # case, code (it runs once "ready" is out)
+  want "$1" || return
   "$tensh" -e "io.write('ready\\n') io.flush() $2" >"$tmp/out" 2>"$tmp/err" &
   local pid=$! i rc
   for i in $(seq 100); do grep -q ready "$tmp/out" && break; sleep 0.1; done
@@ -147,6 +152,13 @@ repl_cases=(value semicolon completion multiline ctrl-c-running ctrl-c-op ctrl-c
   error history ctrl-d second-session ctrl-z)
 if ! command -v tmux >/dev/null 2>&1; then
   for c in "${repl_cases[@]}"; do skip "repl: $c" "tmux is not installed (scripts/install-deps.sh)"; done
+  echo "$name: $passed passed, $failed failed, $skipped skipped"
+  [ "$failed" -eq 0 ]
+  exit
+fi
+wanted=0
+for c in "${repl_cases[@]}"; do want "repl: $c" && wanted=1; done
+if [ $wanted = 0 ]; then
   echo "$name: $passed passed, $failed failed, $skipped skipped"
   [ "$failed" -eq 0 ]
   exit
