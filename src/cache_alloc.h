@@ -110,4 +110,12 @@ void ts_format_bytes(size_t n, char *buf, size_t len);
  * broken one is described in why. */
 bool ts_cache_check(ts_cache *c, char *why, size_t n);
 
+/* The CPU's instance (src/cpu/cache.c): buffers above TS_CPU_CACHE_MIN bytes
+ * come from it; ts_cpu_cache() is NULL only if the host had no memory for
+ * its header. */
+#define TS_CPU_CACHE_MIN 512
+ts_cache *ts_cpu_cache(void);
+void *ts_cpu_cache_alloc(size_t n);
+void ts_cpu_cache_free(void *p);
+
 #endif

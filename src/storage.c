@@ -1,5 +1,6 @@
 /* Storage: reference-counted buffers from a backend's allocator, and the
  * byte accounting the binding uses to pace Lua's collector. */
+#include "cache_alloc.h"
 #include "ops.h"
 
 #include <stdatomic.h>
@@ -10,18 +11,18 @@ static _Atomic size_t cpu_live;    /* CPU bytes held by live storages */
 
 static void *cpu_alloc(void *ctx, size_t n, ts_device dev) {
   (void)ctx, (void)dev;
-  /* small buffers come from malloc's thread caches (aligned_alloc bypasses
-   * them and costs more than the op itself); large ones are 64-byte aligned
-   * for vector loads */
-  if (n <= 512) return ts_small_alloc(n ? n : 1);
-  size_t rounded = (n + 63) & ~(size_t)63;
-  return aligned_alloc(64, rounded);
+  /* small buffers come from malloc's thread caches (the caching allocator's
+   * lock and 512-byte rounding cost more than the op itself); larger ones
+   * from the CPU's caching allocator, which keeps their pages mapped from one
+   * step to the next (src/cpu/cache.c) and aligns them to 512 bytes */
+  if (n <= TS_CPU_CACHE_MIN) return ts_small_alloc(n ? n : 1);
+  return ts_cpu_cache_alloc(n);
 }
 
 static void cpu_free(void *ctx, void *p, size_t n, ts_device dev) {
   (void)ctx, (void)dev;
-  if (n <= 512) ts_small_free(p, n ? n : 1);
-  else free(p);
+  if (n <= TS_CPU_CACHE_MIN) ts_small_free(p, n ? n : 1);
+  else ts_cpu_cache_free(p);
 }
 
 const ts_allocator ts_cpu_allocator = {cpu_alloc, cpu_free, NULL};

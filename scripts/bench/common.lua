@@ -33,19 +33,22 @@ function M.time_ms(fn, warmup, iters, dev)
 end
 
 -- Median of each phase over `iters` calls of the phases in order (each a
--- function), after `warmup` calls; returns {ms per phase..., total = ms}
--- where total is the median of the sums (not the sum of the medians).
+-- function), after `warmup` calls; returns {ms per phase..., total = ms,
+-- cpu = ms} where total is the median of the sums (not the sum of the
+-- medians) and cpu the median of the process's CPU time per step (all
+-- threads: at one thread it is the wall time minus waiting for a core, the
+-- figure that holds on a loaded machine).
 function M.phases_ms(phases, warmup, iters, dev)
   local sync = dev:sub(1, 4) == "cuda" and cuda.synchronize or function() end
   for _ = 1, warmup do
     for _, fn in ipairs(phases) do fn() end
   end
   sync()
-  local per, totals = {}, {}
+  local per, totals, cpu = {}, {}, {}
   for p = 1, #phases do per[p] = {} end
   for i = 1, iters do
     collectgarbage()
-    local total = 0
+    local total, c0 = 0, os.clock()
     for p, fn in ipairs(phases) do
       local t = torch._clock()
       fn()
@@ -53,13 +56,13 @@ function M.phases_ms(phases, warmup, iters, dev)
       local ms = (torch._clock() - t) * 1e3
       per[p][i], total = ms, total + ms
     end
-    totals[i] = total
+    totals[i], cpu[i] = total, (os.clock() - c0) * 1e3
   end
   local function median(v)
     table.sort(v)
     return v[#v // 2 + 1]
   end
-  local out = {total = median(totals)}
+  local out = {total = median(totals), cpu = median(cpu)}
   for p = 1, #phases do out[p] = median(per[p]) end
   return out
 end

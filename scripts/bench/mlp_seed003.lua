@@ -78,6 +78,7 @@ local ms = bench.phases_ms({
 }, 10, 100, device)
 local function r4(x) return math.floor(x * 1e4 + 0.5) / 1e4 end
 print(('{"bench": "mlp_seed003", "impl": "tensh", "device": %q, "ms_per_step": %.4f, "forward_ms": %.4f, '
-  .. '"backward_ms": %.4f, "optimizer_ms": %.4f, %s, "optimizer": %q, "loss": %q, "version": %q}'):format(device,
-  r4(ms.total), r4(ms[1]), r4(ms[2]), r4(ms[3]), bench.run_fields(), opt_kind, loss_kind, torch.__version__))
+  .. '"backward_ms": %.4f, "optimizer_ms": %.4f, "cpu_ms_per_step": %.4f, %s, "optimizer": %q, "loss": %q, '
+  .. '"version": %q}'):format(device, r4(ms.total), r4(ms[1]), r4(ms[2]), r4(ms[3]), r4(ms.cpu), bench.run_fields(),
+  opt_kind, loss_kind, torch.__version__))
 io.stdout:flush()

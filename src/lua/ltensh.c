@@ -105,6 +105,7 @@ int luaopen_tensh(lua_State *L) {
   lt_open_bench(L);
   lt_open_tb(L);
   lt_open_backends(L);
+  lt_open_cpu(L);
   lua_setfield(L, torch, "_methods"); /* for completion and for Lua-side additions */
   lua_pushliteral(L, TS_VERSION);
   lua_setfield(L, torch, "__version__");

@@ -1,0 +1,92 @@
+/* The CPU's caching allocator: the device allocator's logic (cache_alloc.c:
+ * size classes, best fit, split and merge, statistics) over anonymous
+ * mappings, for every CPU buffer above TS_CPU_CACHE_MIN bytes.
+ *
+ * Why: a training step allocates the same multi-megabyte outputs and
+ * gradients every step. From malloc each is a fresh mapping (or heap top that
+ * glibc trims back to the kernel), so every page is faulted in and zeroed
+ * again each step (a fifth of seed 003's step went to page faults). Kept
+ * here, the same pages serve step after step. It also keeps a DataLoader
+ * flat: batches allocated on worker threads and freed on the main thread go
+ * back to one cache instead of to per-thread malloc arenas that fragment
+ * (MALLOC_ARENA_MAX=2 made that grow without bound).
+ *
+ * Memory goes back to the system when a mapping fails (the cache releases
+ * its wholly free segments and retries) and on torch.cpu.empty_cache().
+ * TENSH_NO_CPU_CACHING=1 turns caching off: each buffer is then malloc'd and
+ * freed at once, as before (statistics still kept). One stream (0); the
+ * cache's mutex is the only lock, held for a treap lookup. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "../cache_alloc.h"
+
+/* the sizes of the live mappings, for munmap (the raw interface passes none);
+ * only touched under the cache's mutex, and there are few segments */
+typedef struct mapping { void *p; size_t n; } mapping;
+typedef struct raw_ctx {
+  bool caching;
+  mapping *maps;
+  size_t nmaps, cap;
+} raw_ctx;
+
+static void *raw_malloc(void *ctx, size_t n) {
+  raw_ctx *r = ctx;
+  if (!r->caching) return aligned_alloc(64, (n + 63) & ~(size_t)63);
+  if (r->nmaps == r->cap) {
+    size_t cap = r->cap ? 2 * r->cap : 64;
+    mapping *m = realloc(r->maps, cap * sizeof *m);
+    if (!m) return NULL;
+    r->maps = m, r->cap = cap;
+  }
+  void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return NULL;
+#ifdef MADV_HUGEPAGE
+  if (n >= 4 * 1024 * 1024) madvise(p, n, MADV_HUGEPAGE); /* fewer faults and TLB misses; only a hint */
+#endif
+  r->maps[r->nmaps++] = (mapping){p, n};
+  return p;
+}
+
+static void raw_free(void *ctx, void *p) {
+  raw_ctx *r = ctx;
+  if (!r->caching) return free(p);
+  for (size_t i = 0; i < r->nmaps; i++)
+    if (r->maps[i].p == p) {
+      munmap(p, r->maps[i].n);
+      r->maps[i] = r->maps[--r->nmaps];
+      return;
+    }
+}
+
+/* never called: the CPU has one stream and nothing records others */
+static void *no_event(void *ctx, uintptr_t stream) { return (void)ctx, (void)stream, NULL; }
+static bool event_done(void *ctx, void *ev) { return (void)ctx, (void)ev, true; }
+static void event_nop(void *ctx, void *ev) { (void)ctx, (void)ev; }
+
+static ts_cache *cpu_cache;
+static raw_ctx cpu_raw;
+static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
+
+static void cpu_cache_init(void) {
+  const char *v = getenv("TENSH_NO_CPU_CACHING");
+  cpu_raw.caching = !v || !*v || strcmp(v, "0") == 0;
+  ts_cache_raw raw = {raw_malloc, raw_free, no_event, event_done, event_nop, event_nop, &cpu_raw};
+  cpu_cache = ts_cache_new(raw, cpu_raw.caching);
+}
+
+ts_cache *ts_cpu_cache(void) {
+  pthread_once(&cpu_once, cpu_cache_init);
+  return cpu_cache;
+}
+
+void *ts_cpu_cache_alloc(size_t n) {
+  ts_cache *c = ts_cpu_cache();
+  return c ? ts_cache_alloc(c, n, 0) : NULL;
+}
+
+void ts_cpu_cache_free(void *p) {
+  if (cpu_cache) ts_cache_free(cpu_cache, p);
+}
