@@ -368,6 +368,7 @@ extern "C" void ts_cuda_kernel_table(ts_kernel *k) {
   tsc_register_linalg(k);
   tsc_register_index(k);
   tsc_register_optim(k);
+  tsc_register_amp(k);
   tsc_register_nn(k);
   tsc_register_cudnn(k);
 }

@@ -25,6 +25,7 @@ void tsc_register_reduce(ts_kernel *k);      // reduce.cu: reductions, scans, so
 void tsc_register_linalg(ts_kernel *k);      // linalg.cu: BMM (cuBLAS / cuBLASLt)
 void tsc_register_index(ts_kernel *k);       // index.cu, sort.cu: joining, indexing, sorting
 void tsc_register_optim(ts_kernel *k);       // optim.cu: ADAM_STEP
+void tsc_register_amp(ts_kernel *k);         // amp.cu: AMP_UNSCALE
 void tsc_register_nn(ts_kernel *k);          // nn.cu: im2col, pools, batch norm, ...
 void tsc_register_cudnn(ts_kernel *k);       // conv_cudnn.cu: CONV2D_FORWARD/BACKWARD_* (TS_KIND_LIBRARY)
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autocast.h"
 #include "ops.h"
 
 static _Thread_local bool grad_off;
@@ -290,6 +291,7 @@ static ts_status run_engine(int nroots, ts_tensor *const *roots, ts_tensor *cons
                             capture *cap) {
   bool prev = ts_grad_enabled();
   ts_set_grad_enabled(false);
+  unsigned autocast = ts_autocast_suspend(); /* backward runs in the dtypes the forward chose */
   node_list all = {0};
   ts_status st = collect(&all, nroots, roots);
   if (!st && all.n > 1) qsort(all.v, (size_t)all.n, sizeof *all.v, by_seq_desc); /* qsort(NULL, 0) is undefined */
@@ -371,6 +373,7 @@ static ts_status run_engine(int nroots, ts_tensor *const *roots, ts_tensor *cons
     }
   }
   free(all.v);
+  ts_autocast_resume(autocast);
   ts_set_grad_enabled(prev);
   return st;
 }

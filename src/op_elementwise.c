@@ -2,6 +2,7 @@
  * checks, output allocation, then one kernel call. Broadcast inputs are
  * stack views (no allocation, no refcount) that live only for the call. */
 #include "ops.h"
+#include "autocast.h"
 #include "grad.h"
 
 #include <math.h>
@@ -162,6 +163,7 @@ static ts_status unary_out_impl(ts_op op, ts_tensor *x, const int64_t *ip, const
 }
 
 ts_status ts_unary_p(ts_op op, ts_tensor *x, const int64_t *ip, const double *fp, ts_tensor **out) {
+  TS_AUTOCAST_WHEN(ts_autocast_of_op(op) >= 0, ts_autocast_of_op(op), .t = {x}, .i = {op}, .p = {ip, fp}, .out = {out});
   bool fractional = false;
   if (op == TS_OP_CLAMP || op == TS_OP_POW_SCALAR)
     for (int k = 0; k < 2; k++)
@@ -274,7 +276,15 @@ static ts_status binary_impl(ts_op op, ts_tensor *a, ts_tensor *b, double alpha,
   return TS_OK;
 }
 
+/* ts_binary's autocast path, out of line: with no region open the wrapper
+ * stays a test and a jump (no frame), as the 1-element add wants. */
+static __attribute__((noinline, cold)) ts_status binary_autocast(ts_op op, ts_tensor *a, ts_tensor *b, ts_tensor **out) {
+  TS_AUTOCAST_WHEN(ts_autocast_of_op(op) >= 0, ts_autocast_of_op(op), .t = {a, b}, .i = {op}, .out = {out});
+  return binary_impl(op, a, b, 1, NULL, out);
+}
+
 ts_status ts_binary(ts_op op, ts_tensor *a, ts_tensor *b, ts_tensor **out) {
+  if (ts_autocast_any()) return binary_autocast(op, a, b, out);
   return binary_impl(op, a, b, 1, NULL, out);
 }
 ts_status ts_binary_out(ts_op op, ts_tensor *a, ts_tensor *b, ts_tensor *out) {

@@ -6,6 +6,7 @@
  * operands go to GEMM as they are, and broadcast batch dims become batch
  * stride 0, so (2,1,3,4) @ (5,4,6) runs without materialising either side. */
 #include "ops.h"
+#include "autocast.h"
 #include "grad.h"
 
 #include <math.h>
@@ -311,6 +312,7 @@ ts_status ts_outer(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
 }
 
 ts_status ts_mm(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
+  TS_AUTOCAST(TS_AC_MM, .t = {a, b}, .out = {out});
   TS_AG_OFF(prev);
   ts_status st = mm_impl(a, b, out);
   TS_AG_RESTORE(prev);
@@ -319,6 +321,7 @@ ts_status ts_mm(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
 }
 
 ts_status ts_bmm(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
+  TS_AUTOCAST(TS_AC_BMM, .t = {a, b}, .out = {out});
   TS_AG_OFF(prev);
   ts_status st = bmm_impl(a, b, out);
   TS_AG_RESTORE(prev);
@@ -327,6 +330,7 @@ ts_status ts_bmm(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
 }
 
 ts_status ts_matmul(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
+  TS_AUTOCAST(TS_AC_MATMUL, .t = {a, b}, .out = {out});
   TS_AG_OFF(prev);
   ts_status st = matmul_impl(a, b, out);
   TS_AG_RESTORE(prev);
@@ -335,6 +339,7 @@ ts_status ts_matmul(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
 }
 
 ts_status ts_mv(ts_tensor *a, ts_tensor *v, ts_tensor **out) {
+  TS_AUTOCAST(TS_AC_MV, .t = {a, v}, .out = {out});
   TS_AG_OFF(prev);
   ts_status st = mv_impl(a, v, out);
   TS_AG_RESTORE(prev);
@@ -343,6 +348,7 @@ ts_status ts_mv(ts_tensor *a, ts_tensor *v, ts_tensor **out) {
 }
 
 ts_status ts_dot(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
+  TS_AUTOCAST(TS_AC_DOT, .t = {a, b}, .out = {out});
   TS_AG_OFF(prev);
   ts_status st = dot_impl(a, b, out);
   TS_AG_RESTORE(prev);
@@ -351,6 +357,7 @@ ts_status ts_dot(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
 }
 
 ts_status ts_addmm(ts_tensor *bias, ts_tensor *a, ts_tensor *b, double beta, double alpha, ts_tensor **out) {
+  TS_AUTOCAST(TS_AC_ADDMM, .t = {bias, a, b}, .f = {beta, alpha}, .out = {out});
   TS_AG_OFF(prev);
   ts_status st = addmm_impl(bias, a, b, beta, alpha, out);
   TS_AG_RESTORE(prev);

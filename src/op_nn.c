@@ -17,6 +17,7 @@
  * from reductions, elementwise ops, index_select and scatter-add.
  * float16/bfloat16 are computed in float32 and rounded once at the end. */
 #include "ops.h"
+#include "autocast.h"
 #include "grad.h"
 
 #include <math.h>
@@ -1163,6 +1164,7 @@ ts_status ts_batch_norm(ts_tensor *x, ts_tensor *rm, ts_tensor *rv, ts_tensor *w
 
 ts_status ts_layer_norm(ts_tensor *x, int nd, const int64_t *shape, ts_tensor *w, ts_tensor *b, double eps,
                         ts_tensor **out, ts_tensor **saved_mean, ts_tensor **saved_rstd) {
+  TS_AUTOCAST(TS_AC_LAYER_NORM, .t = {x, w, b}, .i = {nd}, .p = {shape}, .f = {eps}, .out = {out, saved_mean, saved_rstd});
   ts_tensor *in[3] = {x, w, b}, *mean = NULL, *rstd = NULL;
   bool track = ts_ag_needed(3, in);
   TS_AG_OFF(prev);
@@ -1188,6 +1190,7 @@ ts_status ts_embedding_padded(ts_tensor *w, ts_tensor *idx, const int64_t *paddi
 ts_status ts_embedding(ts_tensor *w, ts_tensor *idx, ts_tensor **out) { return ts_embedding_padded(w, idx, NULL, out); }
 
 ts_status ts_conv2d(ts_tensor *x, ts_tensor *weight, ts_tensor *bias, const ts_conv2d_params *p, ts_tensor **out) {
+  TS_AUTOCAST(TS_AC_CONV2D, .t = {x, weight, bias}, .p = {p}, .out = {out});
   TS_AG_OFF(prev);
   ts_status st = conv2d_impl(x, weight, bias, p, out);
   TS_AG_RESTORE(prev);
@@ -1197,6 +1200,7 @@ ts_status ts_conv2d(ts_tensor *x, ts_tensor *weight, ts_tensor *bias, const ts_c
 }
 
 ts_status ts_conv1d(ts_tensor *x, ts_tensor *weight, ts_tensor *bias, const ts_conv2d_params *p, ts_tensor **out) {
+  TS_AUTOCAST(TS_AC_CONV1D, .t = {x, weight, bias}, .p = {p}, .out = {out});
   TS_AG_OFF(prev);
   ts_status st = conv1d_impl(x, weight, bias, p, out);
   TS_AG_RESTORE(prev);

@@ -3,6 +3,7 @@
  * one dim (ops_reduce.def): several dims are permuted to the end and merged,
  * everything is flattened. Also equal/isclose/allclose, built from ops. */
 #include "ops.h"
+#include "autocast.h"
 #include "grad.h"
 
 #include <math.h>
@@ -391,6 +392,7 @@ ts_status ts_allclose(ts_tensor *a, ts_tensor *b, double rtol, double atol, bool
   return st
 
 ts_status ts_sum(ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
+  TS_AUTOCAST(TS_AC_SUM, .t = {x}, .i = {ndims, keepdim}, .p = {dims}, .out = {out});
   RECORDED(sum_impl(x, ndims, dims, keepdim, out), TS_GRAD_SUM, ndims, dims, 0);
 }
 
@@ -399,6 +401,7 @@ ts_status ts_mean(ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts
 }
 
 ts_status ts_prod(ts_tensor *x, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
+  TS_AUTOCAST(TS_AC_PROD, .t = {x}, .i = {ndims, keepdim}, .p = {dims}, .out = {out});
   RECORDED(prod_impl(x, ndims, dims, keepdim, out), TS_GRAD_PROD, ndims, dims, 0);
 }
 
@@ -415,6 +418,7 @@ ts_status ts_std(ts_tensor *x, int ndims, const int64_t *dims, double correction
 }
 
 ts_status ts_norm(ts_tensor *x, double p, int ndims, const int64_t *dims, bool keepdim, ts_tensor **out) {
+  TS_AUTOCAST(TS_AC_NORM, .t = {x}, .f = {p}, .i = {ndims, keepdim}, .p = {dims}, .out = {out});
   RECORDED(norm_impl(x, p, ndims, dims, keepdim, out), TS_GRAD_NORM, ndims, dims, p);
 }
 
@@ -431,13 +435,16 @@ ts_status ts_max_dim(ts_op op, ts_tensor *x, int64_t dim, bool keepdim, ts_tenso
 }
 
 ts_status ts_cumsum(ts_tensor *x, int64_t dim, ts_tensor **out) {
+  TS_AUTOCAST(TS_AC_CUMSUM, .t = {x}, .i = {dim}, .out = {out});
   RECORDED(cumsum_impl(x, dim, out), TS_GRAD_CUMSUM, 1, &dim, 0);
 }
 
 ts_status ts_softmax(ts_tensor *x, int64_t dim, ts_tensor **out) {
+  TS_AUTOCAST(TS_AC_SOFTMAX, .t = {x}, .i = {dim}, .out = {out});
   RECORDED(softmax_impl(x, dim, out), TS_GRAD_SOFTMAX, 1, &dim, 0);
 }
 
 ts_status ts_log_softmax(ts_tensor *x, int64_t dim, ts_tensor **out) {
+  TS_AUTOCAST(TS_AC_LOG_SOFTMAX, .t = {x}, .i = {dim}, .out = {out});
   RECORDED(log_softmax_impl(x, dim, out), TS_GRAD_LOG_SOFTMAX, 1, &dim, 0);
 }

@@ -15,6 +15,7 @@ void ts_cpu_register_reduce(ts_kernel *k);
 void ts_cpu_register_linalg(ts_kernel *k);
 void ts_cpu_register_index(ts_kernel *k);
 void ts_cpu_register_optim(ts_kernel *k);
+void ts_cpu_register_amp(ts_kernel *k);
 void ts_cpu_register_nn(ts_kernel *k);
 void ts_cpu_register_dnnl(ts_kernel *k); /* none without oneDNN */
 

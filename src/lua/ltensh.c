@@ -76,6 +76,7 @@ static void push_dtypes(lua_State *L) {
 }
 
 void lt_make_metatable(lua_State *L);
+void lt_open_amp(lua_State *L);   /* lamp.c: autocast regions, GradScaler's unscale */
 void lt_open_bench(lua_State *L); /* lbench.c: torch._clock for scripts/bench */
 
 int luaopen_tensh(lua_State *L) {
@@ -99,6 +100,7 @@ int luaopen_tensh(lua_State *L) {
   lt_open_print(L);
   lt_open_autograd(L);
   lt_open_optim(L);
+  lt_open_amp(L);
   lt_open_cuda(L);
   lt_open_save(L);
   lt_open_data(L);

@@ -161,7 +161,7 @@ void test_autograd_registry_all(void) {
       "fill", "arange", "linspace", "rand", "randn", "randint", "randperm", "all", "any", "nonzero", "unique",
       "masked_scatter", "conv2d_depthwise_backward", "avg_pool2d_backward", "adaptive_avg_pool2d_backward",
       "batch_norm_backward_reduce", "batch_norm_backward_elemt", "max_pool2d_backward", "adam_step", "sgd_step",
-      "rmsprop_step", "conv2d_backward_input", "conv2d_backward_weight"};
+      "rmsprop_step", "conv2d_backward_input", "conv2d_backward_weight", "amp_non_finite_check_and_unscale"};
   for (int op = 0; op < TS_OP_COUNT; op++) {
     ts_op_kind k = ts_ops[op].kind;
     if (k == TS_KIND_UNARY || k == TS_KIND_UNARY_FLOAT || k == TS_KIND_UNARY_BOOL || k == TS_KIND_BINARY ||

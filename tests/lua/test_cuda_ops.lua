@@ -283,6 +283,19 @@ case({name = "large", ops = {"add", "sum", "cumsum", "softmax", "sort"}, dtypes 
       fn = function(x) return {x + 1, x:sum(), x:view(1025, 1024):cumsum(1), x:view(1025, 1024):softmax(1), x[{{0, 5000}}]:sort()} end,
       shapes = {{1025 * 1024}}, layouts = {"contig", "offset"}})
 
+-- mixed precision: GradScaler's fused check and unscale (a strided tensor too), and
+-- the found_inf flag of a tensor holding an inf
+case({name = "amp unscale", ops = {"amp_non_finite_check_and_unscale"}, nin = 2,
+      dtypes = {"float32", "float64", "float16", "bfloat16"}, shapes = {{7, 3}}, layouts = {"contig"},
+      fn = function(a, b)
+        local x, y, z = a:clone(), b:t():clone():t(), a:clone()
+        local found, found_z = torch.zeros({}, {device = a.device}), torch.zeros({}, {device = a.device})
+        torch._amp_foreach_non_finite_check_and_unscale_({x, y}, found, torch.full({}, 0.125, {device = a.device}))
+        z[{2, 1}] = math.huge
+        torch._amp_foreach_non_finite_check_and_unscale_({z}, found_z, torch.full({}, 0.5, {device = a.device}))
+        return {x, y, found, found_z}
+      end})
+
 -- ---- the tests ------------------------------------------------------------------------------
 for _, spec in ipairs(cases) do
   test(spec.name .. " on cuda equals the CPU", function()

@@ -336,17 +336,56 @@ do
 end
 
 -- ---- Performance Optimization Tips -----------------------------------------------------------------
--- LATER (mixed precision): torch.cuda.amp's autocast and GradScaler. The article:
---   from torch.cuda.amp import autocast, GradScaler
---   scaler = GradScaler()
---   for epoch in range(num_epochs):
---       for data, target in train_loader:
---           data, target = data.to(device), target.to(device)
---           optimizer.zero_grad()
---           with autocast():
---               output = model(data)
---               loss = criterion(output, target)
---           scaler.scale(loss).backward()
---           scaler.step(optimizer)
---           scaler.update()
+-- Automatic Mixed Precision. Without a GPU, torch.cuda.amp does what PyTorch's does: it
+-- warns and turns itself off. The CPU's own mixed precision is bfloat16
+-- (torch.autocast("cpu"), amp.GradScaler("cpu")), so there the loop runs with those.
+do
+  -- from torch.cuda.amp import autocast, GradScaler
+  local autocast, GradScaler = torch.cuda.amp.autocast, torch.cuda.amp.GradScaler
+  if not torch.cuda.is_available() then
+    eq(torch.cuda.amp.GradScaler():is_enabled(), false, "torch.cuda.amp.GradScaler() without CUDA is disabled")
+    autocast = function(opts) return torch.autocast("cpu", opts) end
+    GradScaler = function(opts) return amp.GradScaler("cpu", opts) end
+  end
+  local low = torch.cuda.is_available() and torch.float16 or torch.bfloat16
+  local DataLoader = torch.utils.data.DataLoader
+  local train_loader = DataLoader(train_dataset, {batch_size = 64, shuffle = true})
+  local model = MLP():to(device)
+  local criterion = nn.CrossEntropyLoss()
+  local optimizer = optim.Adam(model:parameters(), {lr = 0.001})
+  local num_epochs = full and 10 or 3
+
+  -- scaler = GradScaler()
+  local scaler = GradScaler()
+  local epoch_losses = {}
+  for _ = 1, num_epochs do
+    local total = 0
+    for data, target in train_loader:iter() do
+      data, target = data:to(device), target:to(device)
+
+      optimizer:zero_grad()
+
+      -- Forward pass with autocast
+      local loss
+      do
+        local _ <close> = autocast()
+        local output = model(data)
+        loss = criterion(output, target)
+        eq(output.dtype, low, "the Linear layers run in " .. low)
+        eq(loss.dtype, torch.float32, "the loss is computed in float32")
+      end
+
+      -- Backward pass with gradient scaling
+      scaler:scale(loss):backward()
+      scaler:step(optimizer)
+      scaler:update()
+      total = total + loss:item()
+    end
+    epoch_losses[#epoch_losses + 1] = total / #train_loader
+  end
+  eq(model:parameters()[1].dtype, torch.float32, "the weights stay float32")
+  eq(scaler:get_scale(), 2.0 ^ 16, "no inf/NaN in these steps: the scale stays at init_scale (growth_interval 2000)")
+  ok(epoch_losses[num_epochs] < 0.8 * epoch_losses[1],
+    ("mixed precision learns too: %.4f -> %.4f"):format(epoch_losses[1], epoch_losses[num_epochs]))
+end
 print("seed 003: ok")
