@@ -136,6 +136,26 @@ test("float32 parameters follow the same updates within float32 rounding", funct
   end
   eq(a.dtype, torch.float32, "dtype kept")
   close(a, r, 1e-5, 1e-6, "float32 adam")
+  -- the plain case (no weight decay, amsgrad or maximize) has its own
+  -- vectorised float loop: sizes past a vector and a thread's share, and the
+  -- moments too
+  for _, n in ipairs({5, 37, 70001}) do
+    local p2 = R({n})
+    local b = torch.tensor(p2, {requires_grad = true})
+    local opt2 = optim.Adam({b}, {lr = 0.05, betas = {0.8, 0.95}, eps = 1e-6})
+    local r2, st2 = T.flat(p2), {}
+    for _ = 1, 4 do
+      local g = R({n})
+      b.grad = torch.tensor(g)
+      opt2:step()
+      adam_ref(r2, g, st2, {lr = 0.05, betas = {0.8, 0.95}, eps = 1e-6})
+    end
+    close(b, r2, 1e-5, 1e-6, "float32 plain adam, " .. n .. " elements")
+    local s, m, v = opt2.state[b], {}, {}
+    for i = 1, n do m[i], v[i] = st2[i].m, st2[i].v end
+    close(s.exp_avg, m, 1e-5, 1e-7, "exp_avg, " .. n .. " elements")
+    close(s.exp_avg_sq, v, 1e-5, 1e-9, "exp_avg_sq, " .. n .. " elements")
+  end
 end)
 
 test("parameter groups with their own lr, nil grads skipped", function()
