@@ -1,5 +1,5 @@
 /* Autograd for the neural-network ops: each node calls the op's backward
- * function from op_nn.c. Parameter structs are kept byte for byte in the
+ * function from op_nn_*.c. Parameter structs are kept byte for byte in the
  * node's list. */
 #include <stdlib.h>
 #include <string.h>

@@ -147,7 +147,7 @@ ts_status ts_add_scaled_out(ts_tensor *a, ts_tensor *b, double alpha, ts_tensor 
 ts_status ts_where(ts_tensor *cond, ts_tensor *a, ts_tensor *b, ts_tensor **out);
 ts_status ts_lerp(ts_tensor *start, ts_tensor *end, ts_tensor *weight, ts_tensor **out);
 
-/* devices (device.c) */
+/* devices (op_device.c; names in device_name.c) */
 /* "cuda" (index -1) becomes the current device; an ordinal past the last
  * device, or a device type this build or machine lacks, is an error. */
 ts_status ts_device_resolve(ts_device *d);

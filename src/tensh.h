@@ -122,9 +122,9 @@ typedef struct ts_storage {
   const ts_allocator *allocator; /* NULL: memory not owned (wrapped scalars) */
   int refcount;
   bool pinned;     /* page-locked host memory (pin_memory) */
-  uint32_t version;
+  uint32_t version; /* bumped once per in-place op through any view (the op layer's): autograd checks it */
   uintptr_t pending; /* a device event a non-blocking copy into this host storage
-                        records: the host waits for it before touching the bytes */ /* bumped by in-place writes through any view: autograd checks it */
+                        records: the host waits for it before touching the bytes */
 } ts_storage;
 
 ts_status ts_storage_new(size_t nbytes, ts_device dev, ts_storage **out);
