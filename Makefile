@@ -65,7 +65,7 @@ DNNL_HEADER ?= /usr/include/oneapi/dnnl/dnnl.h
 DNNL      ?= $(if $(wildcard $(DNNL_HEADER)),1,0)
 ifeq ($(DNNL),1)
 CFLAGS   += -DTS_HAVE_DNNL
-LDLIBS   += -ldnnl
+# linked at run time: src/cpu/conv_dnnl.c opens libdnnl on first use (start-up)
 endif
 
 LUA_CFLAGS := $(shell pkg-config --cflags $(LUA_PKG) 2>/dev/null)

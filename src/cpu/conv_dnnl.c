@@ -9,18 +9,104 @@
  * shapes, parameters, thread count) keeps its primitive and the reorders
  * between tensh's plain NCHW and the layouts the primitive chose in a small
  * cache, reused by every training step. Their buffers (the reordered operands
- * and the primitive's scratchpad) are allocated per call, as PyTorch's are:
- * a cache of 24 shapes must not hold gigabytes of activations. */
+ * and the primitive's scratchpad) are allocated per call, as PyTorch's are
+ * (a cache of 24 shapes must not hold gigabytes of activations), from the
+ * CPU caching allocator, which hands the same pages back each step. */
 #include <stdlib.h>
 #include "cpu.h"
 
 #ifdef TS_HAVE_DNNL
+#include <dlfcn.h>
 #include <dnnl.h>
 #include <omp.h>
 #include <pthread.h>
 #include <string.h>
 
-int ts_cpu_dnnl_version(void) { return (int)(dnnl_version()->major * 10000 + dnnl_version()->minor * 100 + dnnl_version()->patch); }
+#include "../cache_alloc.h"
+
+/* ---- libdnnl, opened on first use -----------------------------------------
+ * Linked at start, its 36,000 relocations (and libstdc++'s, libOpenCL's) were
+ * a third of the shell's start-up; most sessions never convolve. The
+ * functions used here are resolved from libdnnl.so.<major> the first time a
+ * convolution or torch.backends.mkldnn asks; without the library the kernels
+ * decline and the op layer composes convolution from im2col and GEMM. */
+#define DNNL_FUNCS(X) \
+  X(dnnl_dilated_convolution_backward_data_desc_init) \
+  X(dnnl_dilated_convolution_backward_weights_desc_init) \
+  X(dnnl_dilated_convolution_forward_desc_init) \
+  X(dnnl_engine_create) \
+  X(dnnl_engine_destroy) \
+  X(dnnl_memory_create) \
+  X(dnnl_memory_desc_equal) \
+  X(dnnl_memory_desc_get_size) \
+  X(dnnl_memory_desc_init_by_tag) \
+  X(dnnl_memory_destroy) \
+  X(dnnl_memory_set_data_handle) \
+  X(dnnl_primitive_attr_create) \
+  X(dnnl_primitive_attr_destroy) \
+  X(dnnl_primitive_attr_set_scratchpad_mode) \
+  X(dnnl_primitive_create) \
+  X(dnnl_primitive_desc_create) \
+  X(dnnl_primitive_desc_destroy) \
+  X(dnnl_primitive_desc_query_md) \
+  X(dnnl_primitive_destroy) \
+  X(dnnl_primitive_execute) \
+  X(dnnl_reorder_primitive_desc_create) \
+  X(dnnl_stream_create) \
+  X(dnnl_stream_wait) \
+  X(dnnl_version)
+#define X(f) static __typeof__(f) *lazy_##f;
+DNNL_FUNCS(X)
+#undef X
+#define DNNL_STR2(x) #x
+#define DNNL_STR(x) DNNL_STR2(x)
+static bool dnnl_present;
+static pthread_once_t dnnl_once = PTHREAD_ONCE_INIT;
+
+static void dnnl_open(void) {
+  void *h = dlopen("libdnnl.so." DNNL_STR(DNNL_VERSION_MAJOR), RTLD_NOW | RTLD_LOCAL);
+  if (!h) return;
+  bool all = true;
+#define X(f) all = all && (*(void **)&lazy_##f = dlsym(h, #f)) != NULL;
+  DNNL_FUNCS(X)
+#undef X
+  dnnl_present = all;
+}
+
+static bool dnnl_loaded(void) {
+  pthread_once(&dnnl_once, dnnl_open);
+  return dnnl_present;
+}
+
+#define dnnl_dilated_convolution_backward_data_desc_init (*lazy_dnnl_dilated_convolution_backward_data_desc_init)
+#define dnnl_dilated_convolution_backward_weights_desc_init (*lazy_dnnl_dilated_convolution_backward_weights_desc_init)
+#define dnnl_dilated_convolution_forward_desc_init (*lazy_dnnl_dilated_convolution_forward_desc_init)
+#define dnnl_engine_create (*lazy_dnnl_engine_create)
+#define dnnl_engine_destroy (*lazy_dnnl_engine_destroy)
+#define dnnl_memory_create (*lazy_dnnl_memory_create)
+#define dnnl_memory_desc_equal (*lazy_dnnl_memory_desc_equal)
+#define dnnl_memory_desc_get_size (*lazy_dnnl_memory_desc_get_size)
+#define dnnl_memory_desc_init_by_tag (*lazy_dnnl_memory_desc_init_by_tag)
+#define dnnl_memory_destroy (*lazy_dnnl_memory_destroy)
+#define dnnl_memory_set_data_handle (*lazy_dnnl_memory_set_data_handle)
+#define dnnl_primitive_attr_create (*lazy_dnnl_primitive_attr_create)
+#define dnnl_primitive_attr_destroy (*lazy_dnnl_primitive_attr_destroy)
+#define dnnl_primitive_attr_set_scratchpad_mode (*lazy_dnnl_primitive_attr_set_scratchpad_mode)
+#define dnnl_primitive_create (*lazy_dnnl_primitive_create)
+#define dnnl_primitive_desc_create (*lazy_dnnl_primitive_desc_create)
+#define dnnl_primitive_desc_destroy (*lazy_dnnl_primitive_desc_destroy)
+#define dnnl_primitive_desc_query_md (*lazy_dnnl_primitive_desc_query_md)
+#define dnnl_primitive_destroy (*lazy_dnnl_primitive_destroy)
+#define dnnl_primitive_execute (*lazy_dnnl_primitive_execute)
+#define dnnl_reorder_primitive_desc_create (*lazy_dnnl_reorder_primitive_desc_create)
+#define dnnl_stream_create (*lazy_dnnl_stream_create)
+#define dnnl_stream_wait (*lazy_dnnl_stream_wait)
+#define dnnl_version (*lazy_dnnl_version)
+
+int ts_cpu_dnnl_version(void) {
+  if (!dnnl_loaded()) return 0;
+  return (int)(dnnl_version()->major * 10000 + dnnl_version()->minor * 100 + dnnl_version()->patch);
+}
 
 enum { FWD, BWD_INPUT, BWD_WEIGHT };
 
@@ -207,6 +293,7 @@ static ts_status run(int dir, const ts_call *c) {
   for (int i = 0; i < c->nin; i++) ts[n++] = c->in[i];
   for (int i = 0; i < 2; i++)
     if (c->out[i]) ts[n++] = c->out[i];
+  if (!dnnl_loaded()) return ts_fail(TS_ERR_UNSUPPORTED, "oneDNN convolution: libdnnl could not be loaded");
   conv_key k = key_of(dir, c);
   ts_status st = TS_OK;
   pthread_mutex_lock(&lock);
@@ -224,7 +311,7 @@ static ts_status run(int dir, const ts_call *c) {
   size_t bytes = e->scratch_bytes, at = 0;
   for (int i = 0; i < n; i++) bytes += (e->args[i].want_bytes + 63) & ~(size_t)63;
   bytes = (bytes + 63) & ~(size_t)63;
-  char *buf = bytes ? aligned_alloc(64, bytes) : NULL;
+  char *buf = bytes ? ts_cpu_cache_alloc(bytes) : NULL; /* the CPU cache: the same pages every step */
   if (bytes && !buf) {
     pthread_mutex_unlock(&lock);
     return ts_fail(TS_ERR_OOM, "oneDNN convolution: out of memory for %zu bytes of reordered operands and scratch",
@@ -261,7 +348,7 @@ static ts_status run(int dir, const ts_call *c) {
     st = ts_fail(s == dnnl_out_of_memory ? TS_ERR_OOM : TS_ERR_BACKEND, "oneDNN convolution failed (status %d)%s",
                  (int)s, s == dnnl_out_of_memory ? ": out of memory" : "");
   pthread_mutex_unlock(&lock);
-  free(buf);
+  ts_cpu_cache_free(buf);
   return st;
 }
 

@@ -26,11 +26,20 @@ static int embedded_searcher(lua_State *L) {
   return 1;
 }
 
+/* The embedded searcher goes second, right after package.preload: a tensh.*
+ * module is then found without a look at the file system (appended last, each
+ * require first failed through every LUA_PATH and LUA_CPATH entry: 347 failed
+ * openat calls per start-up, a third of the start-up time on a loaded machine). */
 static void add_searcher(lua_State *L) {
   lua_getglobal(L, "package");
   if (lua_getfield(L, -1, "searchers") == LUA_TTABLE) {
+    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+    for (lua_Integer i = n; i >= 2; i--) {
+      lua_rawgeti(L, -1, i);
+      lua_rawseti(L, -2, i + 1);
+    }
     lua_pushcfunction(L, embedded_searcher);
-    lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+    lua_rawseti(L, -2, n >= 1 ? 2 : 1);
   }
   lua_pop(L, 2);
 }

@@ -1,0 +1,49 @@
+-- What start-up does and does not do (issue 12: start-up under 20 ms): the
+-- embedded tensh.* modules are served before any file-system search, and
+-- oneDNN is opened by the first convolution, not at start.
+local T = require "harness"
+local test, eq, ok = T.test, T.eq, T.ok
+local build = os.getenv("TENSH_BUILD") or "../../build"
+
+local function run(code)
+  local p = assert(io.popen(("%s/tensh -e %q 2>&1"):format(build, code)))
+  local out = p:read("a")
+  p:close()
+  return out
+end
+
+test("an embedded module is found before LUA_PATH is searched", function()
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. dir .. "/tensh"))
+  local f = assert(io.open(dir .. "/tensh/cli.lua", "w"))
+  f:write('error("the file system was searched for tensh.cli")')
+  f:close()
+  local saved_path, saved = package.path, package.loaded["tensh.cli"]
+  package.path = dir .. "/?.lua;" .. package.path
+  package.loaded["tensh.cli"] = nil
+  local okr, mod = pcall(require, "tensh.cli")
+  package.path, package.loaded["tensh.cli"] = saved_path, saved
+  os.execute("rm -rf " .. dir)
+  ok(okr, "require: " .. tostring(mod))
+  eq(type(mod.parse), "function", "the embedded tensh.cli")
+  -- a module that is not embedded still comes from the path
+  local okm, err = pcall(require, "tensh.no_such_module")
+  ok(not okm and tostring(err):find("no embedded module 'tensh.no_such_module'", 1, true), tostring(err))
+end)
+
+test("libdnnl is opened by the first convolution, not at start", function()
+  local probe = 'local n = 0 for l in io.lines("/proc/self/maps") do if l:find("libdnnl", 1, true) then n = n + 1 end end '
+  eq(run(probe .. 'print("mapped", n)'):match("mapped%s+(%d+)"), "0", "libdnnl mapped after start-up")
+  local out = run('local y = nn.Conv2d(2, 4, 3)(torch.randn(1, 2, 8, 8)) ' .. probe ..
+    'print("mapped", n, torch.backends._library_runs("cpu"))')
+  local n, runs = out:match("mapped%s+(%d+)%s+(%d+)")
+  if torch.backends.mkldnn.is_available() then
+    ok(tonumber(n) and tonumber(n) > 0, "libdnnl mapped after a convolution: " .. out)
+    eq(runs, "1", "the convolution ran on oneDNN")
+  else
+    eq(runs, "0", "without oneDNN the op layer's convolution ran")
+  end
+end)
+
+T.run()
