@@ -48,5 +48,6 @@ loss_class("MSELoss", "mse_loss")
 loss_class("L1Loss", "l1_loss")
 loss_class("SmoothL1Loss", "smooth_l1_loss")
 loss_class("BCELoss", "binary_cross_entropy")
+loss_class("BCEWithLogitsLoss", "binary_cross_entropy_with_logits")
 
 return M
