@@ -161,9 +161,16 @@ $(BUILD)/embed: tools/embed.c
 	@mkdir -p $(dir $@)
 	$(call say,CC,$<)$(CC) -O1 -o $@ $<
 
-$(BUILD)/gen/lua_lib.c: $(LUA_LIB) $(BUILD)/embed $(call flags_file,$(BUILD)/.lua-files,$(LUA_LIB))
+# docs/api.md goes in too, as the module tensh.api_doc (a Lua string), for
+# help() at the prompt
+$(BUILD)/gen/lua/tensh/api_doc.lua: docs/api.md
 	@mkdir -p $(dir $@)
-	$(call say,EMBED,lua/tensh/*.lua)$(BUILD)/embed $@ $(LUA_LIB)
+	$(call say,GEN,$@){ echo 'return [=====['; cat $<; echo ']=====]'; } >$@
+
+EMBEDDED := $(LUA_LIB) $(BUILD)/gen/lua/tensh/api_doc.lua
+$(BUILD)/gen/lua_lib.c: $(EMBEDDED) $(BUILD)/embed $(call flags_file,$(BUILD)/.lua-files,$(EMBEDDED))
+	@mkdir -p $(dir $@)
+	$(call say,EMBED,lua/tensh/*.lua docs/api.md)$(BUILD)/embed $@ $(EMBEDDED)
 
 $(BUILD)/gen/lua_lib.o: $(BUILD)/gen/lua_lib.c
 	$(call say,CC,$<)$(CC) -O1 -fPIC -c $< -o $@

@@ -1,5 +1,6 @@
 /* Tab completion for the prompt: globals and keywords, fields of tables
- * (`torch.cuda.is_<TAB>`), and tensor methods after `t:` / `t.`.
+ * (`torch.cuda.is_<TAB>`), tensor methods after `t:` / `t.`, and the
+ * methods and fields of objects (`model:`, `model.fc`, `opt:`, `loader:`).
  *
  * Completion must never run user code: names are found by raw reads only
  * (lua_rawget / lua_next over _G and tables), following a metatable's
@@ -29,6 +30,10 @@ static const char *const tensor_properties[] = {"shape",   "dtype",         "dev
                                                 NULL};
 
 /* ---- finding names ---------------------------------------------------------- */
+
+/* where nn.Module keeps an instance's children, parameters, buffers and
+ * other attributes (an ordered table's `vals`, or a plain table) */
+static const char *const regs[] = {"_modules", "_parameters", "_buffers", "_attrs", NULL};
 
 static int is_keyword(const char *s, size_t n) {
   for (int i = 0; keywords[i]; i++)
@@ -90,6 +95,23 @@ static void raw_field(lua_State *L, int idx, const char *key, size_t klen, int d
     lua_remove(L, -2);
     return;
   }
+  if (lua_type(L, idx) == LUA_TTABLE) { /* an nn.Module's child, parameter or buffer */
+    for (int i = 0; regs[i]; i++) {
+      lua_pushstring(L, regs[i]);
+      if (lua_rawget(L, idx) == LUA_TTABLE) {
+        lua_pushliteral(L, "vals");
+        if (lua_rawget(L, -2) != LUA_TTABLE) lua_pop(L, 1);
+        else lua_remove(L, -2);
+        lua_pushlstring(L, key, klen);
+        if (lua_rawget(L, -2) != LUA_TNIL) {
+          lua_remove(L, -2);
+          return;
+        }
+        lua_pop(L, 1);
+      }
+      lua_pop(L, 1);
+    }
+  }
   lua_pushnil(L);
 }
 
@@ -120,8 +142,28 @@ static void add_list(lua_State *L, const char *const *names, int fn, int out, co
   }
 }
 
+/* nn.Module keeps an instance's children, parameters and buffers in
+ * registries (an ordered table's `vals`, or a plain table) and its other
+ * attributes in _attrs; its __index function reads them. */
+static void add_registries(lua_State *L, int idx, int out, const char *prefix, size_t plen) {
+  for (int i = 0; regs[i]; i++) {
+    lua_pushstring(L, regs[i]);
+    if (lua_rawget(L, idx) == LUA_TTABLE) {
+      lua_pushliteral(L, "vals");
+      if (lua_rawget(L, -2) == LUA_TTABLE) add_keys(L, -1, out, prefix, plen);
+      else add_keys(L, -2, out, prefix, plen);
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+  }
+}
+
 /* Adds the names reachable from the value at idx: its own keys when it is a
- * table, then those its __index tables (or tensor methods) provide. */
+ * table, then those its __index tables (or tensor methods) provide. An
+ * __index function is never called: for a table whose metatable has one (a
+ * class instance: nn.Module, a strict table) the metatable's own keys and
+ * its __index tables stand for what the function finds, with the module
+ * registries above. */
 static void add_fields(lua_State *L, int idx, int out, const char *prefix, size_t plen, int colon, int depth) {
   idx = lua_absindex(L, idx);
   if (lua_type(L, idx) == LUA_TTABLE) add_keys(L, idx, out, prefix, plen);
@@ -132,6 +174,15 @@ static void add_fields(lua_State *L, int idx, int out, const char *prefix, size_
     if (!colon) add_list(L, tensor_properties, 0, out, prefix, plen);
   } else if (push_index_table(L, idx)) {
     add_fields(L, -1, out, prefix, plen, colon, depth + 1);
+    lua_pop(L, 1);
+  } else if (lua_type(L, idx) == LUA_TTABLE && lua_getmetatable(L, idx)) {
+    lua_pushliteral(L, "__index");
+    int kind = lua_rawget(L, -2);
+    lua_pop(L, 1);
+    if (kind == LUA_TFUNCTION) {
+      add_fields(L, -1, out, prefix, plen, colon, depth + 1);
+      if (!colon) add_registries(L, idx, out, prefix, plen);
+    }
     lua_pop(L, 1);
   }
 }

@@ -1,6 +1,9 @@
 /* The REPL, after lua.c: each line is tried as `return <line>` first so
- * expressions print (a trailing ';' hides the value); an incomplete chunk
- * (its syntax error ends in <eof>) asks for more with ">> ".
+ * expressions print (a trailing ';' hides the value), then as statements
+ * followed by a trailing expression (`loss:backward(); w.grad`, as IPython
+ * prints it); an incomplete chunk (its syntax error ends in <eof>) asks for
+ * more with ">> ". Values print through tensh.shell's show (tables
+ * readably), and errors with the user's frames only.
  *
  * Ctrl-C has two jobs. While code runs, the SIGINT handler sets a hook that
  * raises "interrupted!" in Lua and ts_interrupt_flag, which C kernels poll.
@@ -242,16 +245,114 @@ static void history_save(void) {
 
 /* ---- evaluating ---------------------------------------------------------------- */
 
+static int shell_ref = LUA_NOREF; /* the tensh.shell module, or a nil ref if it did not load */
+
+/* Prints the values above base: tensh.shell.show, or print without it. */
 static void print_results(lua_State *L, int base) {
   int n = lua_gettop(L) - base;
   if (n == 0) return;
   luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
-  lua_getglobal(L, "print");
+  if (lua_rawgeti(L, LUA_REGISTRYINDEX, shell_ref) != LUA_TTABLE || lua_getfield(L, -1, "show") != LUA_TFUNCTION) {
+    lua_settop(L, base + n);
+    lua_getglobal(L, "print");
+  } else {
+    lua_remove(L, -2);
+  }
   lua_insert(L, base + 1);
   if (ts_shell_docall(L, n, 0) != LUA_OK) {
-    fprintf(stderr, "error calling 'print' (%s)\n", lua_tostring(L, -1));
+    fprintf(stderr, "error printing the value (%s)\n", lua_tostring(L, -1));
     lua_pop(L, 1);
   }
+}
+
+/* help, dir, exit and quit as globals, from tensh.shell (unless the user's
+ * own globals of those names exist, e.g. set by -e) */
+static void load_shell_module(lua_State *L) {
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "tensh.shell");
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK || !lua_istable(L, -1)) {
+    fprintf(stderr, "tensh: the prompt's helpers did not load (%s)\n", lua_tostring(L, -1));
+    lua_pop(L, 1);
+    return;
+  }
+  static const char *const names[] = {"help", "dir", "exit", "quit", NULL};
+  for (int i = 0; names[i]; i++) {
+    if (lua_getglobal(L, names[i]) == LUA_TNIL) {
+      lua_getfield(L, -2, names[i]);
+      lua_setglobal(L, names[i]);
+    }
+    lua_pop(L, 1);
+  }
+  shell_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
+/* ---- errors at the prompt --------------------------------------------------------- */
+
+/* The library's own chunks (lua/tensh/...) and C functions are not where
+ * a user looks for a mistake: the prompt leaves them out of tracebacks. */
+static int user_source(const lua_Debug *ar) {
+  if (ar->currentline <= 0 || strcmp(ar->what, "C") == 0) return 0;
+  return strncmp(ar->source, "@lua/tensh/", 11) != 0;
+}
+
+/* Length of a leading "file:line: " in msg, 0 if none. */
+static size_t location_prefix(const char *msg) {
+  const char *c = msg;
+  while (*c && *c != ':' && *c != '\n' && *c != ' ') c++;
+  if (*c != ':' || c == msg) return 0;
+  const char *d = ++c;
+  while (*d >= '0' && *d <= '9') d++;
+  if (d == c || d[0] != ':' || d[1] != ' ') return 0;
+  return (size_t)(d + 2 - msg);
+}
+
+/* The message handler at the prompt: the message located at the user's
+ * innermost line (not at the library file that raised), then the user's
+ * frames only, and only when there is more than the line typed. */
+static int repl_msghandler(lua_State *L) {
+  const char *msg = lua_tostring(L, 1);
+  if (msg == NULL) {
+    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
+    msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+  }
+  if (strncmp(msg, "lua/tensh/", 10) == 0) msg += location_prefix(msg);
+  char trace[2048];
+  size_t used = 0;
+  trace[0] = '\0';
+  const char *where = NULL; /* the innermost user frame, "file:line" */
+  lua_Debug ar;
+  int frames = 0;
+  for (int level = 1; lua_getstack(L, level, &ar); level++) {
+    if (!lua_getinfo(L, "Sln", &ar) || !user_source(&ar)) continue;
+    if (frames == 0) where = lua_pushfstring(L, "%s:%d", ar.short_src, ar.currentline);
+    if (frames < 8 && used < sizeof trace) {
+      char fn[96];
+      if (ar.name) snprintf(fn, sizeof fn, "function '%s'", ar.name);
+      else snprintf(fn, sizeof fn, "%s", *ar.what == 'm' ? "the line typed" : "a function");
+      used += (size_t)snprintf(trace + used, sizeof trace - used, "\n\t%s:%d: in %s", ar.short_src, ar.currentline, fn);
+    }
+    frames++;
+  }
+  if (used >= sizeof trace) used = sizeof trace - 1;
+  /* no frame of the user's: the line typed was `return f(...)`, and the tail
+   * call replaced its frame; a line that is an expression is one line */
+  if (!where) where = "stdin:1";
+  int located = location_prefix(msg) > 0 || strcmp(msg, "interrupted!") == 0;
+  lua_pushfstring(L, "%s%s%s%s%s", located ? "" : where, located ? "" : ": ", msg,
+                  frames > 1 ? "\ntraceback (your code, innermost first):" : "", frames > 1 ? trace : "");
+  return 1;
+}
+
+/* Runs the compiled line on the stack, as ts_shell_docall but with the handler above. */
+static int repl_call(lua_State *L) {
+  int base = lua_gettop(L);
+  lua_pushcfunction(L, repl_msghandler);
+  lua_insert(L, base);
+  ts_shell_catch_interrupts(L, 1);
+  int st = lua_pcall(L, 0, LUA_MULTRET, base);
+  ts_shell_catch_interrupts(L, 0);
+  lua_remove(L, base);
+  return st;
 }
 
 /* Is the syntax error at the top about a chunk that is merely unfinished? */
@@ -261,13 +362,69 @@ static int incomplete(lua_State *L, int st) {
   const char *msg = lua_tolstring(L, -1, &lmsg);
   static const char eof[] = "<eof>";
   size_t le = sizeof eof - 1;
+  /* "syntax error near <eof>": an expression where a statement must be
+   * (`t.shape` after `do`); only an assignment on the next line would
+   * complete it, which nobody types, so it is an error, not a '>>' */
+  static const char expr[] = "syntax error near <eof>";
+  size_t lx = sizeof expr - 1;
+  if (lmsg >= lx && strcmp(msg + lmsg - lx, expr) == 0) return 0;
   return lmsg >= le && strcmp(msg + lmsg - le, eof) == 0;
+}
+
+/* Where `a; b; expr` splits: the last ';' outside strings, comments and
+ * brackets ({1; 2} is a table), with something after it; 0 when none. */
+static size_t last_statement_end(const char *s, size_t n) {
+  size_t found = 0;
+  int depth = 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (c == '"' || c == '\'') {
+      for (i++; i < n && s[i] != c; i++)
+        if (s[i] == '\\') i++;
+    } else if (c == '[' && (s[i + 1] == '[' || s[i + 1] == '=')) { /* a long string */
+      size_t j = i + 1, level = 0;
+      while (j < n && s[j] == '=') j++, level++;
+      if (j < n && s[j] == '[') {
+        for (i = j + 1; i < n; i++) {
+          if (s[i] != ']') continue;
+          size_t k = i + 1, l = 0;
+          while (k < n && s[k] == '=') k++, l++;
+          if (l == level && k < n && s[k] == ']') { i = k; break; }
+        }
+      } else {
+        depth++;
+      }
+    } else if (c == '-' && s[i + 1] == '-') {
+      break; /* a comment to the end of the line */
+    } else if (c == '(' || c == '{' || c == '[') {
+      depth++;
+    } else if (c == ')' || c == '}' || c == ']') {
+      depth--;
+    } else if (c == ';' && depth == 0) {
+      size_t k = i + 1;
+      while (k < n && (s[k] == ' ' || s[k] == '\t' || s[k] == ';')) k++;
+      if (k < n) found = i + 1;
+    }
+  }
+  return found;
 }
 
 /* Compiles `return <line>`; pushes the function on success, nothing on failure. */
 static int load_return(lua_State *L, const char *line) {
   const char *ret = lua_pushfstring(L, "return %s;", line);
   int st = luaL_loadbuffer(L, ret, strlen(ret), "=stdin");
+  lua_remove(L, -2);
+  if (st != LUA_OK) lua_pop(L, 1);
+  return st;
+}
+
+/* Compiles `stmts; return <expr>` for a line `stmts; expr`; as load_return. */
+static int load_statements_then_return(lua_State *L, const char *line, size_t len) {
+  size_t cut = last_statement_end(line, len);
+  if (cut == 0) return LUA_ERRSYNTAX;
+  const char *chunk = lua_pushfstring(L, "%s return %s;", lua_pushlstring(L, line, cut), line + cut);
+  int st = luaL_loadbuffer(L, chunk, strlen(chunk), "=stdin");
+  lua_remove(L, -2);
   lua_remove(L, -2);
   if (st != LUA_OK) lua_pop(L, 1);
   return st;
@@ -284,16 +441,15 @@ static int read_chunk(lua_State *L, int *st, int *quiet) {
   size_t end = len;
   while (end > 0 && (line[end - 1] == ' ' || line[end - 1] == '\t')) end--;
   *quiet = end > 0 && line[end - 1] == ';';
+  size_t e = end;
   if (*quiet) { /* `f(x);` still runs as an expression, so `1 + 1;` works */
-    size_t e = end;
     while (e > 0 && (line[e - 1] == ';' || line[e - 1] == ' ' || line[e - 1] == '\t')) e--;
-    char saved = line[e];
-    line[e] = '\0';
-    *st = load_return(L, line);
-    line[e] = saved;
-  } else {
-    *st = load_return(L, line);
   }
+  char saved = line[e];
+  line[e] = '\0';
+  *st = load_return(L, line);
+  if (*st != LUA_OK) *st = load_statements_then_return(L, line, e);
+  line[e] = saved;
   if (*st == LUA_OK) {
     history_add(line);
     free(line);
@@ -331,6 +487,7 @@ void ts_shell_repl(lua_State *L) {
   rl_catch_signals = 0;       /* ours, through the wake pipe; readline's act only inside its calls */
   rl_catch_sigwinch = 0;
   ts_shell_complete_init(L);
+  load_shell_module(L);
   history_open();
   atexit(history_save);
   for (;;) {
@@ -339,7 +496,7 @@ void ts_shell_repl(lua_State *L) {
     int r = read_chunk(L, &st, &quiet);
     if (r == LINE_EOF) break;
     if (r == LINE_INTERRUPTED) continue;
-    if (st == LUA_OK) st = ts_shell_docall(L, 0, LUA_MULTRET);
+    if (st == LUA_OK) st = repl_call(L);
     if (st == LUA_OK) {
       if (!quiet) print_results(L, base);
     } else {

@@ -149,7 +149,8 @@ sigint_case "SIGINT stops long C ops" 'local x = torch.zeros(1e7) for i = 1, 1e6
 
 # ---- the prompt, through tmux ---------------------------------------------------
 repl_cases=(value semicolon completion multiline ctrl-c-running ctrl-c-op ctrl-c-prompt ctrl-c-continuation
-  error history ctrl-d second-session ctrl-z)
+  error statements-then-value tables help dir object-completion error-location history ctrl-d second-session
+  exit ctrl-z)
 if ! command -v tmux >/dev/null 2>&1; then
   for c in "${repl_cases[@]}"; do skip "repl: $c" "tmux is not installed (scripts/install-deps.sh)"; done
   echo "$name: $passed passed, $failed failed, $skipped skipped"
@@ -314,6 +315,63 @@ else
     fail "repl: error" "no error message" "$(pane | tail -n 5)"
   fi
 
+  # `stmt; expr` runs the statements and prints the expression, and the
+  # next line is a line of its own (not swallowed by a '>>' continuation)
+  type_line 'ww = torch.ones(2, {requires_grad = true}); (ww * 3):sum():backward(); ww.grad:sum():item() + 1000'
+  type_line 'torch.manual_seed(0); keep + 11'
+  if wait_for '^1006(\.0)?$' && wait_for '^788$'; then
+    if pane | sed -n '/^> ww = /,$p' | grep -qE '^>> '; then fail "repl: statements-then-value" "a '>>' continuation appeared" "$(pane | tail -n 8)"; else pass; fi
+  else
+    fail "repl: statements-then-value" "the trailing expressions did not print" "$(pane | tail -n 8)"
+  fi
+
+  # tables print readably: sorted keys, tensors as shape and dtype, cut
+  # past 100 plain values
+  type_line 'sd = nn.Linear(2, 3):state_dict(); sd'
+  type_line 'torch.arange(300):tolist()'
+  if wait_for '^  weight = tensor\(shape=\[3, 2\], dtype=float32\)$' && wait_for '^  bias = tensor\(' 1 &&
+    wait_for '^  97, 98, 99, \.\.\. \(200 more\)$'; then
+    pass
+  else
+    fail "repl: tables" "state_dict or tolist() not shown readably" "$(pane | tail -n 20)"
+  fi
+
+  # help: the reference's signature and paragraph; alone, how to start
+  type_line 'help(torch.matmul)'
+  if wait_for '^torch\.matmul\(input, other\)' && wait_for '^Matrix product' 1; then
+    type_line 'help()'
+    expect help 'help\(torch\.matmul\), help\(nn\.Linear\)'
+  else
+    fail "repl: help" "help(torch.matmul) printed no entry" "$(pane | tail -n 10)"
+  fi
+  type_line 'dir(torch.ones(1))'
+  expect dir '(^| )matmul +max( |$)'
+
+  # completion on objects whose __index is a function (nn.Module) or a class table
+  ok=1
+  type_line 'lin = nn.Linear(2, 3); op = optim.SGD(lin:parameters(), {lr = 0.1})'
+  type_line 'ld = data.DataLoader(data.TensorDataset(torch.zeros(4, 2)), {batch_size = 2})'
+  # (C-u leaves blanks behind on the pane)
+  for pair in 'lin:zero_g|lin:zero_grad\( *$' 'lin.out_f|lin\.out_features *$' 'op:zero_g|op:zero_grad\( *$' \
+    'ld:it|ld:iter\( *$' 'lin.wei|lin\.weight *$'; do
+    tm send-keys -t repl -l "${pair%%|*}"
+    tm send-keys -t repl Tab
+    wait_for "^> ${pair#*|}" 20 || { ok=0; fail "repl: object-completion" "${pair%%|*}<TAB>" "$(pane | tail -n 5)"; }
+    tm send-keys -t repl C-u
+  done
+  [ $ok = 1 ] && pass
+
+  # an error raised inside the library points at the line typed, without
+  # the library's frames; a function of the user's shows its frames
+  type_line 'nn.functional.relu(3)'
+  type_line 'function f1() error("deep-err") end; function g1() f1() end; g1()'
+  if wait_for '^stdin:1: .*relu.*number' && wait_for "in function 'f1'" 20; then
+    if pane | grep -qE 'lua/tensh/|\[C\]'; then fail "repl: error-location" "library or C frames shown" "$(pane | tail -n 10)"
+    else pass; fi
+  else
+    fail "repl: error-location" "no message at stdin:1 or no user frames" "$(pane | tail -n 10)"
+  fi
+
   type_line 'dup = 1'
   type_line 'dup = 1'
   tm send-keys -t repl C-d
@@ -351,6 +409,20 @@ else
   else
     fail "repl: second-session" "no prompt or banner" "$(pane)"
   fi
+fi
+
+# exit() leaves as in Python; `exit` without the call says how
+start "$tensh"
+if wait_for '^> $' 100; then
+  type_line 'exit'
+  if wait_for '^Use exit\(\) or Ctrl-D to exit$'; then
+    type_line 'exit(6)'
+    expect exit '^TENSH-EXITED 6$'
+  else
+    fail "repl: exit" "'exit' did not say how to leave" "$(pane | tail -n 5)"
+  fi
+else
+  fail "repl: exit" "no prompt" "$(pane)"
 fi
 
 # Ctrl-Z at the prompt hands the terminal back to the job shell, and fg gives
