@@ -28,7 +28,9 @@ local ok, err = pcall(function()
 end)
 if not ok then
   local n = args.synthetic > 0 and args.synthetic or 2048
-  print(("CIFAR-10 not used (%s): training on %d synthetic 3x32x32 images instead"):format(err:match("[^\n]*"), n))
+  -- the whole message: where the dataset was looked for is on its next lines
+  print(("CIFAR-10 not used: %s\nTraining on %d synthetic 3x32x32 images instead."):format(
+    (tostring(err):gsub("\n", "\n  ")), n))
   -- images whose class is written into their colour balance, so there is something to learn
   local y = torch.randint(0, 10, {n})
   local x = torch.randn(n, 3, 32, 32) * 0.5 + y:float():view(n, 1, 1, 1) / 10

@@ -4,6 +4,13 @@
 -- sorting. Read this file next to its output; every line is one you can type
 -- at the prompt.
 
+local cli = require "tensh.cli"
+cli.parse(arg, "A tour of tensh's tensors: each line as typed at the prompt, then what it gives.", {})
+
+-- Prints a line that defines something, as typed at the prompt (which
+-- prints nothing for an assignment).
+local function define(code) print("> " .. code) end
+
 -- Prints what a line of code gives, the way the prompt would.
 local function show(code, ...)
   local parts = {}
@@ -43,6 +50,7 @@ show("x:select(0, 1):fill_(0); x", x)
 
 section("indexing: {start, stop[, step]}, stop excluded, negatives from the end")
 local y = torch.arange(20):view(4, 5)
+define("y = torch.arange(20):view(4, 5)")
 show("y[-1]", y[-1])
 show("y[{{0, 4, 2}, {1, 3}}]", y[{{0, 4, 2}, {1, 3}}])
 show("y[y:gt(15)]  -- a bool mask", y[y:gt(15)])
@@ -52,13 +60,16 @@ show("y[{{}, 0}] = -1; y", y)
 
 section("broadcasting and elementwise ops")
 local col, row = torch.tensor({{1}, {2}, {3}}), torch.tensor({10, 20, 30, 40})
+define("col, row = torch.tensor({{1}, {2}, {3}}), torch.tensor({10, 20, 30, 40})")
 show("col (3, 1) + row (4,)", col + row)
 local a = torch.linspace(-2, 2, 5)
+define("a = torch.linspace(-2, 2, 5)")
 show("a:relu(), a:sigmoid()", a:relu(), a:sigmoid())
 show("torch.where(a:gt(0), a, 0)", torch.where(a:gt(0), a, 0))
 
 section("reductions")
 local m = torch.tensor({{1.0, 5.0, 2.0}, {4.0, 3.0, 6.0}})
+define("m = torch.tensor({{1.0, 5.0, 2.0}, {4.0, 3.0, 6.0}})")
 show("m:sum(), m:mean(1)", m:sum(), m:mean(1))
 show("values, indices = m:max(1)", m:max(1))
 show("m:argmax(-1), m:std()", m:argmax(-1), m:std())
@@ -67,6 +78,7 @@ show("m:cumsum(1)", m:cumsum(1))
 
 section("matrix products (OpenBLAS)")
 local w = torch.randn(3, 2)
+define("w = torch.randn(3, 2)")
 show("m:matmul(w)", m:matmul(w))
 show("torch.randn(5, 2, 3):matmul(w).shape  -- batches broadcast", torch.randn(5, 2, 3):matmul(w).shape)
 show("torch.dot(torch.ones(3), torch.arange(3):float())", torch.dot(torch.ones(3), torch.arange(3):float()))
@@ -75,6 +87,7 @@ section("joining, splitting, sorting")
 show("torch.cat({m, m}, 1)", torch.cat({m, m}, 1))
 show("torch.stack({m, m}).shape", torch.stack({m, m}).shape)
 local v = torch.tensor({3, 1, 4, 1, 5, 9, 2, 6})
+define("v = torch.tensor({3, 1, 4, 1, 5, 9, 2, 6})")
 show("v:sort()", v:sort())
 show("v:topk(3)", v:topk(3))
 show("torch.unique(v)", torch.unique(v))
@@ -87,4 +100,4 @@ show("pcall(function() return torch.ones(2, 3):t():view(6) end)",
 show("pcall(torch.matmul, torch.ones(2, 3), torch.ones(2, 3))",
   pcall(torch.matmul, torch.ones(2, 3), torch.ones(2, 3)))
 
-print("\nMore in README.md and ../shared/API.md; `build/tensh` opens the prompt.")
+print("\nMore in README.md and docs/api.md; `build/tensh` opens the prompt, where help() says how to start.")

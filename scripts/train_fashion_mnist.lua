@@ -63,7 +63,12 @@ if args.resume then
   sched:load_state_dict(ck.sched)
   torch.set_rng_state(ck.rng)
   start_epoch, step = ck.epoch + 1, ck.step
-  print(("resuming after epoch %d (step %d) from %s"):format(ck.epoch, step, ckpt_path))
+  if ck.epoch >= args.epochs then -- nothing left: say so, and write no empty event file
+    print(("%s: that run already finished its %d epochs (test accuracy %.2f %%); nothing to resume. "
+      .. "Raise --epochs to train further, or drop --resume to start afresh."):format(ckpt_path, ck.epoch, 100 * ck.accuracy))
+    return
+  end
+  print(("resuming after epoch %d of %d (step %d) from %s"):format(ck.epoch, args.epochs, step, ckpt_path))
 end
 
 local writer = tb.SummaryWriter(("%s/fashion_mnist_%s"):format(args.logdir, args.model))

@@ -31,13 +31,24 @@ check() {
 }
 
 check "tour" "torch.Size\(\[2, 2, 3\]\)" -- "$tensh" scripts/tour.lua
+# every name the tour uses is shown being defined, as typed at the prompt
+check "tour shows its definitions" "^> v = torch.tensor" -- "$tensh" scripts/tour.lua
+for v in y col a m w; do
+  grep -qE "^> $v(, [a-z]+)? = " "$tmp/out" || fail "tour shows its definitions" "no line defining $v" "$tmp/out"
+done
+check "tour --help" "^usage: tensh scripts/tour.lua" -- "$tensh" scripts/tour.lua --help
+grep -q "a tour of tensors" "$tmp/out" && fail "tour --help" "the tour ran instead of the help" "$tmp/out"
 check "device_info" "cuda.is_available\(\): (true|false)" -- "$tensh" scripts/device_info.lua
 check "--help" "usage: tensh scripts/train_fashion_mnist.lua" -- "$tensh" scripts/train_fashion_mnist.lua --help
 check "cpu_vs_gpu" "cpu +3 steps: .* ms/step" -- "$tensh" scripts/cpu_vs_gpu.lua --steps 3 --batch-size 16
-check "grad_accumulation" "step +1: loss" -- "$tensh" scripts/grad_accumulation.lua --steps 2
+check "grad_accumulation" "^verdict: the accumulated gradient equals one batch of 64's; .*\(it learns\)$" -- \
+  "$tensh" scripts/grad_accumulation.lua --steps 2
 check "cifar10 (synthetic)" "epoch 1: test accuracy" -- "$tensh" scripts/cifar10_mobilenet.lua --synthetic 256 --epochs 1 \
   --batch-size 64 --workers 1
 want() { [ -z "${TEST_FILTER:-}" ] || [[ $1 == *"$TEST_FILTER"* ]]; }
+# without the dataset: the whole "looked for" list, then the synthetic images
+check "cifar10 (no dataset)" "^ +$tmp/nope/cifar-10-batches-bin/data_batch_1\.bin$" -- \
+  "$tensh" scripts/cifar10_mobilenet.lua --root "$tmp/nope" --epochs 0 --workers 1
 if ! want "unknown option"; then :
 elif "$tensh" scripts/train_fashion_mnist.lua --bogus >"$tmp/out" 2>&1; then
   fail "unknown option" "exit code 0"
@@ -56,6 +67,12 @@ elif [ -f "$fm/train-images-idx3-ubyte.gz" ] || [ -f "$fm/train-images-idx3-ubyt
     check "train $model, resume to epoch 2" "resuming after epoch 1" -- \
       "$tensh" scripts/train_fashion_mnist.lua --model $model --epochs 2 --out "$tmp/b" --resume "${common[@]}"
     resumed=$(grep "final test accuracy" "$tmp/out" | sed "s#$tmp/b#$tmp/a#")
+    # resuming a run that has finished says so and writes no empty event file
+    events=$(ls "$tmp/runs/fashion_mnist_$model" | wc -l)
+    check "train $model, resume a finished run" "already finished its 2 epochs" -- \
+      "$tensh" scripts/train_fashion_mnist.lua --model $model --epochs 2 --out "$tmp/b" --resume "${common[@]}"
+    [ "$(ls "$tmp/runs/fashion_mnist_$model" | wc -l)" = "$events" ] ||
+      fail "train $model, resume a finished run" "a new event file in $tmp/runs/fashion_mnist_$model"
     if [ "$straight" = "$resumed" ] && [ -n "$straight" ]; then passed=$((passed + 1))
     else fail "resume is exact ($model)" "straight: '$straight', resumed: '$resumed'"; fi
   done
