@@ -7,6 +7,7 @@
 
 #include "autocast.h"
 #include "ops.h"
+#include "profiler.h"
 
 static _Thread_local bool grad_off;
 static uint64_t next_seq = 1;
@@ -351,7 +352,9 @@ static ts_status run_engine(int nroots, ts_tensor *const *roots, ts_tensor *cons
       break;
     }
     memset(grads, 0, sizeof *grads * (size_t)n->nin);
+    int ev = ts_dispatch_observed & TS_OBSERVE_PROFILE ? ts_prof_begin(n->name, TS_PROF_BACKWARD, g->device, 1, &g) : -1;
     if (!st) st = n->backward(n, g, grads);
+    if (ev >= 0) ts_prof_end(ev);
     ts_tensor_release(g);
     for (int k = 0; k < n->nin; k++) {
       ts_edge *e = &n->next[k];

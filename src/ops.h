@@ -100,9 +100,13 @@ int64_t ts_library_kernel_runs(ts_device_type t);
  * (an expanded view), and an input may not overlap it partially (src/overlap.c). */
 ts_status ts_check_internal_overlap(const char *fn, const ts_tensor *t);
 ts_status ts_check_partial_overlap(const char *fn, const ts_tensor *out, const ts_tensor *in);
-/* Kernel calls per device type and op, counted only while ts_dispatch_counting
- * is true (torch.backends._dispatch_counts). */
-extern bool ts_dispatch_counting;
+/* What watches the dispatch: a bit per observer (counting below, the
+ * profiler's in profiler.h); 0, the dispatch tests it once and goes on. */
+extern uint8_t ts_dispatch_observed;
+#define TS_OBSERVE_COUNT 1
+/* Kernel calls per device type and op, counted only while counting is on
+ * (torch.backends._dispatch_counts). */
+void ts_set_dispatch_counting(bool on);
 int64_t ts_dispatch_count(ts_device_type t, ts_op op);
 /* oneDNN's version as major*10000 + minor*100 + patch; 0 in a build without it */
 int ts_cpu_dnnl_version(void);

@@ -1,5 +1,6 @@
 /* The op table and backend dispatch (the operand checks every op makes are in op_checks.c). */
 #include "ops.h"
+#include "profiler.h"
 
 #include <stdio.h>
 
@@ -43,17 +44,20 @@ static ts_status check_operand_devices(const ts_call *c, const ts_tensor *ref) {
   return TS_OK;
 }
 
-/* Kernel calls per device type and op, counted while ts_dispatch_counting is
- * set (tests use it to prove which ops a case ran; off, it costs a branch). */
-bool ts_dispatch_counting;
+/* Kernel calls per device type and op, counted while the counting bit of
+ * ts_dispatch_observed is set (tests use it to prove which ops a case ran),
+ * and the profiler's events while its bit is set. Off, both cost the one
+ * branch on ts_dispatch_observed. */
+uint8_t ts_dispatch_observed;
 static _Atomic int64_t dispatch_counts[TS_DEVICE_TYPE_COUNT][TS_OP_COUNT];
 int64_t ts_dispatch_count(ts_device_type t, ts_op op) {
   return (unsigned)t < TS_DEVICE_TYPE_COUNT && (unsigned)op < TS_OP_COUNT ? dispatch_counts[t][op] : 0;
 }
+void ts_set_dispatch_counting(bool on) {
+  ts_dispatch_observed = on ? ts_dispatch_observed | TS_OBSERVE_COUNT : ts_dispatch_observed & ~TS_OBSERVE_COUNT;
+}
 
-ts_status ts_dispatch(const ts_call *c) {
-  const ts_tensor *ref = c->out[0] ? c->out[0] : c->in[0];
-  if (ts_dispatch_counting) dispatch_counts[ref->device.type][c->op]++;
+static ts_status run_kernel(const ts_call *c, const ts_tensor *ref) {
   ts_backend *be = ts_backends[ref->device.type];
   if (!be) return ts_fail(TS_ERR_DEVICE, "%s: no backend for this device in this build", ts_ops[c->op].name);
   ts_kernel k = be->kernels[c->op];
@@ -69,6 +73,22 @@ ts_status ts_dispatch(const ts_call *c) {
       if (c->out[i] && c->out[i]->storage->pending && (st = ts_storage_sync(c->out[i]->storage))) return st;
   }
   return k(c);
+}
+
+static __attribute__((noinline)) ts_status observed_dispatch(const ts_call *c, const ts_tensor *ref) {
+  if (ts_dispatch_observed & TS_OBSERVE_COUNT) dispatch_counts[ref->device.type][c->op]++;
+  int ev = ts_dispatch_observed & TS_OBSERVE_PROFILE
+               ? ts_prof_begin(ts_ops[c->op].name, TS_PROF_OP, ref->device, c->nin, c->in)
+               : -1;
+  ts_status st = run_kernel(c, ref);
+  ts_prof_end(ev);
+  return st;
+}
+
+ts_status ts_dispatch(const ts_call *c) {
+  const ts_tensor *ref = c->out[0] ? c->out[0] : c->in[0];
+  if (__builtin_expect(ts_dispatch_observed != 0, 0)) return observed_dispatch(c, ref);
+  return run_kernel(c, ref);
 }
 
 static bool library_kernels_off[TS_DEVICE_TYPE_COUNT];

@@ -7,7 +7,11 @@
 #include <stdlib.h>
 
 static _Atomic size_t alloc_debt;  /* bytes allocated since the binding last asked */
-static _Atomic size_t cpu_live;    /* CPU bytes held by live storages */
+/* bytes held by live storages per device type, and their peak since the last
+ * reset (the peak is updated without a lock: two threads allocating at once
+ * may leave it a little low, which a benchmark's peak can live with) */
+static _Atomic size_t live[TS_DEVICE_TYPE_COUNT];
+static _Atomic size_t peak[TS_DEVICE_TYPE_COUNT];
 
 static void *cpu_alloc(void *ctx, size_t n, ts_device dev) {
   (void)ctx, (void)dev;
@@ -79,7 +83,9 @@ ts_status ts_storage_new_from(size_t nbytes, ts_device dev, const ts_allocator *
    * fixed-size headers well enough (counting them too made the collector
    * run three times as often for 1-element loops, for no memory saved) */
   atomic_fetch_add(&alloc_debt, nbytes < 64 ? 64 : nbytes);
-  if (dev.type == TS_CPU) atomic_fetch_add(&cpu_live, nbytes);
+  size_t now = atomic_fetch_add(&live[dev.type], nbytes) + nbytes;
+  if (now > atomic_load_explicit(&peak[dev.type], memory_order_relaxed))
+    atomic_store_explicit(&peak[dev.type], now, memory_order_relaxed);
   *out = s;
   return TS_OK;
 }
@@ -99,10 +105,13 @@ void ts_storage_release(ts_storage *s) {
   if (s->allocator) {
     if (s->pending) ts_storage_sync(s); /* a copy still writing into it */
     s->allocator->free(s->allocator->ctx, s->data, s->nbytes, s->device);
-    if (s->device.type == TS_CPU) atomic_fetch_sub(&cpu_live, s->nbytes);
+    atomic_fetch_sub(&live[s->device.type], s->nbytes);
     ts_small_free(s, sizeof *s);
   }
 }
 
 size_t ts_take_alloc_debt(void) { return atomic_exchange(&alloc_debt, 0); }
-size_t ts_cpu_bytes_live(void) { return atomic_load(&cpu_live); }
+size_t ts_cpu_bytes_live(void) { return atomic_load(&live[TS_CPU]); }
+size_t ts_bytes_live(ts_device_type t) { return atomic_load(&live[t]); }
+size_t ts_bytes_peak(ts_device_type t) { return atomic_load(&peak[t]); }
+void ts_reset_bytes_peak(ts_device_type t) { atomic_store(&peak[t], atomic_load(&live[t])); }

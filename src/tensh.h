@@ -145,6 +145,11 @@ void ts_storage_release(ts_storage *s);
  * steps Lua's collector in proportion, since Lua cannot see these bytes. */
 size_t ts_take_alloc_debt(void);
 size_t ts_cpu_bytes_live(void);
+/* Bytes held by live storages of a device type (all its devices), their peak
+ * since the last reset (bench.Timer's peak memory per block), and the reset. */
+size_t ts_bytes_live(ts_device_type t);
+size_t ts_bytes_peak(ts_device_type t);
+void ts_reset_bytes_peak(ts_device_type t);
 
 /* ---- tensors ----------------------------------------------------------- */
 

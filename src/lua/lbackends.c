@@ -148,7 +148,7 @@ static int l_library_runs(lua_State *L) {
  * stops counting kernel calls; returns {cpu = {op = n}, cuda = {op = n}} for
  * every registry op (0 for those not called), for tests that must prove which ops a case ran. */
 static int l_dispatch_counts(lua_State *L) {
-  if (!lua_isnoneornil(L, 1)) ts_dispatch_counting = lua_toboolean(L, 1);
+  if (!lua_isnoneornil(L, 1)) ts_set_dispatch_counting(lua_toboolean(L, 1));
   lua_newtable(L);
   static const char *const types[] = {"cpu", "cuda"};
   for (int t = 0; t < 2; t++) {

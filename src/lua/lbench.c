@@ -1,15 +1,21 @@
 /* Timing and threads: torch._clock(), a monotonic wall clock for scripts/bench
  * (os.clock() is CPU time summed over threads, os.time() whole seconds),
- * torch._time(), seconds since the epoch to the nanosecond (tensh.time), and
+ * torch._time(), seconds since the epoch to the nanosecond (tensh.time),
  * torch.set_num_threads / get_num_threads as PyTorch's (OpenMP's team size and
  * OpenBLAS's threads together), torch._blas_info() for the benchmarks' JSON lines
- * (which OpenBLAS kernels run, with how many threads). */
+ * (which OpenBLAS kernels run, with how many threads), and the timed blocks
+ * bench.Timer (lua/tensh/bench.lua) is built on. */
 #include "lt.h"
 
 #include <cblas.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
+#endif
+#ifdef TS_HAVE_CUDA
+#include "../../cuda/cuda_api.h"
 #endif
 
 /* torch._clock() -> seconds (float) on CLOCK_MONOTONIC; only differences mean anything */
@@ -47,6 +53,115 @@ static int l_get_num_threads(lua_State *L) {
   return 1;
 }
 
+static double monotonic_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+#ifdef TS_HAVE_CUDA
+/* a start and an end event per device, made once and kept: a block that
+ * raises leaves nothing to free */
+#define BENCH_MAX_DEVICES 64
+static uintptr_t block_events[BENCH_MAX_DEVICES][2];
+
+static int cuda_block_events(lua_State *L, int d, uintptr_t **ev) {
+  if (d < 0 || d >= BENCH_MAX_DEVICES) return lt_errorf(L, "_bench_block: device index %d out of range", d);
+  for (int k = 0; k < 2; k++)
+    if (!block_events[d][k]) LT_TRY(L, ts_cuda_event_create(d, true, false, &block_events[d][k]));
+  *ev = block_events[d];
+  return 0;
+}
+#endif
+
+/* torch._bench_block(fn, number[, cuda_index]) -> seconds, host_seconds,
+ * cpu_peak_bytes, device_peak_bytes: calls fn() number times. On a CUDA
+ * device the device is synchronised before the block and after it, and the
+ * seconds are those of CUDA events recorded on its current stream around the
+ * calls (host_seconds is the host clock over the same span); on the CPU both
+ * are the host clock. The peaks are the most bytes live storages held during
+ * the block (CPU; all CUDA devices). */
+static int l_bench_block(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  int64_t number = lt_checkint(L, 2);
+  if (number < 0 || number > INT32_MAX) /* PyTorch's Timer stops there too */
+    return lt_errorf(L, "_bench_block: number must be in [0, 2^31 - 1], got %lld", (long long)number);
+  int dev = lua_isnoneornil(L, 3) ? -1 : (int)lt_checkint(L, 3);
+#ifdef TS_HAVE_CUDA
+  uintptr_t *ev = NULL;
+  if (dev >= 0) {
+    cuda_block_events(L, dev, &ev);
+    LT_TRY(L, ts_cuda_synchronize(dev));
+  }
+#else
+  if (dev >= 0) return lt_errorf(L, "_bench_block: this build has no CUDA");
+#endif
+  ts_reset_bytes_peak(TS_CPU);
+  ts_reset_bytes_peak(TS_CUDA);
+  double t0 = monotonic_s();
+#ifdef TS_HAVE_CUDA
+  if (ev) LT_TRY(L, ts_cuda_event_record(ev[0], ts_cuda_current_stream(dev), dev));
+#endif
+  for (int64_t i = 0; i < number; i++) {
+    lua_pushvalue(L, 1);
+    lua_call(L, 0, 0);
+  }
+  double seconds;
+#ifdef TS_HAVE_CUDA
+  if (ev) {
+    LT_TRY(L, ts_cuda_event_record(ev[1], ts_cuda_current_stream(dev), dev));
+    LT_TRY(L, ts_cuda_event_synchronize(ev[1]));
+    LT_TRY(L, ts_cuda_synchronize(dev));
+  }
+#endif
+  double host = monotonic_s() - t0;
+  seconds = host;
+#ifdef TS_HAVE_CUDA
+  if (ev) {
+    float ms;
+    LT_TRY(L, ts_cuda_event_elapsed(ev[0], ev[1], &ms));
+    seconds = ms * 1e-3;
+  }
+#endif
+  lua_pushnumber(L, seconds);
+  lua_pushnumber(L, host);
+  lua_pushinteger(L, (lua_Integer)ts_bytes_peak(TS_CPU));
+  lua_pushinteger(L, (lua_Integer)ts_bytes_peak(TS_CUDA));
+  return 4;
+}
+
+/* torch._busy_wait(seconds): spins on the monotonic clock for that long:
+ * work of a known length for the Timer's tests (a sleep would let a loaded
+ * machine stretch it; a spin ends when the clock says so) */
+static int l_busy_wait(lua_State *L) {
+  double s = luaL_checknumber(L, 1);
+  if (!(s >= 0 && s <= 10)) return lt_errorf(L, "_busy_wait: seconds must be in [0, 10], got %g", s);
+  double end = monotonic_s() + s;
+  while (monotonic_s() < end) {
+  }
+  return 0;
+}
+
+/* torch._bench_env() -> {build =, openblas_coretype =}: what a measurement
+ * depends on besides threads, the device and the BLAS (torch._blas_info) */
+static int l_bench_env(lua_State *L) {
+  lua_newtable(L);
+#if defined(TS_SIM_DEVICE)
+  lua_pushliteral(L, "simulated");
+#elif defined(TS_HAVE_CUDA)
+  lua_pushliteral(L, "CUDA");
+#else
+  lua_pushliteral(L, "CPU");
+#endif
+  lua_setfield(L, -2, "build");
+  const char *env = getenv("OPENBLAS_CORETYPE");
+  if (env) {
+    lua_pushstring(L, env);
+    lua_setfield(L, -2, "openblas_coretype");
+  }
+  return 1;
+}
+
 /* torch._blas_info() -> {core = "Haswell", threads = 2}: the kernel family
  * OpenBLAS chose (or OPENBLAS_CORETYPE forced) and its thread count, so a
  * benchmark line says what it compared */
@@ -60,9 +175,18 @@ static int l_blas_info(lua_State *L) {
   return 1;
 }
 
+void lt_open_profiler(lua_State *L); /* lprofiler.c */
+
 void lt_open_bench(lua_State *L) {
-  static const luaL_Reg fns[] = {{"_clock", l_clock}, {"_time", l_time}, {"set_num_threads", l_set_num_threads},
-                                 {"get_num_threads", l_get_num_threads}, {"_blas_info", l_blas_info},
+  static const luaL_Reg fns[] = {{"_clock", l_clock},
+                                 {"_time", l_time},
+                                 {"set_num_threads", l_set_num_threads},
+                                 {"get_num_threads", l_get_num_threads},
+                                 {"_blas_info", l_blas_info},
+                                 {"_bench_block", l_bench_block},
+                                 {"_busy_wait", l_busy_wait},
+                                 {"_bench_env", l_bench_env},
                                  {NULL, NULL}};
   lt_register(L, fns, NULL);
+  lt_open_profiler(L);
 }

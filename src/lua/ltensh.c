@@ -139,7 +139,7 @@ int luaopen_tensh(lua_State *L) {
   lua_setglobal(L, "torch");
   /* the Lua library's namespaces, as globals the way the API names them
    * (nn, optim, data, ...): each lua/tensh/<name>.lua that the build embedded */
-  static const char *const globals[] = {"nn", "optim", "data", "tb", "amp", "dist", "models", NULL};
+  static const char *const globals[] = {"nn", "optim", "data", "tb", "amp", "dist", "models", "bench", "profiler", NULL};
   for (int g = 0; globals[g]; g++) {
     char mod[64];
     snprintf(mod, sizeof mod, "tensh.%s", globals[g]);

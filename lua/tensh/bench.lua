@@ -1,0 +1,515 @@
+-- The global `bench` (also torch.utils.benchmark): PyTorch's Timer,
+-- Measurement and Compare, plus bench.case for `tensh bench` files.
+--
+--   local t = bench.Timer({stmt = function() y = a + b end, label = "add", num_threads = 1})
+--   print(t:blocked_autorange({min_run_time = 0.2}))   -- a Measurement
+--   bench.Compare({m1, m2}):print()
+--
+-- Blocks are timed in C (torch._bench_block): the statement runs `number`
+-- times between two readings of the monotonic clock, or, when the Timer's
+-- device is CUDA, between two CUDA events with the device synchronised
+-- before and after the block. Lua's garbage is collected before each block,
+-- outside the timed span (CPython's refcounting frees at once; Lua's
+-- collector would otherwise charge one block for another's garbage).
+local torch = torch
+local raise = require("tensh.errors").raise
+local json = require "tensh.json"
+
+local bench = {}
+
+-- ---- statistics (numpy's, as PyTorch's Measurement uses them) -----------------------------
+
+-- linear interpolation between closest ranks: numpy.percentile's default
+local function percentile(sorted, p)
+  local n = #sorted
+  if n == 0 then return 0 / 0 end
+  local pos = (n - 1) * p / 100
+  local lo = math.floor(pos)
+  local frac = pos - lo
+  local a, b = sorted[lo + 1], sorted[math.min(lo + 2, n)]
+  return a + (b - a) * frac
+end
+bench._percentile = percentile
+
+local function std(xs) -- population standard deviation (numpy.std)
+  local n, s = #xs, 0
+  if n == 0 then return 0 / 0 end
+  for _, x in ipairs(xs) do s = s + x end
+  local mean, v = s / n, 0
+  for _, x in ipairs(xs) do v = v + (x - mean) ^ 2 end
+  return math.sqrt(v / n)
+end
+
+local MAX_SIGNIFICANT_FIGURES, MIN_CONFIDENCE_INTERVAL = 4, 25e-9
+local IQR_WARN_THRESHOLD, IQR_GROSS_WARN_THRESHOLD = 0.1, 0.25
+
+-- the unit a time prints in: ns, us, ms or s, and its scale
+function bench.select_unit(t)
+  local e = math.floor(math.log(t, 10) / 3)
+  local unit = ({[-3] = "ns", [-2] = "us", [-1] = "ms"})[e] or "s"
+  return unit, ({ns = 1e-9, us = 1e-6, ms = 1e-3, s = 1})[unit]
+end
+
+function bench.unit_to_english(u)
+  return ({ns = "nanosecond", us = "microsecond", ms = "millisecond", s = "second"})[u]
+end
+
+local function round_half_even(x)
+  local f = math.floor(x)
+  local d = x - f
+  if d > 0.5 or (d == 0.5 and f % 2 == 1) then return f + 1 end
+  return f
+end
+
+-- x to n significant figures (3.14159, 2 -> 3.1)
+function bench.trim_sigfig(x, n)
+  local magnitude = math.ceil(math.log(math.abs(x), 10))
+  local scale = 10.0 ^ (magnitude - n)
+  return round_half_even(x / scale) * scale
+end
+
+-- ---- what a number depends on ----------------------------------------------------------
+
+local commit_cache
+local function commit()
+  if commit_cache == nil then
+    commit_cache = false
+    local p = io.popen("git describe --always --dirty --abbrev=12 2>/dev/null")
+    if p then
+      local s = p:read("l")
+      p:close()
+      if s and s:match("^%x+") then commit_cache = s end
+    end
+  end
+  return commit_cache or nil
+end
+
+local cpu_name_cache
+local function cpu_name()
+  if not cpu_name_cache then
+    cpu_name_cache = "cpu"
+    local f = io.open("/proc/cpuinfo")
+    if f then
+      for line in f:lines() do
+        local m = line:match("^model name%s*:%s*(.-)%s*$")
+        if m then cpu_name_cache = m break end
+      end
+      f:close()
+    end
+  end
+  return cpu_name_cache
+end
+
+-- ---- Measurement ---------------------------------------------------------------------
+
+local Measurement = {}
+Measurement.__index = Measurement
+Measurement.__name = "bench.Measurement"
+bench.Measurement = Measurement
+
+local TASK_FIELDS = {"stmt", "setup", "label", "sub_label", "description", "env", "num_threads"}
+
+-- bench.Measurement({number_per_run =, raw_times = {...}, task_spec = {...}, metadata =})
+function Measurement.new(t)
+  if math.type(t.number_per_run) ~= "integer" or t.number_per_run < 1 then
+    raise("Measurement: number_per_run must be a positive integer, got %s", tostring(t.number_per_run))
+  end
+  if type(t.raw_times) ~= "table" or #t.raw_times == 0 then raise("Measurement: raw_times must be a non-empty list") end
+  local m = setmetatable({number_per_run = t.number_per_run, raw_times = t.raw_times,
+    task_spec = t.task_spec or {}, metadata = t.metadata}, Measurement)
+  for _, k in ipairs(TASK_FIELDS) do m[k] = m.task_spec[k] end
+  m.num_threads = m.num_threads or 1
+  m.times = {}
+  for i, r in ipairs(m.raw_times) do m.times[i] = r / m.number_per_run end
+  local sorted = table.move(m.times, 1, #m.times, 1, {})
+  table.sort(sorted)
+  m._sorted = sorted
+  m.median = percentile(sorted, 50)
+  local s = 0
+  for _, x in ipairs(sorted) do s = s + x end
+  m.mean = s / #sorted
+  m.p25, m.p75 = percentile(sorted, 25), percentile(sorted, 75)
+  m.iqr = m.p75 - m.p25
+  m.warnings = {}
+  local function warn(msg)
+    m.warnings[#m.warnings + 1] = ("  WARNING: Interquartile range is %.1f%% of the median measurement.\n           %s")
+      :format(m.iqr / m.median * 100, msg)
+  end
+  if not m:meets_confidence(IQR_GROSS_WARN_THRESHOLD) then warn("This suggests significant environmental influence.")
+  elseif not m:meets_confidence(IQR_WARN_THRESHOLD) then warn("This could indicate system fluctuation.") end
+  m.has_warnings = #m.warnings > 0
+  return m
+end
+setmetatable(Measurement, {__call = function(_, t) return Measurement.new(t) end})
+
+function Measurement:meets_confidence(threshold) return self.iqr / self.median < (threshold or IQR_WARN_THRESHOLD) end
+
+-- a rough count of the digits the spread lets one trust (1 to 4), from the
+-- interquartile points only
+function Measurement:significant_figures()
+  local s = self._sorted
+  local n = #s
+  local lo, hi = n // 4, math.ceil(3 * n / 4)
+  local mid = table.move(s, lo + 1, hi, 1, {})
+  local ci = math.max(1.645 * std(mid) / math.sqrt(#mid), MIN_CONFIDENCE_INTERVAL)
+  local figures = math.floor(math.log(self.median / ci, 10))
+  return math.min(math.max(figures, 1), MAX_SIGNIFICANT_FIGURES)
+end
+
+local function describe_code(v)
+  if type(v) == "string" then return v end
+  if type(v) == "function" then
+    local info = debug.getinfo(v, "S")
+    return ("function <%s:%d>"):format(info.short_src, info.linedefined)
+  end
+  return nil
+end
+
+function Measurement:title()
+  local sub = self.sub_label and (": " .. self.sub_label) or ""
+  if self.label then return self.label .. sub end
+  local stmt = describe_code(self.stmt) or "[Unknown]"
+  if not stmt:find("\n") then return stmt .. sub end
+  return ("stmt:%s\n  %s"):format(self.sub_label and (" (" .. self.sub_label .. ")") or "", stmt:gsub("\n", "\n  "))
+end
+
+function Measurement:as_row_name() return self.sub_label or describe_code(self.stmt) or "[Unknown]" end
+
+local function summarize(m)
+  local setup = describe_code(m.setup)
+  local setup_str = ""
+  if setup and setup ~= "" and setup ~= "pass" then
+    setup_str = setup:find("\n") and ("setup:\n  " .. setup:gsub("\n", "\n  ")) or ("setup: " .. setup)
+  end
+  local out = {}
+  for _, s in ipairs({m:title(), m.description or "", setup_str}) do
+    if s ~= "" then out[#out + 1] = s:find("\n") and (s .. "\n") or s end
+  end
+  return table.concat(out, "\n")
+end
+
+-- printed as PyTorch prints a Measurement
+Measurement.__tostring = function(m)
+  local n = #m._sorted
+  local unit, scale = bench.select_unit(m.median)
+  local lines = {("<torch.utils.benchmark.utils.common.Measurement object at %p>"):format(m)}
+  lines[#lines + 1] = summarize(m)
+  lines[#lines + 1] = ("  %s%.2f %s"):format(n > 1 and "Median: " or "", m.median / scale, unit)
+  if n >= 4 then
+    lines[#lines + 1] = ("  IQR:    %.2f %s (%.2f to %.2f)"):format(m.iqr / scale, unit, m.p25 / scale, m.p75 / scale)
+  end
+  lines[#lines + 1] = ("  %d measurement%s, %d runs %s %d thread%s"):format(n, n > 1 and "s" or "", m.number_per_run,
+    n > 1 and "per measurement," or ",", m.num_threads, m.num_threads > 1 and "s" or "")
+  for _, w in ipairs(m.warnings) do lines[#lines + 1] = w end
+  local s = table.concat(lines, "\n"):gsub("^%s+", ""):gsub("%s+$", "")
+  local out = {}
+  for l in (s .. "\n"):gmatch("([^\n]*)\n") do out[#out + 1] = l end
+  return table.concat(out, "\n")
+end
+
+-- merges replicates of one task into one Measurement per task, every
+-- time extrapolated to one run (number_per_run = 1), as PyTorch's merge
+function Measurement.merge(ms)
+  local groups, order = {}, {}
+  for _, m in ipairs(ms) do
+    local key = {}
+    for i, k in ipairs(TASK_FIELDS) do key[i] = tostring(describe_code(m[k]) or m[k]) end
+    key = table.concat(key, "\0")
+    if not groups[key] then groups[key] = {spec = m.task_spec, times = {}} order[#order + 1] = key end
+    for _, t in ipairs(m.times) do table.insert(groups[key].times, t) end
+  end
+  local out = {}
+  for _, key in ipairs(order) do
+    out[#out + 1] = Measurement.new({number_per_run = 1, raw_times = groups[key].times, task_spec = groups[key].spec})
+  end
+  return out
+end
+
+-- One record for JSON lines: statistics in seconds, every block's time,
+-- and what the number depends on (bench.Measurement.to_table).
+function Measurement:to_table()
+  local md = self.metadata or {}
+  local spec = {}
+  for _, k in ipairs(TASK_FIELDS) do
+    local v = self[k]
+    spec[k] = type(v) == "function" and describe_code(v) or v
+  end
+  return {
+    label = spec.label, sub_label = spec.sub_label, description = spec.description, stmt = spec.stmt,
+    num_threads = self.num_threads, median = self.median, mean = self.mean, iqr = self.iqr, p25 = self.p25,
+    p75 = self.p75, number_per_run = self.number_per_run, block_seconds = json.array(table.move(self.raw_times, 1,
+      #self.raw_times, 1, {})), warmup = md.warmup, env = md.env, peak_cpu_bytes = md.peak_cpu_bytes,
+    peak_device_bytes = md.peak_device_bytes,
+  }
+end
+
+function Measurement:json() return json.encode(self:to_table()) end
+
+-- ---- Timer ---------------------------------------------------------------------------
+
+local Timer = {}
+Timer.__index = Timer
+Timer.__name = "bench.Timer"
+bench.Timer = Timer
+
+local TIMER_OPTS = {stmt = true, setup = true, label = true, sub_label = true, description = true,
+  num_threads = true, device = true, env = true, globals = true, timer = true}
+
+local function as_function(fn, what, code, globals)
+  if code == nil then return function() end end
+  if type(code) == "function" then return code end
+  if type(code) ~= "string" then raise("%s: option '%s': function or string expected, got %s", fn, what, type(code)) end
+  local env = setmetatable(globals or {}, {__index = _G})
+  local f, err = load(code, "=" .. what, "t", env)
+  if not f then raise("%s: option '%s' does not compile: %s", fn, what, err) end
+  return f
+end
+
+-- the device whose clock times the blocks: nil for the host, else a CUDA ordinal
+local function timing_device(dev)
+  if dev == nil then
+    if not (cuda and cuda.is_available()) then return nil, "cpu" end
+    dev = "cuda"
+  end
+  local d = torch.device(dev)
+  if d.type == "cpu" then return nil, "cpu" end
+  if not (cuda and cuda.is_available()) then raise("Timer: option 'device': %s, but CUDA is not available", tostring(d)) end
+  local idx = d.index or cuda.current_device()
+  return idx, ("cuda:%d"):format(idx)
+end
+
+-- bench.Timer({stmt =, setup =, label =, sub_label =, description =,
+-- num_threads = 1, device = "cpu" | "cuda[:N]" (default: CUDA when available,
+-- as PyTorch synchronises it), env =, globals = (for string statements)})
+function Timer.new(opts)
+  if type(opts) ~= "table" then raise("Timer: expected an options table, got %s", type(opts)) end
+  for k in pairs(opts) do
+    if not TIMER_OPTS[k] then raise("Timer: unknown option '%s'", tostring(k)) end
+  end
+  local nt = opts.num_threads or 1
+  if math.type(nt) ~= "integer" or nt < 1 then raise("Timer: option 'num_threads': a positive integer expected, got %s", tostring(nt)) end
+  for _, k in ipairs({"label", "sub_label", "description", "env"}) do
+    if opts[k] ~= nil and type(opts[k]) ~= "string" then raise("Timer: option '%s': string expected, got %s", k, type(opts[k])) end
+  end
+  if opts.stmt == nil then raise("Timer: option 'stmt' is required (a function or a string of Lua)") end
+  local self = setmetatable({}, Timer)
+  self._stmt = as_function("Timer", "stmt", opts.stmt, opts.globals)
+  self._setup = as_function("Timer", "setup", opts.setup, opts.globals)
+  self._device, self._device_str = timing_device(opts.device)
+  self._time_block = opts.timer -- tests: function(number) -> seconds instead of the clock
+  self.task_spec = {stmt = opts.stmt, setup = opts.setup, label = opts.label, sub_label = opts.sub_label,
+    description = opts.description, env = opts.env, num_threads = nt}
+  self._setup_done = false
+  self._warmup = {runs = 0, seconds = 0}
+  self._peak_cpu, self._peak_dev = 0, 0
+  return self
+end
+setmetatable(Timer, {__call = function(_, opts) return Timer.new(opts) end})
+
+-- number calls of stmt, timed; the peaks of the block are kept
+function Timer:_timeit(number)
+  if not self._setup_done then
+    self._setup()
+    self._setup_done = true
+  end
+  if self._time_block then return self._time_block(number) end
+  collectgarbage()
+  local s, _, pc, pd = torch._bench_block(self._stmt, number, self._device)
+  if pc > self._peak_cpu then self._peak_cpu = pc end
+  if pd > self._peak_dev then self._peak_dev = pd end
+  return s
+end
+
+-- untimed calls before measuring: counted in the Measurement's metadata
+function Timer:_warm(number)
+  local s = self:_timeit(number)
+  self._warmup.runs = self._warmup.runs + number
+  self._warmup.seconds = self._warmup.seconds + s
+  return s
+end
+
+local function with_threads(n, fn)
+  local prior = torch.get_num_threads()
+  torch.set_num_threads(n)
+  local ok, a, b = pcall(fn)
+  torch.set_num_threads(prior)
+  if not ok then error(a, 0) end
+  return a, b
+end
+
+function Timer:_env()
+  local e, blas = torch._bench_env(), torch._blas_info()
+  local env = {threads = self.task_spec.num_threads, build = e.build, blas_core = blas.core, blas_threads = blas.threads,
+    openblas_coretype = e.openblas_coretype, device = self._device_str, commit = commit()}
+  env.device_name = self._device and cuda.get_device_name(self._device) or cpu_name()
+  return env
+end
+
+function Timer:_measurement(number, times)
+  local m = Measurement.new({number_per_run = number, raw_times = times, task_spec = self.task_spec,
+    metadata = {warmup = {runs = self._warmup.runs, seconds = self._warmup.seconds}, env = self:_env(),
+      peak_cpu_bytes = self._peak_cpu, peak_device_bytes = self._peak_dev}})
+  return m
+end
+
+local function check_count(fn, name, v, min)
+  if math.type(v) ~= "integer" or v < min then raise("%s: %s must be an integer >= %d, got %s", fn, name, min, tostring(v)) end
+end
+
+-- t:timeit(number = 1000000): a warm-up of max(number // 100, 2) calls, then
+-- one block of number calls
+function Timer:timeit(number)
+  number = number or 1000000
+  check_count("Timer.timeit", "number", number, 1)
+  if number > 2147483647 then raise("Timer.timeit: number must be at most 2^31 - 1, got %d", number) end
+  return with_threads(self.task_spec.num_threads, function()
+    self._warmup = {runs = 0, seconds = 0}
+    self:_warm(math.max(number // 100, 2))
+    return self:_measurement(number, {self:_timeit(number)})
+  end)
+end
+
+-- The block size: the smallest power of ten whose block takes at least
+-- min_run_time / 1000 with the timing overhead (an empty block's time) at
+-- most 1e-4 of it, or more than min_run_time. Counts as warm-up.
+function Timer:_estimate_block_size(min_run_time)
+  local overheads = {}
+  for i = 1, 5 do overheads[i] = self:_warm(0) end
+  table.sort(overheads)
+  local overhead = overheads[3]
+  local number = 1
+  while true do
+    local t = self:_warm(number)
+    if overhead / t <= 1e-4 and t >= min_run_time / 1000 then break end
+    if t > min_run_time then break end
+    if number * 10 > 2147483647 then break end
+    number = number * 10
+  end
+  return number
+end
+
+function Timer:_loop(number, stop, min_run_time, max_run_time, callback)
+  local total, times, can_stop = 0, {}, false
+  while total < min_run_time or not can_stop do
+    local t = self:_timeit(number)
+    times[#times + 1] = t
+    total = total + t
+    if callback then callback(number, t) end
+    can_stop = stop(times)
+    if max_run_time and total > max_run_time then break end
+  end
+  return times
+end
+
+local function check_opts(fn, opts, allowed)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then raise("%s: expected an options table, got %s", fn, type(opts)) end
+  for k in pairs(opts) do
+    if not allowed[k] then raise("%s: unknown option '%s'", fn, tostring(k)) end
+  end
+  for k, v in pairs(opts) do
+    if k ~= "callback" and type(v) ~= "number" then raise("%s: option '%s': number expected, got %s", fn, k, type(v)) end
+    if k ~= "callback" and not (v > 0 and v <= 86400) then
+      raise("%s: option '%s': seconds (or a ratio) in (0, 86400] expected, got %s", fn, k, tostring(v))
+    end
+    if k == "callback" and type(v) ~= "function" then raise("%s: option 'callback': function expected, got %s", fn, type(v)) end
+  end
+  return opts
+end
+
+-- t:blocked_autorange({min_run_time = 0.2, callback =}): blocks of the
+-- estimated size until min_run_time seconds of blocks have run
+function Timer:blocked_autorange(opts)
+  opts = check_opts("Timer.blocked_autorange", opts, {min_run_time = true, callback = true})
+  local min_run_time = opts.min_run_time or 0.2
+  return with_threads(self.task_spec.num_threads, function()
+    self._warmup = {runs = 0, seconds = 0}
+    local number = self:_estimate_block_size(min_run_time)
+    local times = self:_loop(number, function() return true end, min_run_time, nil, opts.callback)
+    return self:_measurement(number, times)
+  end)
+end
+
+-- t:adaptive_autorange({threshold = 0.1, min_run_time = 0.01, max_run_time = 10}):
+-- blocks (sized for 0.05 s) until more than 3 of them have an IQR below
+-- threshold times the median, and min_run_time has passed, or max_run_time has
+function Timer:adaptive_autorange(opts)
+  opts = check_opts("Timer.adaptive_autorange", opts,
+    {threshold = true, min_run_time = true, max_run_time = true, callback = true})
+  local threshold, min_run_time, max_run_time = opts.threshold or 0.1, opts.min_run_time or 0.01, opts.max_run_time or 10
+  return with_threads(self.task_spec.num_threads, function()
+    self._warmup = {runs = 0, seconds = 0}
+    local number = self:_estimate_block_size(0.05)
+    local function stop(times)
+      if #times <= 3 then return false end
+      return Measurement.new({number_per_run = number, raw_times = times, task_spec = self.task_spec})
+        :meets_confidence(threshold)
+    end
+    local times = self:_loop(number, stop, min_run_time, max_run_time, opts.callback)
+    return self:_measurement(number, times)
+  end)
+end
+
+-- ---- Compare and benchmark cases -------------------------------------------------------
+
+bench.Compare = require("tensh.bench_compare")(bench)
+
+-- bench.case(name, fn, {setup =, params = {n = {1, 1000}, dtype = {...}}, min_run_time =}):
+-- registers a case for `tensh bench`; with params, one case per point of
+-- the grid (fn and setup get the point's table). Cases registered outside
+-- the runner are kept for bench.cases().
+local registered = {}
+function bench.case(name, fn, opts)
+  if type(name) ~= "string" or name == "" then raise("bench.case: name must be a non-empty string, got %s", type(name)) end
+  if type(fn) ~= "function" then raise("bench.case: fn must be a function, got %s", type(fn)) end
+  opts = opts or {}
+  if type(opts) ~= "table" then raise("bench.case: options must be a table, got %s", type(opts)) end
+  for k in pairs(opts) do
+    if k ~= "setup" and k ~= "params" and k ~= "min_run_time" and k ~= "device" and k ~= "num_threads" then
+      raise("bench.case: unknown option '%s' (expected setup, params, min_run_time, device, num_threads)", tostring(k))
+    end
+  end
+  if opts.setup ~= nil and type(opts.setup) ~= "function" then raise("bench.case: option 'setup': function expected, got %s", type(opts.setup)) end
+  local params = opts.params or {}
+  if type(params) ~= "table" then raise("bench.case: option 'params': table expected, got %s", type(params)) end
+  local keys = {}
+  for k, vs in pairs(params) do
+    if type(k) ~= "string" then raise("bench.case: params keys must be strings") end
+    if type(vs) ~= "table" or #vs == 0 then raise("bench.case: params.%s must be a non-empty list", k) end
+    keys[#keys + 1] = k
+  end
+  table.sort(keys)
+  local points = {{}}
+  for _, k in ipairs(keys) do
+    local next_points = {}
+    for _, p in ipairs(points) do
+      for _, v in ipairs(params[k]) do
+        local q = table.move(p, 1, #p, 1, {})
+        for kk, vv in pairs(p) do q[kk] = vv end
+        q[k] = v
+        next_points[#next_points + 1] = q
+      end
+    end
+    points = next_points
+  end
+  for _, p in ipairs(points) do
+    local parts = {}
+    for _, k in ipairs(keys) do parts[#parts + 1] = ("%s=%s"):format(k, tostring(p[k])) end
+    local full = #parts > 0 and ("%s[%s]"):format(name, table.concat(parts, ",")) or name
+    registered[#registered + 1] = {name = full, base = name, fn = fn, setup = opts.setup, params = #keys > 0 and p or nil,
+      min_run_time = opts.min_run_time, device = opts.device, num_threads = opts.num_threads}
+  end
+end
+
+-- the cases registered so far; with clear, forgets them
+function bench.cases(clear)
+  local out = registered
+  if clear then registered = {} end
+  return out
+end
+
+bench._json = json
+-- ported code says torch.utils.benchmark
+torch.utils = torch.utils or {}
+torch.utils.benchmark = bench
+return bench
