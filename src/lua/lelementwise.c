@@ -107,7 +107,9 @@ static int l_gelu(lua_State *L) {
   int64_t ip[4] = {0};
   int opts = lt_opts_index(L, 2);
   if (opts && lua_getfield(L, opts, "approximate") != LUA_TNIL) {
-    const char *a = luaL_checkstring(L, -1);
+    if (lua_type(L, -1) != LUA_TSTRING)
+      return luaL_error(L, "gelu: approximate must be 'none' or 'tanh', got %s", luaL_typename(L, -1));
+    const char *a = lua_tostring(L, -1);
     if (strcmp(a, "tanh") == 0) ip[0] = 1;
     else if (strcmp(a, "none") != 0) return luaL_error(L, "gelu: approximate must be 'none' or 'tanh', got '%s'", a);
   } else if (lua_type(L, 2) == LUA_TSTRING) {

@@ -11,7 +11,9 @@ static ts_tensor *opt_tensor(lua_State *L, int idx) { return lua_isnoneornil(L, 
 /* An integer or a pair {h, w} at idx into out; `what` names it in errors. */
 static void read_pair(lua_State *L, int idx, const char *what, int64_t out[2]) {
   if (lua_type(L, idx) == LUA_TNUMBER) {
-    out[0] = out[1] = lt_checkint(L, idx);
+    int ok;
+    out[0] = out[1] = lua_tointegerx(L, idx, &ok);
+    if (!ok) lt_errorf(L, "%s must be an integer or a pair of integers {h, w}, got %s", what, lua_tostring(L, idx));
     return;
   }
   if (lua_type(L, idx) == LUA_TTABLE && lua_rawlen(L, idx) == 2) {

@@ -30,7 +30,12 @@ function V.describe(v)
     return (("%q"):format(v):gsub("\n", "n"))
   end
   if t == "nil" or t == "boolean" then return tostring(v) end
-  return names[v] or ("<" .. t .. ">")
+  local name = names[v] or ("<" .. t .. ">")
+  if name:find("^<result") and torch.is_tensor(v) then -- its shape, as it is now (in-place calls change it)
+    local ok, s = pcall(function() return ("%s %s"):format(v.dtype, table.concat(v.shape:totable(), "x")) end)
+    if ok then name = name:sub(1, -2) .. ": " .. s .. ">" end
+  end
+  return name
 end
 
 local HOSTILE_NUMBERS = {
@@ -258,7 +263,9 @@ function V:keep(entry, ...)
   for i = 1, math.min(select("#", ...), 2) do
     local v = select(i, ...)
     local t = type(v)
-    local huge = torch.is_tensor(v) and v:numel() > (1 << 32) -- endless work for later calls
+    -- big results make every later call on them slow (tolist of 2^28 elements
+    -- runs for minutes): the hostile sizes are in the seeded tensors already
+    local huge = torch.is_tensor(v) and v:numel() > (1 << 20)
     if (t == "table" or t == "userdata") and not names[v] and not huge then
       named(v, "<result of " .. entry.path .. ">")
       local list = torch.is_tensor(v) and self.tensors or self.objects

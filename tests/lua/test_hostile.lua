@@ -164,6 +164,12 @@ test("options read from a table name the function and the option (dim, min/max, 
   raises(function() return torch.embedding(w, idx, {padding_idx = "x"}) end,
     "embedding: option 'padding_idx' must be an integer, got string")
   raises(function() return x:sum(0, {keepdim = 1}) end, "sum: option 'keepdim' must be a boolean, got number")
+  raises(function() return x:gelu({approximate = 5}) end, "gelu: approximate must be 'none' or 'tanh', got number")
+  local img = torch.randn(1, 1, 4, 4)
+  local e2 = raises(function() return nn.F.max_pool2d(img, 2, {stride = 0.5}) end,
+    "option 'stride' must be an integer or a pair of integers {h, w}, got 0.5")
+  ok(not e2:find("#-", 1, true), e2)
+  raises(function() return nn.F.max_pool2d(img, 1.5) end, "kernel_size must be an integer or a pair of integers {h, w}, got 1.5")
 end)
 
 test("an op that nn or optim calls for the user fails at the user's line, not inside lua/tensh", function()
