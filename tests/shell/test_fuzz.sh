@@ -22,5 +22,8 @@ check "no crash" '[ "$(num crashes)" = 0 ]'
 check "no hang" '[ "$(num hangs)" = 0 ]'
 check "at least 1000 calls to at least 500 functions" \
   '[ "${summary:-}" ] && [ "$(num "calls to")" -ge 1000 ] && [ "$(num functions)" -ge 500 ]'
+# tests/run.sh shows only FAIL lines: the crashes and hangs, or why no summary came
+grep -E '^(CRASH|HANG)' <<<"$out" | sed "s/^/FAIL $name: /"
+[ -n "$summary" ] || tail -n 5 <<<"$out" | sed "s/^/FAIL $name: no summary: /"
 echo "$name: $passed passed, $failed failed, 0 skipped"
 [ "$failed" -eq 0 ]
