@@ -57,7 +57,7 @@ for _, mode in ipairs({"float32", "amp"}) do
   local step, last_loss = modes[mode]()
   local ms = bench.time_ms(step, 5, iters, device)
   print(('{"bench": "amp_step", "impl": "tensh", "device": %q, "mode": %q, "dtype": %q, "ms_per_step": %.3f, '
-    .. '"loss_after": %.4f, "iters": %d, "threads": %d}'):format(device, mode, mode == "amp" and low or "float32", ms,
+    .. '"loss_after": %.4g, "iters": %d, "threads": %d}'):format(device, mode, mode == "amp" and low or "float32", ms,
     last_loss(), iters, threads))
   io.stdout:flush()
 end
