@@ -19,6 +19,7 @@
 
 void tsc_register_nn_conv(ts_kernel *k); // nn_conv.cu
 void tsc_register_nn_pool(ts_kernel *k); // nn_pool.cu
+void tsc_register_rnn(ts_kernel *k);     // rnn.cu
 
 // ---- reduction states ------------------------------------------------------------
 
@@ -354,4 +355,5 @@ extern "C" void tsc_register_nn(ts_kernel *k) {
   k[TS_OP_BATCH_NORM_BACKWARD_ELEMT] = k_batch_norm_backward_elemt;
   tsc_register_nn_conv(k);
   tsc_register_nn_pool(k);
+  tsc_register_rnn(k);
 }

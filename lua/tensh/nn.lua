@@ -670,7 +670,8 @@ end
 nn.utils = require "tensh.nn.utils"
 
 -- the layers, one family a file (lua/tensh/nn/<family>.lua)
-for _, family in ipairs({"linear", "activation", "conv", "pooling", "normalization", "sparse", "container", "loss"}) do
+for _, family in ipairs({"linear", "activation", "conv", "pooling", "normalization", "sparse", "container", "loss",
+    "rnn"}) do
   for name, cls in pairs(require("tensh.nn." .. family)) do nn[name] = cls end
 end
 

@@ -146,6 +146,23 @@ static ts_status p_bn(ts_tensor *x, ts_tensor **y) {
   return ts_batch_norm(x, NULL, NULL, NULL, NULL, true, 0.1, 1e-5, y, NULL, NULL);
 }
 
+/* the recurrent cells through one layer's recurrence: x (2, 3, 4, 4) as the input
+ * projection (L 2, N 3, 16 features), weight_hh all 0.1 */
+static ts_status p_rnn_mode(ts_rnn_mode mode, int64_t G, ts_tensor *x, ts_tensor **y) {
+  const int64_t H = 16 / G, gh = G * H; /* the GRU uses 15 of the 16 features */
+  int64_t s3[3] = {2, 3, 16}, ws[2] = {gh, H};
+  ts_tensor *v = NULL, *xp = NULL, *w = NULL, *hn = NULL, *cn = NULL;
+  ts_status st = ts_view(x, 3, s3, &v);
+  if (!st) st = ts_narrow(v, 2, 0, gh, &xp);
+  if (!st) st = ts_full(2, ws, 0.1, TS_FLOAT64, TS_DEVICE_CPU, &w);
+  if (!st) st = ts_rnn_layer(mode, xp, NULL, NULL, w, NULL, NULL, false, NULL, y, &hn, &cn);
+  ts_tensor_release(v), ts_tensor_release(xp), ts_tensor_release(w), ts_tensor_release(hn), ts_tensor_release(cn);
+  return st;
+}
+static ts_status p_lstm(ts_tensor *x, ts_tensor **y) { return p_rnn_mode(TS_RNN_LSTM, 4, x, y); }
+static ts_status p_gru(ts_tensor *x, ts_tensor **y) { return p_rnn_mode(TS_RNN_GRU, 3, x, y); }
+static ts_status p_rnn(ts_tensor *x, ts_tensor **y) { return p_rnn_mode(TS_RNN_TANH, 1, x, y); }
+
 void test_autograd_registry_all(void) {
   static const struct { const char *op; diff_probe probe; } diff[] = {
       {"copy", p_copy}, {"sum", p_sum}, {"prod", p_prod}, {"max", p_max}, {"min", p_min}, {"var", p_var},
@@ -154,14 +171,16 @@ void test_autograd_registry_all(void) {
       {"masked_select", p_masked}, {"sort", p_sort}, {"topk", p_topk}, {"where", p_where}, {"lerp", p_lerp},
       {"im2col", p_conv_dense}, {"col2im", p_conv_dense}, {"conv2d_forward", p_conv_dense}, {"conv2d_depthwise", p_conv},
       {"max_pool2d", p_maxpool}, {"avg_pool2d", p_avgpool}, {"adaptive_avg_pool2d", p_adaptive},
-      {"batch_norm_stats", p_bn}, {"batch_norm_elemt", p_bn}};
+      {"batch_norm_stats", p_bn}, {"batch_norm_elemt", p_bn}, {"lstm_cell", p_lstm}, {"gru_cell", p_gru},
+      {"rnn_cell", p_rnn}};
   /* not differentiable: creation and random fills, integer/bool results, data-dependent
    * index ops, kernels that only compute other ops' gradients, the optimizer step */
   static const char *const none[] = {
       "fill", "arange", "linspace", "rand", "randn", "randint", "randperm", "all", "any", "nonzero", "unique",
       "masked_scatter", "conv2d_depthwise_backward", "avg_pool2d_backward", "adaptive_avg_pool2d_backward",
       "batch_norm_backward_reduce", "batch_norm_backward_elemt", "max_pool2d_backward", "adam_step", "sgd_step",
-      "rmsprop_step", "conv2d_backward_input", "conv2d_backward_weight", "amp_non_finite_check_and_unscale"};
+      "rmsprop_step", "conv2d_backward_input", "conv2d_backward_weight", "amp_non_finite_check_and_unscale",
+      "lstm_cell_backward", "gru_cell_backward", "rnn_cell_backward"};
   for (int op = 0; op < TS_OP_COUNT; op++) {
     ts_op_kind k = ts_ops[op].kind;
     if (k == TS_KIND_UNARY || k == TS_KIND_UNARY_FLOAT || k == TS_KIND_UNARY_BOOL || k == TS_KIND_BINARY ||

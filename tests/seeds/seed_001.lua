@@ -206,7 +206,7 @@ CNN(
 end
 
 -- ---- Recurrent Neural Networks (RNNs) -------------------------------------------------------
--- Built from Linear layers and torch.cat, so it runs as written (nn.RNN itself is LATER).
+-- The article's RNN is built from Linear layers and torch.cat (nn.RNN, nn.RNNCell exist too).
 local RNN = nn.Module:extend("RNN")
 function RNN:init(input_size, hidden_size, output_size)
   self.hidden_size = hidden_size
@@ -261,20 +261,45 @@ RNN(
 end
 
 -- ---- Long Short-Term Memory (LSTMs) and Gated Recurrent Units (GRUs) -------------------------
--- LATER (sequence models): nn.LSTM. The article's class:
---   class LSTM(nn.Module):
---       def __init__(self, input_size, hidden_size, num_layers):
---           super(LSTM, self).__init__()
---           self.num_layers = num_layers
---           self.hidden_size = hidden_size
---           self.lstm = nn.LSTM(input_size, hidden_size, num_layers, batch_first=True)
---       def forward(self, x, h0, c0):
---           out, (h_n, c_n) = self.lstm(x, (h0, c0))
---           return out, h_n, c_n
---       def init_hidden(self, batch_size):
---           h0 = torch.zeros(self.num_layers, batch_size, self.hidden_size)
---           c0 = torch.zeros(self.num_layers, batch_size, self.hidden_size)
---           return h0, c0
+-- The article's class, with nn.LSTM (batch_first).
+local LSTM = nn.Module:extend("LSTM")
+function LSTM:init(input_size, hidden_size, num_layers)
+  self.num_layers = num_layers
+  self.hidden_size = hidden_size
+  self.lstm = nn.LSTM(input_size, hidden_size, num_layers, {batch_first = true})
+end
+function LSTM:forward(x, h0, c0)
+  local out, hc = self.lstm(x, {h0, c0})
+  local h_n, c_n = hc[1], hc[2]
+  return out, h_n, c_n
+end
+function LSTM:init_hidden(batch_size)
+  local h0 = torch.zeros(self.num_layers, batch_size, self.hidden_size, {device = device})
+  local c0 = torch.zeros(self.num_layers, batch_size, self.hidden_size, {device = device})
+  return h0, c0
+end
+do
+  local model = LSTM(5, 8, 2):to(device)
+  eq(tostring(model), [[
+LSTM(
+  (lstm): LSTM(5, 8, num_layers=2, batch_first=True)
+)]], "print(LSTM(5, 8, 2))")
+  local x = torch.randn(3, 7, 5, {device = device})
+  local h0, c0 = model:init_hidden(3)
+  local out, h_n, c_n = model(x, h0, c0)
+  eq(out.shape, torch.Size({3, 7, 8}), "out (batch, seq, hidden)")
+  eq(h_n.shape, torch.Size({2, 3, 8}), "h_n (num_layers, batch, hidden)")
+  eq(c_n.shape, torch.Size({2, 3, 8}), "c_n")
+  -- the last layer's final hidden state is its output at the last step
+  close(h_n[1], out:select(1, 6), 1e-6, 1e-7, "h_n[-1] == out[:, -1]")
+  out:sum():backward()
+  for name, p in model:named_parameters() do ok(p.grad ~= nil, "a gradient for " .. name) end
+  -- a GRU, the article's other gated unit, in the same shapes
+  local gru = nn.GRU(5, 8, 2, {batch_first = true}):to(device)
+  local gout, gh = gru(x, h0)
+  eq(gout.shape, torch.Size({3, 7, 8}), "GRU out")
+  close(gh[1], gout:select(1, 6), 1e-6, 1e-7, "GRU h_n[-1] == out[:, -1]")
+end
 
 -- ---- Transformers and Attention Mechanisms --------------------------------------------------
 -- The article omits Encoder and Decoder ("implementation details omitted for brevity").
