@@ -38,5 +38,7 @@ local function step()
   opt:step()
 end
 local ms = bench.time_ms(step, 3, 20, device)
-print(('{"bench": "lstm_lm_train", "impl": "tensh", "device": "%s", "batch": %d, "seq": %d, "ms_per_step": %.3f, '
-  .. '"tokens_per_s": %.1f}'):format(device, B, L, ms, B * L / ms * 1e3))
+print(('{"bench": "lstm_lm_train", "impl": "tensh", "device": %q, "batch": %d, "seq": %d, "ms_per_step": %.3f, '
+  .. '"tokens_per_s": %.1f, %s, "version": %q}'):format(device, B, L, ms, B * L / ms * 1e3, bench.run_fields(),
+  torch.__version__))
+io.stdout:flush()

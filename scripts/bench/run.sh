@@ -65,9 +65,11 @@ for r in $(seq "$rounds"); do
   "$tensh" "$here/ops_micro.lua" >>"$results" || status=1
   bash "$here/startup.sh" "$tensh" >>"$results" || status=1
   "$tensh" "$here/mlp_seed003.lua" --device cpu >>"$results" || status=1
+  "$tensh" "$here/lstm_step.lua" --device cpu >>"$results" || status=1
   if [ $run_peer = 1 ]; then
     "$py" "$peers/ops_micro.py" --device cpu --threads "$threads" >>"$results" || status=1
     "$py" "$peers/mlp_seed003.py" --device cpu --threads "$threads" >>"$results" || status=1
+    "$py" "$peers/lstm_step.py" --device cpu --threads "$threads" >>"$results" || status=1
   fi
 done
 # Fashion-MNIST epochs are long: once, after the rounds, when the dataset is

@@ -258,6 +258,19 @@ case({name = "batch_norm", ops = {"batch_norm_stats", "batch_norm_elemt", "batch
         return {F.batch_norm(x, rm, rv, nil, nil, true), rm, rv}
       end, shapes = {{4, 3, 5, 5}, {6, 2}}, layouts = {"contig", "strided"}})
 
+-- the recurrent cells through the recurrence op: x (L 4, N 3, 12) is the input projection
+case({name = "recurrent layers", ops = {"lstm_cell", "lstm_cell_backward", "gru_cell", "gru_cell_backward",
+                                       "rnn_cell", "rnn_cell_backward"}, dtypes = {"float32", "float64"}, grad = true,
+      tol = {float32 = 1e-4},
+      fn = function(x)
+        local w = (torch.arange(36, {device = x.device}):to(x.dtype):view(12, 3) * 0.37):sin()
+        local o1, h1, c1 = torch._rnn_layer("lstm", x, w, {batch_sizes = {3, 2, 2, 1}})
+        local o2, h2 = torch._rnn_layer("gru", x:narrow(2, 0, 9), w:narrow(0, 0, 9), {reverse = true})
+        local o3 = torch._rnn_layer("rnn_tanh", x:narrow(2, 0, 3), w:narrow(0, 3, 3))
+        local o4 = torch._rnn_layer("rnn_relu", x:narrow(2, 3, 3), w:narrow(0, 6, 3), {reverse = true})
+        return {o1 + o2 + o3 + o4, h1, c1, h2}
+      end, shapes = {{4, 3, 12}}, layouts = {"contig", "strided"}})
+
 -- optimizers: the fused steps, from the same parameters and gradients
 local function optim_case(make)
   return function(p, g)

@@ -255,6 +255,29 @@ test("a PyTorch-shaped state dict loads", function()
   close(b(x), a(x), 0, 0, "same outputs")
 end)
 
+test("cuda gives the CPU's answers (float32, every layer kind, packed, backward)", function()
+  if not (cuda and cuda.is_available()) then T.skip("no CUDA device") end
+  torch.manual_seed(17)
+  for _, kind in ipairs({"RNN", "LSTM", "GRU"}) do
+    local o = {num_layers = 2, bidirectional = true, device = "cpu"}
+    if kind == "LSTM" then o.proj_size = 5 end
+    local m = nn[kind](12, 16, o)
+    local g = nn[kind](12, 16, {num_layers = 2, bidirectional = true, proj_size = o.proj_size, device = "cuda"})
+    g:load_state_dict(m:state_dict())
+    local x = torch.randn(7, 5, 12, {device = "cpu"})
+    local p = R.pack_padded_sequence(x, {7, 6, 6, 3, 1})
+    local oc = m(p)
+    local og = g(p:to("cuda"))
+    close(og.data, oc.data, 1e-4, 1e-5, kind .. " packed output")
+    local yc, yg = m(x), g(x:cuda())
+    close(yg, yc, 1e-4, 1e-5, kind .. " output")
+    local lc, lg = (yc * yc):sum(), (yg * yg):sum()
+    lc:backward()
+    lg:backward()
+    for name, q in m:named_parameters() do close(g[name].grad, q.grad, 1e-3, 1e-4, kind .. " grad " .. name) end
+  end
+end)
+
 -- ---- nn.utils.rnn --------------------------------------------------------------------------
 
 test("pad_sequence", function()
