@@ -278,6 +278,20 @@ test("cuda gives the CPU's answers (float32, every layer kind, packed, backward)
   end
 end)
 
+test("under CPU autocast (bfloat16 projections) the recurrence runs in float32", function()
+  if not torch.autocast then T.skip("no torch.autocast in this build") end
+  torch.manual_seed(19)
+  local m = nn.LSTM(4, 6, {device = "cpu"})
+  local c = nn.GRUCell(4, 6, {device = "cpu"})
+  local x = torch.randn(5, 2, 4, {device = "cpu"})
+  local want, wc = m(x), c(x[0])
+  local _ <close> = torch.autocast("cpu", {dtype = torch.bfloat16})
+  local got, gc = m(x), c(x[0])
+  eq(got.dtype, torch.float32, "output dtype")
+  close(got, want, 5e-2, 5e-2, "close to float32")
+  close(gc, wc, 5e-2, 5e-2, "cell")
+end)
+
 -- ---- nn.utils.rnn --------------------------------------------------------------------------
 
 test("pad_sequence", function()

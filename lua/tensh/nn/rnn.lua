@@ -215,7 +215,10 @@ local function run_layers(self, x, bs, h0, c0)
       -- the input projection of every step: one GEMM
       local rows = layer_in:reshape(-1, layer_in:size(-1))
       local xp = bias ~= nil and torch.addmm(bias, rows, w_ih:t()) or rows:mm(w_ih:t())
-      if bs then xp = to_padded(xp, pad_idx, L, B, 0)
+      -- under autocast the projection may come out in a lower precision: the
+    -- recurrence runs in the weights' dtype
+    if xp.dtype ~= w_hh.dtype then xp = xp:to(w_hh.dtype) end
+    if bs then xp = to_padded(xp, pad_idx, L, B, 0)
       else xp = xp:view(L, B, G * H) end
       local k = layer * dirs + dir
       local opts = {reverse = dir == 1, batch_sizes = bs, w_hr = self["weight_hr" .. sfx],
@@ -437,6 +440,7 @@ function RNNCellBase:forward(input, hx)
   local bias = self.bias_ih
   if bias ~= nil and self.mode ~= "GRU" then bias = bias + self.bias_hh end
   local xp = bias ~= nil and torch.addmm(bias, x, self.weight_ih:t()) or x:mm(self.weight_ih:t())
+  if xp.dtype ~= self.weight_hh.dtype then xp = xp:to(self.weight_hh.dtype) end -- autocast, as in the layers
   local _, hn, cn = torch._rnn_layer(OP_MODE[self.mode], xp:unsqueeze(0), self.weight_hh,
     {h0 = h0, c0 = c0, b_hh = self.mode == "GRU" and self.bias_hh or nil})
   if not batched then
