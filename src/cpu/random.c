@@ -4,7 +4,20 @@
 #include "../philox.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
+
+/* rand on float32 (dropout's masks draw it every training step): the loop
+ * below for that one case, without the per-element op and dtype branches, so
+ * the compiler runs Philox's rounds over vector lanes; the same draws and the
+ * same arithmetic, so the same bits */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+rand_f32(float *p, int64_t n, uint64_t seed, uint64_t off, double lo, double span) {
+  for (int64_t j = 0; j < n; j++) {
+    ts_u32x4 r = ts_philox(seed, off + (uint64_t)j);
+    p[j] = (float)(lo + span * (double)ts_uniform_f32(r.v[0]));
+  }
+}
 
 /* out must be contiguous (the op layer allocates it so). */
 static ts_status k_random(const ts_call *c) {
@@ -15,6 +28,16 @@ static ts_status k_random(const ts_call *c) {
   char *p = ts_data(out);
   int64_t w = (int64_t)ts_dtype_size(dt);
   double lo = c->f[0], hi = c->f[1];
+  if (c->op == TS_OP_RAND && dt == TS_FLOAT32) {
+    float *f = (float *)p;
+#pragma omp parallel if (n > TS_PARALLEL_GRAIN)
+    {
+      int nt = omp_get_num_threads(), id = omp_get_thread_num();
+      int64_t chunk = (n + nt - 1) / nt, a = chunk * id, b = a + chunk < n ? a + chunk : n;
+      if (a < b) rand_f32(f + a, b - a, seed, off + (uint64_t)a, lo, hi - lo);
+    }
+    return TS_OK;
+  }
 #pragma omp parallel for schedule(static) if (n > TS_PARALLEL_GRAIN)
   for (int64_t j = 0; j < n; j++) {
     ts_u32x4 r = ts_philox(seed, off + (uint64_t)j);
