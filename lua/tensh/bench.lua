@@ -8,9 +8,13 @@
 -- Blocks are timed in C (torch._bench_block): the statement runs `number`
 -- times between two readings of the monotonic clock, or, when the Timer's
 -- device is CUDA, between two CUDA events with the device synchronised
--- before and after the block. Lua's garbage is collected before each block,
--- outside the timed span (CPython's refcounting frees at once; Lua's
--- collector would otherwise charge one block for another's garbage).
+-- before and after the block. Lua's garbage is collected once before the
+-- timed blocks, not before each: freeing a dead tensor is part of an op's
+-- cost (CPython's refcounting pays it inside PyTorch's numbers), and a
+-- collection before every block would leave a short block's garbage to the
+-- next collection, outside every block, so per-run times would shrink with
+-- the block size. A block that holds a collection cycle is slower than one
+-- that does not: the mean carries that cost, the median may not.
 local torch = torch
 local raise = require("tensh.errors").raise
 local json = require "tensh.json"
@@ -313,7 +317,6 @@ function Timer:_timeit(number)
     self._setup_done = true
   end
   if self._time_block then return self._time_block(number) end
-  collectgarbage()
   local s, _, pc, pd = torch._bench_block(self._stmt, number, self._device)
   if pc > self._peak_cpu then self._peak_cpu = pc end
   if pd > self._peak_dev then self._peak_dev = pd end
@@ -365,6 +368,7 @@ function Timer:timeit(number)
   return with_threads(self.task_spec.num_threads, function()
     self._warmup = {runs = 0, seconds = 0}
     self:_warm(math.max(number // 100, 2))
+    collectgarbage()
     return self:_measurement(number, {self:_timeit(number)})
   end)
 end
@@ -425,6 +429,7 @@ function Timer:blocked_autorange(opts)
   return with_threads(self.task_spec.num_threads, function()
     self._warmup = {runs = 0, seconds = 0}
     local number = self:_estimate_block_size(min_run_time)
+    collectgarbage()
     local times = self:_loop(number, function() return true end, min_run_time, nil, opts.callback)
     return self:_measurement(number, times)
   end)
@@ -445,6 +450,7 @@ function Timer:adaptive_autorange(opts)
       return Measurement.new({number_per_run = number, raw_times = times, task_spec = self.task_spec})
         :meets_confidence(threshold)
     end
+    collectgarbage()
     local times = self:_loop(number, stop, min_run_time, max_run_time, opts.callback)
     return self:_measurement(number, times)
   end)

@@ -6,9 +6,11 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../tensh.h"
@@ -18,6 +20,7 @@ int luaopen_tensh(lua_State *L);
 
 static const char *usage =
     "usage: tensh [options] [script [args]]\n"
+    "       tensh bench [files or folders] [options]   run benchmarks (tensh bench -h)\n"
     "Available options are:\n"
     "  -e stat   execute string 'stat'\n"
     "  -i        enter interactive mode after executing 'script'\n"
@@ -91,6 +94,26 @@ static int run_script(lua_State *L, char **argv, int script, int argc) {
   int n = 0;
   for (int i = script + 1; i < argc; i++, n++) lua_pushstring(L, argv[i]);
   return report(L, ts_shell_docall(L, n, LUA_MULTRET));
+}
+
+/* `tensh bench ...` (unless ./bench is a script): the benchmark runner,
+ * lua/tensh/bench_runner.lua; its exit status becomes tensh's */
+static bool is_subcommand(const char *a) {
+  struct stat sb;
+  return strcmp(a, "bench") == 0 && !(stat(a, &sb) == 0 && S_ISREG(sb.st_mode));
+}
+
+static int run_subcommand(lua_State *L, int *code) {
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "tensh.bench_runner");
+  int st = ts_shell_docall(L, 1, 1);
+  if (st == LUA_OK) {
+    lua_getfield(L, -1, "main");
+    lua_getglobal(L, "arg");
+    st = ts_shell_docall(L, 1, 1);
+    if (st == LUA_OK) *code = (int)lua_tointeger(L, -1);
+  }
+  return report(L, st);
 }
 
 /* the global `arg`: script at 0, its arguments from 1, options below 0 */
@@ -179,6 +202,12 @@ static int pmain(lua_State *L) {
       break;
     }
   }
+  if (script && is_subcommand(argv[script])) {
+    int code = 2;
+    if (run_subcommand(L, &code) != LUA_OK) return 0;
+    lua_pushinteger(L, code);
+    return 1;
+  }
   if (script && run_script(L, argv, script, argc) != LUA_OK) return 0;
   if (repl) {
     print_banner();
@@ -222,7 +251,8 @@ int main(int argc, char **argv) {
   lua_pushlightuserdata(L, argv);
   int st = lua_pcall(L, 2, 1, 0);
   int ok = st == LUA_OK && lua_toboolean(L, -1);
+  int code = st == LUA_OK && lua_isinteger(L, -1) ? (int)lua_tointeger(L, -1) : ok ? EXIT_SUCCESS : EXIT_FAILURE;
   report(L, st);
   lua_close(L);
-  return ok ? EXIT_SUCCESS : EXIT_FAILURE;
+  return code;
 }
