@@ -91,6 +91,12 @@ def main():
         if k[1] is not None:
             out["dtype"] = k[1]
         out["tensh_vs_pytorch_speed"] = round(speed, 3)
+        # CPU time (both sides report it for the step and epoch cases): on a
+        # machine other work loads, wall time counts the wait for a core too
+        for cpu_field in ("cpu_ms_per_step", "cpu_s_per_epoch"):
+            tc, pc = t.get(cpu_field), p.get(cpu_field)
+            if tc and pc:
+                out["tensh_vs_pytorch_cpu_time"] = round(float(pc) / float(tc), 3)
         # like with like: the same OpenBLAS kernels and thread counts on both sides
         same = all(t.get(f) == p.get(f) for f in ("blas_core", "threads", "blas_threads"))
         out["equal_terms"] = same
