@@ -5,6 +5,7 @@
 -- through torch ops: nothing here loops over elements.
 local torch = torch
 local util = require "tensh.nn.common"
+local module_miss = require("tensh.strict").module_miss
 local raise, shape_str = util.raise, util.shape_str
 
 local nn = {}
@@ -93,7 +94,12 @@ local function instance_index(self, k)
   if v ~= nil then return v end
   v = rawget(self, "_attrs")[k]
   if v ~= nil then return v end
-  return cls[k]
+  v = cls[k]
+  if v == nil and type(k) == "string" and not (rawget(self, "_parameters").pos[k] or rawget(self, "_buffers").pos[k]
+      or rawget(self, "_modules").pos[k]) then
+    return module_miss(self, cls, k) -- m:foward(x): a typo of a method raises, naming it
+  end
+  return v
 end
 
 local type_name = require("tensh.args").typename

@@ -158,5 +158,12 @@ int luaopen_tensh(lua_State *L) {
     lua_setglobal(L, globals[g]);
   }
   add_setenv(L);
+  /* last: the library's tables raise on a missing name (lua/tensh/strict.lua) */
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "tensh.strict");
+  lua_call(L, 1, 1);
+  lua_getfield(L, -1, "install");
+  lua_call(L, 0, 0);
+  lua_pop(L, 1);
   return 1;
 }

@@ -69,6 +69,14 @@ ts_tensor *lt_test(lua_State *L, int idx) {
 
 ts_tensor *lt_check(lua_State *L, int idx) {
   lt_box *b = test_box(L, idx);
+  if (!b && idx == 1 && lua_isnone(L, 1)) {
+    /* t.item() for t:item(): the method was read with '.' and got no tensor */
+    lua_Debug ar;
+    const char *name = "?";
+    if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name) name = ar.name;
+    luaL_error(L, "bad argument #1 to '%s' (tensor expected, got no value; a method is called with ':', as t:%s())",
+               name, name);
+  }
   if (!b) luaL_typeerror(L, idx, "tensor");
   if (!b->t) luaL_argerror(L, idx, "tensor was already freed");
   return b->t;
@@ -459,6 +467,26 @@ static void index_view(lua_State *L, ts_tensor *t, int key, ts_tensor **out) {
   }
 }
 
+/* the names push_property reads, for the suggestions below */
+static const char *const property_names[] = {"shape",         "dtype", "device",  "ndim", "is_cuda", "is_leaf",
+                                             "requires_grad", "grad",  "grad_fn", "T",    NULL};
+
+/* A name that is neither a method nor a property: the Lua library's hook
+ * (lua/tensh/strict.lua) raises "Tensor has no field 'itme' (did you mean
+ * 'item'?)"; without the hook (a bare state), nil. */
+static int tensor_no_field(lua_State *L) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, "tensh.tensor_no_field") != LUA_TFUNCTION) return 0;
+  lua_pushvalue(L, 2);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_createtable(L, 0, 10);
+  for (int i = 0; property_names[i]; i++) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, property_names[i]);
+  }
+  lua_call(L, 3, 1);
+  return 1;
+}
+
 static int tensor_index(lua_State *L) {
   ts_tensor *t = lt_check(L, 1);
   switch (lua_type(L, 2)) {
@@ -467,7 +495,7 @@ static int tensor_index(lua_State *L) {
     if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1; /* a method */
     lua_pop(L, 1);
     if (push_property(L, t, lua_tostring(L, 2))) return 1;
-    return 0; /* unknown fields read as nil, as for any Lua value */
+    return tensor_no_field(L);
   case LUA_TNUMBER:
   case LUA_TTABLE: {
     ts_tensor **slot = lt_newslot(L);

@@ -207,4 +207,55 @@ print("done")
   ok(out:find("done", 1, true), "the script ran on")
 end)
 
+test("library tables are strict: a missing name raises and suggests the nearest", function()
+  raises(function() return torch.flaot32 end, "torch has no field 'flaot32' (did you mean 'float32'?)")
+  raises(function() return torch.zeros(2, {dtype = torch.flaot32}) end, "did you mean 'float32'?")
+  raises(function() return nn.Lienar end, "nn has no field 'Lienar' (did you mean 'Linear'?)")
+  raises(function() return nn.functional.rleu end, "nn.functional has no field 'rleu' (did you mean 'relu'?)")
+  raises(function() return nn.init.xavier_unifrom_ end, "did you mean 'xavier_uniform_'?")
+  raises(function() return optim.Adma end, "optim has no field 'Adma' (did you mean 'Adam'?)")
+  raises(function() return optim.lr_scheduler.StepLr end, "did you mean 'StepLR'?")
+  raises(function() return data.DataLoder end, "data has no field 'DataLoder' (did you mean 'DataLoader'?)")
+  raises(function() return data.transforms.Normalise end, "did you mean 'Normalize'?")
+  raises(function() return cuda.is_avaliable end, "cuda has no field 'is_avaliable' (did you mean 'is_available'?)")
+  -- nothing near: no suggestion
+  local msg = raises(function() return torch.completely_unknown_name end, "torch has no field 'completely_unknown_name'")
+  ok(not msg:find("did you mean", 1, true), "no suggestion: " .. msg)
+  -- the caller's line
+  ok(msg:find("test_habits.lua", 1, true), "at the caller's line: " .. msg)
+  -- private names and the fields a build may lack can be probed; writes work
+  eq(torch._no_such_private_thing, nil, "private probe")
+  ok(cuda.version == nil or type(cuda.version) == "string", "cuda.version probe")
+  eq(rawget(torch, "flaot32"), nil, "rawget probes")
+  torch.my_constant = 3
+  eq(torch.my_constant, 3, "a new field")
+  torch.my_constant = nil
+  eq(torch[1], nil, "a non-string key")
+end)
+
+test("wrong method names on tensors and modules suggest the nearest; '.' for ':' says so", function()
+  local t = torch.ones(3)
+  raises(function() return t:itme() end, "Tensor has no field 'itme' (did you mean 'item'?)")
+  raises(function() return t.shpae end, "Tensor has no field 'shpae' (did you mean 'shape'?)")
+  raises(function() return t:unsqeeze(0) end, "did you mean 'unsqueeze'?")
+  eq(t.grad, nil, "a property that is nil still reads as nil")
+  eq(t:sum():item(), 3, "methods still work")
+  raises(function() return t:sum().item() end,
+    "bad argument #1 to 'item' (tensor expected, got no value; a method is called with ':', as t:item())")
+  raises(function() return t.size() end, "a method is called with ':', as t:size()")
+  local m = nn.Linear(3, 2)
+  raises(function() return m:foward(t) end, "Linear has no field 'foward' (did you mean 'forward'?)")
+  raises(function() return m:paramters() end, "did you mean 'parameters'?")
+  -- module attributes that are missing and not near a method read as nil (user code probes its own)
+  eq(m.hidden_state, nil, "a user attribute")
+  local lin = nn.Linear(3, 2, {bias = false})
+  eq(lin.bias, nil, "a registered nil parameter")
+  local Net = nn.Module:extend("Net")
+  function Net:init() self.cache = nil end
+  function Net:forward(x) if self.cache == nil then self.cache = x end return x end
+  local net = Net()
+  eq(net(t):sum():item(), 3, "a user module that probes its own attribute")
+  raises(function() return net:fowrard(t) end, "Net has no field 'fowrard' (did you mean 'forward'?)")
+end)
+
 T.run()

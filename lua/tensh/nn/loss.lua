@@ -32,7 +32,7 @@ local function loss_class(name, fname)
     self._options = o
   end
   function cls:forward(input, target)
-    local f = F[fname]
+    local f = rawget(F, fname)
     if f == nil then
       raise("%s: nn.functional.%s is not available (tensh.nn.losses is not in this build)", name, fname)
     end

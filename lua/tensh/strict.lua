@@ -1,0 +1,127 @@
+-- Strict library tables: reading a name that does not exist from torch, nn,
+-- optim, cuda, data, ... raises "torch has no field 'flaot32' (did you mean
+-- 'float32'?)" instead of giving a silent nil (a typo in {dtype =
+-- torch.flaot32} would otherwise give the default dtype). Names starting with
+-- "_" are private and may be probed (torch._sgd_step ~= nil); code that
+-- probes a public name uses rawget. Tensors (through the hook the C __index
+-- calls on a miss) and modules (for names close to a method) suggest the
+-- nearest name too. luaopen_tensh loads this file last.
+local A = require "tensh.args"
+local M = {}
+
+-- optimal string alignment distance (a transposition counts 1), case-blind
+local function distance(a, b)
+  a, b = a:lower(), b:lower()
+  local la, lb = #a, #b
+  if math.abs(la - lb) > 2 then return 3 end
+  local d = {}
+  for i = 0, la do d[i] = {[0] = i} end
+  for j = 0, lb do d[0][j] = j end
+  for i = 1, la do
+    for j = 1, lb do
+      local cost = a:byte(i) == b:byte(j) and 0 or 1
+      local v = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+      if i > 1 and j > 1 and a:byte(i) == b:byte(j - 1) and a:byte(i - 1) == b:byte(j) then
+        v = math.min(v, d[i - 2][j - 2] + 1)
+      end
+      d[i][j] = v
+    end
+  end
+  return d[la][lb]
+end
+M.distance = distance
+
+-- the public name nearest to k (at most 2 edits, 1 for short names), or nil
+function M.nearest(k, names)
+  local best, best_d = nil, #k <= 4 and 1 or 2
+  for _, n in ipairs(names) do
+    if n:sub(1, 1) ~= "_" then
+      local dd = distance(k, n)
+      if dd < best_d or (dd == best_d and best == nil) or (dd == best_d and n < best) then best, best_d = n, dd end
+    end
+  end
+  return best
+end
+
+local function keys_of(...)
+  local names, seen = {}, {}
+  for i = 1, select("#", ...) do
+    local t = select(i, ...)
+    if type(t) == "table" then
+      for k in pairs(t) do
+        if type(k) == "string" and not seen[k] then seen[k] = true names[#names + 1] = k end
+      end
+    end
+  end
+  return names
+end
+
+local function no_field(what, k, names)
+  local near = M.nearest(k, names)
+  if near then A.raise("%s has no field '%s' (did you mean '%s'?)", what, k, near) end
+  A.raise("%s has no field '%s'", what, k)
+end
+M.no_field = no_field
+
+-- t raises on a missing public string key; other keys read as nil, and so
+-- do the names in `optional` (fields a build may lack: cuda.version)
+function M.protect(t, what, optional)
+  local mt = getmetatable(t)
+  if mt ~= nil and mt.__index ~= nil then return t end -- it resolves names itself (torch.backends)
+  mt = mt or {}
+  mt.__index = function(tbl, k)
+    if type(k) ~= "string" or k:sub(1, 1) == "_" or (optional and optional[k]) then return nil end
+    no_field(what, k, keys_of(tbl))
+  end
+  return setmetatable(t, mt)
+end
+
+-- The tensor __index's miss (ltensor.c calls the registry's tensh.tensor_no_field):
+-- methods and properties are the candidates. `t.item` read and called with no
+-- tensor (a '.' for ':') is the C binding's "got no value" error, with a hint.
+local function tensor_no_field(k, methods, properties)
+  if type(k) ~= "string" or k:sub(1, 1) == "_" then return nil end
+  no_field("Tensor", k, keys_of(methods, properties))
+end
+
+-- A module attribute that is missing and within an edit or two of one of the
+-- class's methods is a typo (m:foward(x)); other missing attributes read as
+-- nil, as user code probes its own (if self.hidden == nil then ...).
+function M.module_miss(self, cls, k)
+  if type(k) ~= "string" or k:sub(1, 1) == "_" or #k < 4 then return nil end
+  local names, c = {}, cls
+  while type(c) == "table" do
+    for name, v in pairs(c) do
+      if type(name) == "string" and type(v) == "function" and not name:find("^__") then names[#names + 1] = name end
+    end
+    local mt = getmetatable(c)
+    c = mt and rawget(mt, "__index")
+  end
+  local near = M.nearest(k, names)
+  if near and near ~= k then
+    A.raise("%s has no field '%s' (did you mean '%s'?)", rawget(cls, "__name") or "Module", k, near)
+  end
+  return nil
+end
+
+function M.install()
+  local reg = debug.getregistry()
+  reg["tensh.tensor_no_field"] = tensor_no_field
+  local tables = {
+    {torch, "torch"}, {rawget(_G, "nn"), "nn"}, {rawget(_G, "optim"), "optim"}, {rawget(_G, "data"), "data"},
+    {rawget(_G, "cuda"), "cuda", {version = true}}, {rawget(_G, "tb"), "tb"}, {rawget(_G, "amp"), "amp"},
+  }
+  local nn, optim, data = rawget(_G, "nn"), rawget(_G, "optim"), rawget(_G, "data")
+  if nn then
+    for _, sub in ipairs({"functional", "init", "utils"}) do tables[#tables + 1] = {rawget(nn, sub), "nn." .. sub} end
+  end
+  if optim then tables[#tables + 1] = {rawget(optim, "lr_scheduler"), "optim.lr_scheduler"} end
+  if data then tables[#tables + 1] = {rawget(data, "transforms"), "data.transforms"} end
+  local utils = rawget(torch, "utils")
+  if type(utils) == "table" then tables[#tables + 1] = {utils, "torch.utils"} end
+  for _, e in ipairs(tables) do
+    if type(e[1]) == "table" then M.protect(e[1], e[2], e[3]) end
+  end
+end
+
+return M
