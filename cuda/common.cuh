@@ -14,6 +14,7 @@ extern "C" {
 #include "ops.h"
 #include "philox.h"
 }
+#include "loop_plan.h"
 #include "cuda_api.h"
 
 // ---- registration: one function per family file -------------------------
@@ -218,37 +219,19 @@ template <int N, typename I> struct tsc_offsets {
 // operand is contiguous with unit stride over the whole range (one dim,
 // stride 1), the case for vectorised kernels.
 template <int N, typename I> bool tsc_make_offsets(tsc_offsets<N, I> *o, ts_tensor *const *ops) {
-  const ts_tensor *t0 = ops[0];
-  int nd = 0;
-  int64_t sizes[TS_MAX_DIMS], strides[N][TS_MAX_DIMS];
-  for (int d = 0; d < t0->ndim; d++) {
-    if (t0->sizes[d] == 1) continue;
-    int64_t size = t0->sizes[d];
-    if (nd > 0) {
-      bool merge = true;
-      for (int k = 0; k < N && merge; k++) merge = strides[k][nd - 1] == ops[k]->strides[d] * size;
-      if (merge) {
-        sizes[nd - 1] *= size;
-        for (int k = 0; k < N; k++) strides[k][nd - 1] = ops[k]->strides[d];
-        continue;
-      }
-    }
-    sizes[nd] = size;
-    for (int k = 0; k < N; k++) strides[k][nd] = ops[k]->strides[d];
-    nd++;
-  }
-  if (nd == 0) { // one element
-    sizes[0] = 1;
-    for (int k = 0; k < N; k++) strides[k][0] = 1;
-    nd = 1;
-  }
+  static_assert(N <= TS_LOOP_MAX_OPS, "more operands than the planner takes");
+  ts_loop_plan p;
+  ts_loop_plan_init(&p, N, (const ts_tensor *const *)ops, -1);
+  const int nd = p.ndim;
+  const int64_t *sizes = p.sizes;
+  const int64_t(*strides)[TS_MAX_DIMS] = p.strides;
   o->ndim = nd;
   bool contiguous = nd == 1;
   for (int d = 0; d < nd; d++) {
     o->sizes[d] = (I)sizes[d];
     for (int k = 0; k < N; k++) {
       o->strides[k][d] = (I)strides[k][d]; // negative strides never occur (views never flip)
-      if (nd == 1 && strides[k][0] != 1) contiguous = false;
+      if (nd == 1 && sizes[0] != 1 && strides[k][0] != 1) contiguous = false; // one element: stride 0, contiguous
     }
   }
   return contiguous;

@@ -35,30 +35,15 @@ static inline void tsr_lines_init(tsr_lines *g, const ts_call *c) {
   g->R = in->ndim ? in->sizes[d] : 1;
   g->rs = in->ndim ? in->strides[d] : 0;
   g->ors = scan && in->ndim ? c->out[0]->strides[d] : 0;
-  int nd = 0;
-  for (int q = 0; q < in->ndim; q++) {
-    if (q == d || in->sizes[q] == 1) continue;
-    int64_t size = in->sizes[q];
-    if (nd > 0) {
-      bool merge = true;
-      for (int o = 0; o < nops && merge; o++) merge = g->st[o][nd - 1] == ops[o]->strides[q] * size;
-      if (merge) {
-        g->sizes[nd - 1] *= size;
-        for (int o = 0; o < nops; o++) g->st[o][nd - 1] = ops[o]->strides[q];
-        continue;
-      }
-    }
-    g->sizes[nd] = size;
-    for (int o = 0; o < nops; o++) g->st[o][nd] = ops[o]->strides[q];
-    nd++;
+  ts_loop_plan p; // the line dims: every dim but d
+  ts_loop_plan_init(&p, nops, ops, d);
+  g->nd = p.ndim;
+  for (int q = 0; q < p.ndim; q++) {
+    g->sizes[q] = p.sizes[q];
+    for (int o = 0; o < nops; o++) g->st[o][q] = p.strides[o][q];
   }
-  if (nd == 0) {
-    g->sizes[0] = 1;
-    nd = 1;
-  }
-  g->nd = nd;
   g->nlines = 1;
-  for (int q = 0; q < nd; q++) g->nlines *= g->sizes[q];
+  for (int q = 0; q < g->nd; q++) g->nlines *= g->sizes[q];
   g->div32 = g->nlines <= (int64_t)UINT32_MAX;
 }
 

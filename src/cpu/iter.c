@@ -1,6 +1,8 @@
 /* The CPU elementwise iterator (see iter.h). */
 #include "iter.h"
 
+#include "../loop_plan.h"
+
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -17,31 +19,13 @@ void ts_iter_init(ts_iter *it, int nops, ts_tensor *const *ops) {
     for (int k = 0; k < nops; k++) it->strides[k][0] = 0;
     return;
   }
-  /* drop size-1 dims, then merge neighbours that are contiguous for every operand */
-  int nd = 0;
-  for (int d = 0; d < t0->ndim; d++) {
-    if (t0->sizes[d] == 1) continue;
-    int64_t size = t0->sizes[d];
-    if (nd > 0) {
-      bool merge = true;
-      for (int k = 0; k < nops && merge; k++)
-        merge = it->strides[k][nd - 1] == ops[k]->strides[d] * (int64_t)ts_dtype_size(ops[k]->dtype) * size;
-      if (merge) {
-        it->sizes[nd - 1] *= size;
-        for (int k = 0; k < nops; k++) it->strides[k][nd - 1] = ops[k]->strides[d] * (int64_t)ts_dtype_size(ops[k]->dtype);
-        continue;
-      }
-    }
-    it->sizes[nd] = size;
-    for (int k = 0; k < nops; k++) it->strides[k][nd] = ops[k]->strides[d] * (int64_t)ts_dtype_size(ops[k]->dtype);
-    nd++;
+  ts_loop_plan p; /* in elements; the iterator walks bytes */
+  ts_loop_plan_init(&p, nops, (const ts_tensor *const *)ops, -1);
+  it->ndim = p.ndim;
+  for (int d = 0; d < p.ndim; d++) {
+    it->sizes[d] = p.sizes[d];
+    for (int k = 0; k < nops; k++) it->strides[k][d] = p.strides[k][d] * (int64_t)ts_dtype_size(ops[k]->dtype);
   }
-  if (nd == 0) { /* a single element */
-    it->sizes[0] = 1;
-    for (int k = 0; k < nops; k++) it->strides[k][0] = 0;
-    nd = 1;
-  }
-  it->ndim = nd;
 }
 
 /* Runs elements [begin, end) of the iteration space. */

@@ -7,7 +7,7 @@
 
 #include "../tensh.h"
 
-#define TS_ITER_MAX_OPS 4
+#define TS_ITER_MAX_OPS 4 /* at most TS_LOOP_MAX_OPS (loop_plan.h) */
 
 typedef struct ts_iter {
   int ndim; /* after coalescing; innermost last; at least 1 */

@@ -19,6 +19,7 @@
  * sums use 8 partial sums per block, then one running sum per chunk and line. */
 #include "cpu.h"
 #include "vmath.h"
+#include "../loop_plan.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -82,31 +83,15 @@ static void kx_init(kx *k, const ts_call *c) {
   k->R = in->ndim ? in->sizes[d] : 1;
   k->rs = in->ndim ? in->strides[d] : 0;
   k->ors = scan && in->ndim ? c->out[0]->strides[d] : 0;
-  int nd = 0;
-  for (int q = 0; q < in->ndim; q++) {
-    if (q == d || in->sizes[q] == 1) continue;
-    int64_t size = in->sizes[q];
-    if (nd > 0) {
-      bool merge = true;
-      for (int o = 0; o < k->nops && merge; o++) merge = k->st[o][nd - 1] == ops[o]->strides[q] * size;
-      if (merge) {
-        k->sizes[nd - 1] *= size;
-        for (int o = 0; o < k->nops; o++) k->st[o][nd - 1] = ops[o]->strides[q];
-        continue;
-      }
-    }
-    k->sizes[nd] = size;
-    for (int o = 0; o < k->nops; o++) k->st[o][nd] = ops[o]->strides[q];
-    nd++;
+  ts_loop_plan p; /* the line dims: every dim but d */
+  ts_loop_plan_init(&p, k->nops, ops, d);
+  k->nd = p.ndim;
+  for (int q = 0; q < p.ndim; q++) {
+    k->sizes[q] = p.sizes[q];
+    for (int o = 0; o < 3; o++) k->st[o][q] = o < k->nops ? p.strides[o][q] : 0;
   }
-  if (nd == 0) {
-    k->sizes[0] = 1;
-    for (int o = 0; o < 3; o++) k->st[o][0] = 0;
-    nd = 1;
-  }
-  k->nd = nd;
   k->nlines = 1;
-  for (int q = 0; q < nd; q++) k->nlines *= k->sizes[q];
+  for (int q = 0; q < k->nd; q++) k->nlines *= k->sizes[q];
 }
 
 /* Pointers to the first line of tile t (tiles cut the innermost line dim in
