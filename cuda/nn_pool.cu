@@ -166,6 +166,8 @@ __device__ __forceinline__ void avg_window(const pool_geo &g, bool count_pad, in
   *div = count_pad ? pool : (he - hs) * (we - ws);
 }
 
+// x (N, C, H, W) with element strides g.xs; out (N, C, Ho, Wo) contiguous, one
+// thread per output element i (total = N*C*Ho*Wo).
 template <typename T, typename I>
 __global__ void avg_pool_kernel(pool_geo g, bool cp, const T *__restrict__ x, T *__restrict__ out, I total) {
   TSC_GRID_STRIDE(I, i, total) {
@@ -248,6 +250,8 @@ static ts_status k_avg_pool2d_backward(const ts_call *c) {
 __device__ __forceinline__ int64_t ad_start(int64_t i, int64_t o, int64_t n) { return (i * n) / o; }
 __device__ __forceinline__ int64_t ad_end(int64_t i, int64_t o, int64_t n) { return ((i + 1) * n + o - 1) / o; }
 
+// x (N, C, H, W) with element strides g.xs; out (N, C, Ho, Wo) contiguous, one
+// thread per output cell i, averaging rows [ad_start, ad_end) and the same columns.
 template <typename T, typename I>
 __global__ void adaptive_kernel(pool_geo g, const T *__restrict__ x, T *__restrict__ out, I total) {
   TSC_GRID_STRIDE(I, i, total) {

@@ -28,7 +28,12 @@ template <typename F> __device__ __forceinline__ F fmax_(F a, F b) { return fmax
 
 template <typename T, typename F> __device__ __forceinline__ void put(T *p, F v) { *p = tsc_cast<T>(v); }
 
+// Every kernel here: x and y are g's lines (tsr_lines, reduce.cuh): line l is the
+// softmax over R = g.R elements at x + off[0] + r*g.rs, written at y + off[1] + r*g.ors,
+// off from tsr_line_offsets(g, l).
+
 // ---- warp kernel ------------------------------------------------------------
+// W lanes per line (32 / W lines per warp); each lane holds ELEMS elements in chunks of V.
 template <typename T, int ELEMS, int V>
 __global__ void __launch_bounds__(256) softmax_warp_k(tsr_lines g, const T *__restrict__ x, T *__restrict__ y, int R,
                                                       int W, bool logsm) {
@@ -189,6 +194,7 @@ template <typename F> struct finisher {
   }
 };
 
+// One block per line at a time (long lines; blocks stride over the lines): its threads stride over r.
 template <typename T>
 __global__ void __launch_bounds__(1024, 1) softmax_block_k(tsr_lines g, const T *__restrict__ x, T *__restrict__ y,
                                                         bool logsm, bool cached) {
@@ -292,6 +298,8 @@ __global__ void __launch_bounds__(1024, 1) softmax_block_k(tsr_lines g, const T 
 }
 
 // ---- column kernel ------------------------------------------------------------
+// Lines whose elements are far apart (the softmax dim is not innermost): BX threads
+// across neighbouring lines (coalesced reads), BY = blockDim.x / BX down each line.
 template <typename T>
 __global__ void __launch_bounds__(256) softmax_col_k(tsr_lines g, const T *__restrict__ x, T *__restrict__ y, int BX,
                                                      bool logsm) {

@@ -141,7 +141,10 @@ static ts_status k_col2im(const ts_call *c) {
 
 /* One output plane at a time: for each kernel tap, a row-wise multiply-add
  * over the output columns whose input column is in bounds (unit stride:
- * a loop the compiler vectorises). */
+ * a loop the compiler vectorises).
+ * x is (N, C, H, W) with element strides g->xs; w is (O, 1, kh, kw) with strides ws;
+ * b is (O) with stride bs, or NULL; out is (N, O, Ho, Wo) contiguous. O = C*m: output
+ * channel o reads input channel o / m. */
 #define DEPTHWISE(NAME, T)                                                                         \
   /* Stride 1: the plane zero-padded to (Hp, Wp) once, then each tap is ONE multiply-add     \
    * over the whole (Ho, Wp) output (columns past Wo computed and dropped): long loops the   \
@@ -218,7 +221,9 @@ static ts_status k_conv2d_depthwise(const ts_call *c) {
 
 /* grad_input: one input plane per iteration, gathering from its m output
  * channels (so no two threads write one plane); grad_weight: one output
- * channel per iteration, summing over the batch. go, w, gi, gw contiguous. */
+ * channel per iteration, summing over the batch. go, w, gi, gw contiguous.
+ * go is (N, O, Ho, Wo); x is (N, C, H, W) with strides g->xs; w and gw are (O, 1, kh, kw);
+ * gi is (N, C, H, W), O = C*m as in the forward. */
 #define DEPTHWISE_BW(NAME, T)                                                                      \
   static void NAME(const geo *g, int64_t O, const T *go, const T *x, const T *w, T *gi, T *gw) {   \
     const int64_t m = O / g->C, L = g->Ho * g->Wo, HW = g->H * g->W, kk = g->kh * g->kw;           \
@@ -455,6 +460,9 @@ static ts_status k_avg_pool2d_backward(const ts_call *c) {
 static inline int64_t ad_start(int64_t i, int64_t o, int64_t n) { return (i * n) / o; }
 static inline int64_t ad_end(int64_t i, int64_t o, int64_t n) { return ((i + 1) * n + o - 1) / o; }
 
+/* forward: x is (N, C, H, W) with strides g->xs, out (N, C, Ho, Wo) contiguous;
+ * backward: go is (N, C, Ho, Wo) with strides gs, out (N, C, H, W) contiguous, one
+ * plane (n, c) per iteration, so no two threads write one cell */
 #define ADAPTIVE(NAME, NAME_BW, T)                                                                 \
   static void NAME(const geo *g, const T *x, T *out) {                                             \
     const int64_t planes = g->N * g->C, L = g->Ho * g->Wo;                                         \
@@ -517,7 +525,8 @@ static ts_status k_adaptive_avg_pool2d_backward(const ts_call *c) {
 /* ---- batch norm ------------------------------------------------------------- */
 
 /* Per channel c the planes x[n, c, :] of S elements; sums in double, one
- * channel per thread for the reductions, (n, c) planes for the element passes. */
+ * channel per thread for the reductions, (n, c) planes for the element passes.
+ * x, y, go, gx are (N, C, S) contiguous; mean, var, inv, w, b, sg, sgx are (C). */
 #define BATCHNORM(SUF, T)                                                                          \
   static void bn_stats_##SUF(int64_t N, int64_t C, int64_t S, const T *x, T *mean, T *var) {       \
     _Pragma("omp parallel for schedule(dynamic, 1) if (N * C * S > TS_PARALLEL_GRAIN)")            \
