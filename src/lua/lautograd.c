@@ -98,7 +98,20 @@ static int m_requires_grad_(lua_State *L) {
 
 /* ---- grad mode scopes ---------------------------------------------------- */
 
+/* A metamethod called by hand gets whatever it is given: arg 1 must be a
+ * table of class `name` (grad scopes and grad_fns are plain tables). */
+static void check_class(lua_State *L, int idx, const char *name) {
+  bool ok = lua_type(L, idx) == LUA_TTABLE && lua_getmetatable(L, idx);
+  if (ok) {
+    luaL_getmetatable(L, name);
+    ok = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+  }
+  if (!ok) luaL_typeerror(L, idx, name);
+}
+
 static int restore_mode(lua_State *L) {
+  check_class(L, 1, "tensh.GradMode");
   if (lua_getfield(L, 1, "_prev") == LUA_TBOOLEAN) ts_set_grad_enabled(lua_toboolean(L, -1));
   lua_pushnil(L);
   lua_setfield(L, 1, "_prev"); /* closing twice restores once */
@@ -199,6 +212,7 @@ static int l_autograd_backward(lua_State *L) {
 }
 
 static int gradfn_tostring(lua_State *L) {
+  check_class(L, 1, "tensh.GradFn");
   lua_getfield(L, 1, "name");
   lua_pushfstring(L, "<%s>", lua_tostring(L, -1));
   return 1;

@@ -182,4 +182,17 @@ test("an op that nn or optim calls for the user fails at the user's line, not in
   ok(not tostring(err):find("lua/tensh/", 1, true), tostring(err))
 end)
 
+test("grad scopes' and grad_fns' metamethods called by hand on something else name what they expected", function()
+  local scope = torch.no_grad()
+  local close = getmetatable(scope).__close
+  raises(function() close(5) end, "tensh.GradMode expected, got number")
+  raises(function() close(torch.zeros(1)) end, "tensh.GradMode expected, got Tensor")
+  close(scope)
+  ok(torch.is_grad_enabled(), "closing the real scope still restores the mode")
+  local fn = (torch.randn(2, {requires_grad = true}) * 2).grad_fn
+  local tostr = getmetatable(fn).__tostring
+  raises(function() tostr(true) end, "tensh.GradFn expected, got boolean")
+  eq(tostr(fn), tostring(fn), "the real grad_fn prints")
+end)
+
 T.run()
