@@ -172,6 +172,7 @@ function transforms.RandomCrop(size, opts)
   if is_int(size) then h, w = size, size
   elseif type(size) == "table" and is_int(size[1]) and is_int(size[2]) then h, w = size[1], size[2]
   else error("RandomCrop: size must be an integer or {h, w}", 2) end
+  if opts ~= nil and not A.is_plain_table(opts) then A.type_error("RandomCrop", 2, "options table ({padding = n})", opts) end
   local pad = (opts or {}).padding or 0
   if not is_int(pad) or pad < 0 then error("RandomCrop: padding must be a non-negative integer", 2) end
   if h < 1 or w < 1 then error(("RandomCrop: size must be positive, got (%d, %d)"):format(h, w), 2) end
@@ -586,6 +587,7 @@ end
 -- become an int64 tensor, floats float64, booleans bool, strings stay a
 -- list, and tables are collated per position or key.
 function data.default_collate(batch)
+  if type(batch) ~= "table" or torch.is_tensor(batch) then A.type_error("default_collate", 1, "list of samples", batch) end
   local elem = batch[1]
   if elem == nil then error("collate: empty batch", 2) end
   local function bad(k, v, what)

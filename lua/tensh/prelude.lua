@@ -50,6 +50,12 @@ size_mt.__tostring = function(s)
 end
 size_mt.__name = "torch.Size"
 torch.Size = function(t)
+  if t == nil then t = {} end -- torch.Size(): the size of a 0-dim tensor, as PyTorch's
+  if getmetatable(t) == size_mt then t = t:totable() end
+  if type(t) ~= "table" or getmetatable(t) ~= nil then
+    error(("bad argument #1 to 'torch.Size' (list of integers expected, got %s)"):format(
+      torch.is_tensor(t) and "Tensor" or type(t)), 2)
+  end
   local dims = {}
   for i, v in ipairs(t) do
     if math.type(v) ~= "integer" then error(("torch.Size: dim %d must be an integer, got %s"):format(i - 1, type(v)), 2) end

@@ -81,4 +81,33 @@ test("nn and optim are packaged one family a file, and load from the binary", fu
   eq(info.source, "@lua/tensh/nn/linear.lua", "chunk name")
 end)
 
+test("errors from inside the library name the call, the argument, what was expected and what came (issue 11)", function()
+  eq(tostring(torch.Size()), "torch.Size([])", "torch.Size() is the 0-dim size, as PyTorch's")
+  eq(#torch.Size(), 0, "rank 0")
+  eq(torch.Size(torch.Size({2, 3})), torch.Size({2, 3}), "from a torch.Size")
+  raises(function() return torch.Size(5) end, "bad argument #1 to 'torch.Size' (list of integers expected, got number)")
+  raises(function() return data.default_collate(5) end,
+    "bad argument #1 to 'default_collate' (list of samples expected, got number)")
+  raises(function() return nn.NLLLoss(torch.zeros(3), 5) end, "bad argument #2 to 'NLLLoss' (options table expected, got number)")
+  raises(function() return nn.init.xavier_uniform_(torch.zeros(3, 4), {1}) end,
+    "bad argument #2 to 'xavier_uniform_' (number (gain) expected, got table)")
+  raises(function() return nn.init.xavier_normal_(torch.zeros(3, 4), "x") end,
+    "bad argument #2 to 'xavier_normal_' (number (gain) expected, got string)")
+  raises(function() return nn.ModuleDict():update() end,
+    "bad argument #1 to 'ModuleDict:update' (table of name -> module expected, got nil)")
+  raises(function() return nn.Linear(2 ^ 63, 3) end,
+    "Linear: in_features must be an integer, got 9.223372036854776e+18 (outside the 64-bit integer range)")
+  raises(function() return data.transforms.RandomCrop(4, true) end,
+    "bad argument #2 to 'RandomCrop' (options table ({padding = n}) expected, got boolean)")
+  -- each at the caller's line
+  local msg = raises(function() local _ = nn.ModuleDict():update(3) end, "got number")
+  ok(msg:find("test_args.lua", 1, true), "caller's line: " .. msg)
+  -- the working forms still work
+  eq(nn.NLLLoss(torch.ones(3), {reduction = "sum"}).reduction, "sum", "NLLLoss(weight, opts)")
+  eq(#nn.ModuleDict():update({a = nn.ReLU()}):keys(), 1, "update")
+  eq(nn.init.xavier_uniform_(torch.zeros(3, 4), 2).shape, torch.Size({3, 4}), "xavier gain")
+  eq(data.default_collate({1, 2}):tolist()[2], 2, "collate numbers")
+  ok(data.transforms.RandomCrop(4, {padding = 1}) ~= nil, "RandomCrop with padding")
+end)
+
 T.run()

@@ -64,7 +64,9 @@ M.is_opts, M.args = A.is_opts, A.bind
 
 function M.check_int(fn, what, v, min)
   if math.type(v) ~= "integer" then
-    if type(v) == "number" and v == math.floor(v) then v = math.tointeger(v)
+    if type(v) == "number" and v == math.floor(v) and math.tointeger(v) then v = math.tointeger(v)
+    elseif type(v) == "number" and v == math.floor(v) then
+      M.raise("%s: %s must be an integer, got %s (outside the 64-bit integer range)", fn, what, M.pyfloat(v))
     else M.raise("%s: %s must be an integer, got %s", fn, what, type(v) == "number" and M.pyfloat(v) or type(v)) end
   end
   if min and v < min then M.raise("%s: %s must be at least %d, got %d", fn, what, min, v) end

@@ -170,7 +170,11 @@ function ModuleDict:init(modules)
   end
   add_from_table(self, "ModuleDict", modules)
 end
-function ModuleDict:update(modules) add_from_table(self, "ModuleDict:update", modules) return self end
+function ModuleDict:update(modules)
+  if type(modules) ~= "table" then
+    require("tensh.args").type_error("ModuleDict:update", 1, "table of name -> module", modules)
+  end
+  add_from_table(self, "ModuleDict:update", modules) return self end
 function ModuleDict:keys()
   local out = {}
   for i, k in ipairs(rawget(self, "_modules").keys) do out[i] = k end

@@ -74,9 +74,15 @@ end
 function init.zeros_(t) check("zeros_", t) return fill(t, function(x) x:zero_() end) end
 function init.ones_(t) check("ones_", t) return fill(t, function(x) x:fill_(1) end) end
 
+-- gain: argument 2, a number
+local function check_gain(fn, gain)
+  if gain ~= nil and type(gain) ~= "number" then A.type_error(fn, 2, "number (gain)", gain) end
+end
+
 function init.xavier_uniform_(t, ...)
   check("xavier_uniform_", t)
   local a = args("xavier_uniform_", {"gain"}, ...)
+  check_gain("xavier_uniform_", a.gain)
   local fan_in, fan_out = init._calculate_fan_in_and_fan_out(t)
   local std = (a.gain or 1) * math.sqrt(2 / (fan_in + fan_out))
   local bound = math.sqrt(3) * std
@@ -86,6 +92,7 @@ end
 function init.xavier_normal_(t, ...)
   check("xavier_normal_", t)
   local a = args("xavier_normal_", {"gain"}, ...)
+  check_gain("xavier_normal_", a.gain)
   local fan_in, fan_out = init._calculate_fan_in_and_fan_out(t)
   local std = (a.gain or 1) * math.sqrt(2 / (fan_in + fan_out))
   return fill(t, function(x) x:normal_(0, std) end)

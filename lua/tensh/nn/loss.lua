@@ -9,6 +9,8 @@ local Module, F = nn.Module, nn.functional
 local raise = C.raise
 local is_tensor = torch.is_tensor
 
+local A = require "tensh.args"
+
 local M = {}
 
 local function loss_class(name, fname)
@@ -16,6 +18,7 @@ local function loss_class(name, fname)
   M[name] = cls
   -- Loss({reduction = "mean", weight =, ...}) or Loss(weight, {...}); tensor options are buffers
   function cls:init(first, opts)
+    if opts ~= nil and not A.is_plain_table(opts) then A.type_error(name, 2, "options table", opts) end
     if is_tensor(first) then
       local o = {weight = first}
       for k, v in pairs(opts or {}) do o[k] = v end
