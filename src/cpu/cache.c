@@ -23,6 +23,20 @@
 
 #include "../cache_alloc.h"
 
+/* Under ASan the cache's memory would hide overruns and uses after free from
+ * it (ASan sees only malloc's blocks): a mapping starts poisoned, a block is
+ * unpoisoned for exactly the bytes asked for (its rounding stays poisoned, so
+ * a one-past-the-end write is caught) and poisoned again when freed; a mapping
+ * is unpoisoned before munmap, since the address may serve a stack next. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define CACHE_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define CACHE_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define CACHE_POISON(p, n) ((void)(p), (void)(n))
+#define CACHE_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 /* the sizes of the live mappings, for munmap (the raw interface passes none);
  * only touched under the cache's mutex, and there are few segments */
 typedef struct mapping { void *p; size_t n; } mapping;
@@ -47,6 +61,7 @@ static void *raw_malloc(void *ctx, size_t n) {
   if (n >= 4 * 1024 * 1024) madvise(p, n, MADV_HUGEPAGE); /* fewer faults and TLB misses; only a hint */
 #endif
   r->maps[r->nmaps++] = (mapping){p, n};
+  CACHE_POISON(p, n);
   return p;
 }
 
@@ -55,6 +70,7 @@ static void raw_free(void *ctx, void *p) {
   if (!r->caching) return free(p);
   for (size_t i = 0; i < r->nmaps; i++)
     if (r->maps[i].p == p) {
+      CACHE_UNPOISON(p, r->maps[i].n);
       munmap(p, r->maps[i].n);
       r->maps[i] = r->maps[--r->nmaps];
       return;
@@ -84,9 +100,14 @@ ts_cache *ts_cpu_cache(void) {
 
 void *ts_cpu_cache_alloc(size_t n) {
   ts_cache *c = ts_cpu_cache();
-  return c ? ts_cache_alloc(c, n, 0) : NULL;
+  void *p = c ? ts_cache_alloc(c, n, 0) : NULL;
+  if (p && cpu_raw.caching) CACHE_UNPOISON(p, n);
+  return p;
 }
 
 void ts_cpu_cache_free(void *p) {
-  if (cpu_cache) ts_cache_free(cpu_cache, p);
+  if (!cpu_cache) return;
+  /* poisoned while still ours: once freed, another thread may take it */
+  if (p && cpu_raw.caching) CACHE_POISON(p, ts_cache_block_size(cpu_cache, p));
+  ts_cache_free(cpu_cache, p);
 }
