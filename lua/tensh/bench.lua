@@ -317,18 +317,18 @@ function Timer:_timeit(number)
     self._setup_done = true
   end
   if self._time_block then return self._time_block(number) end
-  local s, _, pc, pd = torch._bench_block(self._stmt, number, self._device)
+  local s, host, pc, pd = torch._bench_block(self._stmt, number, self._device)
   if pc > self._peak_cpu then self._peak_cpu = pc end
   if pd > self._peak_dev then self._peak_dev = pd end
-  return s
+  return s, host
 end
 
 -- untimed calls before measuring: counted in the Measurement's metadata
 function Timer:_warm(number)
-  local s = self:_timeit(number)
+  local s, host = self:_timeit(number)
   self._warmup.runs = self._warmup.runs + number
   self._warmup.seconds = self._warmup.seconds + s
-  return s
+  return s, host
 end
 
 local function with_threads(n, fn)
@@ -369,7 +369,8 @@ function Timer:timeit(number)
     self._warmup = {runs = 0, seconds = 0}
     self:_warm(math.max(number // 100, 2))
     collectgarbage()
-    return self:_measurement(number, {self:_timeit(number)})
+    local s = self:_timeit(number)
+    return self:_measurement(number, {s})
   end)
 end
 
@@ -383,9 +384,11 @@ function Timer:_estimate_block_size(min_run_time)
   local overhead = overheads[3]
   local number = 1
   while true do
-    local t = self:_warm(number)
+    local t, host = self:_warm(number)
     if overhead / t <= 1e-4 and t >= min_run_time / 1000 then break end
-    if t > min_run_time then break end
+    -- the host clock bounds it too: CUDA events around host-only work (on the
+    -- simulated device, which runs queued work at synchronisation) read ~0
+    if t > min_run_time or (host or 0) > min_run_time then break end
     if number * 10 > 2147483647 then break end
     number = number * 10
   end
@@ -393,14 +396,15 @@ function Timer:_estimate_block_size(min_run_time)
 end
 
 function Timer:_loop(number, stop, min_run_time, max_run_time, callback)
-  local total, times, can_stop = 0, {}, false
-  while total < min_run_time or not can_stop do
-    local t = self:_timeit(number)
+  local total, host_total, times, can_stop = 0, 0, {}, false
+  while (total < min_run_time and host_total < min_run_time) or not can_stop do
+    local t, host = self:_timeit(number)
     times[#times + 1] = t
     total = total + t
+    host_total = host_total + (host or t)
     if callback then callback(number, t) end
     can_stop = stop(times)
-    if max_run_time and total > max_run_time then break end
+    if max_run_time and (total > max_run_time or host_total > max_run_time) then break end
   end
   return times
 end

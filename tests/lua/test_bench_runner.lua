@@ -137,7 +137,10 @@ bench.case("alloc", function(ctx) local y = ctx.a + ctx.a end, {setup = function
   end
   eq(spin.schema, 1, "schema version")
   eq(spin.params.s, 0.0005, "the grid point")
-  ok(spin.median >= 0.0005, "the spin's median is at least its length: " .. spin.median)
+  -- (on the simulated device CUDA events time only queued device work, not a host spin)
+  if not (spin.env.build == "simulated" and spin.env.device:find("^cuda")) then
+    ok(spin.median >= 0.0005, "the spin's median is at least its length: " .. spin.median)
+  end
   ok(spin.warmup.runs >= 1, "warm-up reported")
   for _, k in ipairs({"threads", "build", "blas_core", "device", "device_name"}) do ok(spin.env[k] ~= nil, "env." .. k) end
   -- a baseline that makes the spin a regression (1 ns before) and alloc an improvement
