@@ -61,14 +61,20 @@ end
 -- Without fn it returns the region for a <close> variable; with fn it runs
 -- fn(...) inside the region and returns its results (the region closes
 -- even when fn raises).
-function M.autocast(device_type, opts, fn, ...)
-  local name = "autocast"
+-- the device types autocast knows, checked the same way by every function
+-- that takes one (the C state query would otherwise name itself)
+local function check_device_type(name, device_type)
   if type(device_type) ~= "string" then
     args.type_error(name, 1, "device_type string \"cpu\" or \"cuda\"", device_type)
   end
   if device_type ~= "cpu" and device_type ~= "cuda" then
     raise("%s: unsupported device_type '%s' (expected \"cpu\" or \"cuda\")", name, device_type)
   end
+end
+
+function M.autocast(device_type, opts, fn, ...)
+  local name = "autocast"
+  check_device_type(name, device_type)
   opts = check_opts(name, opts, {dtype = true, enabled = true, cache_enabled = true})
   if fn ~= nil and type(fn) ~= "function" then
     args.type_error(name, 3, "function", fn)
@@ -328,9 +334,12 @@ end
 
 torch.autocast = M.autocast
 torch.is_autocast_enabled = function(device_type)
-  return (torch._autocast_state(device_type or "cuda"))
+  device_type = device_type or "cuda"
+  check_device_type("is_autocast_enabled", device_type)
+  return (torch._autocast_state(device_type))
 end
 torch.get_autocast_dtype = function(device_type)
+  check_device_type("get_autocast_dtype", device_type)
   return (select(2, torch._autocast_state(device_type)))
 end
 torch.is_autocast_cache_enabled = function() return (select(3, torch._autocast_state("cpu"))) end
