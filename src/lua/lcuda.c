@@ -510,14 +510,6 @@ static int m_record_stream(lua_State *L) {
   return 0;
 }
 
-/* ---- the collector: dropped tensors may hold the memory an allocation needs --- */
-
-static void oom_collect(void *ud) {
-  lua_State *L = ud;
-  lua_gc(L, LUA_GCCOLLECT);
-  ts_cuda_empty_cache();
-}
-
 #else /* a build without CUDA: the same names, each saying why it cannot run */
 
 static int l_not_built(lua_State *L) {
@@ -538,6 +530,19 @@ static int l_empty(lua_State *L) { return lua_newtable(L), 1; }
 static int l_nothing(lua_State *L) { return (void)L, 0; }
 
 #endif /* HAVE_CUDA */
+
+/* ---- the collector: dropped tensors may hold the memory an allocation needs --- */
+
+/* run by the storage layer when an allocation fails, then it retries once:
+ * in every build, since the CPU's caching allocator is as blind to Lua's
+ * garbage as the device's */
+static void oom_collect(void *ud) {
+  lua_State *L = ud;
+  lua_gc(L, LUA_GCCOLLECT);
+#if HAVE_CUDA
+  ts_cuda_empty_cache();
+#endif
+}
 
 static int l_empty_cache_any(lua_State *L) {
 #if HAVE_CUDA
@@ -583,6 +588,9 @@ void lt_open_cuda(lua_State *L) {
 #endif
     {NULL, NULL}};
   luaL_newlib(L, fns);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  ts_set_oom_hook(oom_collect, lua_tothread(L, -1));
+  lua_pop(L, 1);
 #if !HAVE_CUDA
   static const luaL_Reg no_gpu[] = {
       {"memory_allocated", l_zero}, {"max_memory_allocated", l_zero}, {"memory_reserved", l_zero},
@@ -601,11 +609,6 @@ void lt_open_cuda(lua_State *L) {
   lua_pushfstring(L, "%d.%d", v / 1000, (v % 1000) / 10);
   lua_setfield(L, -2, "version");
   ts_backend_loaders[TS_CUDA] = ts_cuda_backend_init; /* the driver is asked on first use */
-  lua_State *main_L = L;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
-  main_L = lua_tothread(L, -1);
-  lua_pop(L, 1);
-  ts_set_oom_hook(oom_collect, main_L);
   lua_pushcfunction(L, m_record_stream);
   lua_setfield(L, -3, "record_stream"); /* a tensor method; methods are below the table */
 
