@@ -79,22 +79,23 @@ local function check_gain(fn, gain)
   if gain ~= nil and type(gain) ~= "number" then A.type_error(fn, 2, "number (gain)", gain) end
 end
 
-function init.xavier_uniform_(t, ...)
-  check("xavier_uniform_", t)
-  local a = args("xavier_uniform_", {"gain"}, ...)
-  check_gain("xavier_uniform_", a.gain)
+-- Glorot's std for t, gain * sqrt(2 / (fan_in + fan_out)), with the
+-- arguments of either xavier_ function checked in its name
+local function xavier_std(fn, t, ...)
+  check(fn, t)
+  local a = args(fn, {"gain"}, ...)
+  check_gain(fn, a.gain)
   local fan_in, fan_out = init._calculate_fan_in_and_fan_out(t)
-  local std = (a.gain or 1) * math.sqrt(2 / (fan_in + fan_out))
-  local bound = math.sqrt(3) * std
+  return (a.gain or 1) * math.sqrt(2 / (fan_in + fan_out))
+end
+
+function init.xavier_uniform_(t, ...)
+  local bound = math.sqrt(3) * xavier_std("xavier_uniform_", t, ...)
   return fill(t, function(x) x:uniform_(-bound, bound) end)
 end
 
 function init.xavier_normal_(t, ...)
-  check("xavier_normal_", t)
-  local a = args("xavier_normal_", {"gain"}, ...)
-  check_gain("xavier_normal_", a.gain)
-  local fan_in, fan_out = init._calculate_fan_in_and_fan_out(t)
-  local std = (a.gain or 1) * math.sqrt(2 / (fan_in + fan_out))
+  local std = xavier_std("xavier_normal_", t, ...)
   return fill(t, function(x) x:normal_(0, std) end)
 end
 
