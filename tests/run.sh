@@ -17,6 +17,10 @@ passed=0 failed=0 skipped=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
+# what a test program printed that the summary shows: its FAIL and SKIP lines
+# and the detail lines ("    | ...") that follow a failure
+shown() { grep -E '^(FAIL|SKIP|    \| )'; }
+
 count() { # adds the counts from the closing line of a test program's output
   local line
   line=$(grep -E '^[a-z]+(:[^ ]*)?: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
@@ -40,7 +44,7 @@ count() { # adds the counts from the closing line of a test program's output
 }
 
 "$root/$build/test_c" ${TEST_FILTER:+"$TEST_FILTER"} >"$log" 2>&1; rc=$?
-grep -E '^(FAIL|SKIP)' "$log"
+shown <"$log"
 count c $rc
 
 # run_lua BUILD LABEL FILE [ENV=VALUE...]: one Lua test file under BUILD's tensh
@@ -50,8 +54,8 @@ run_lua() {
   (cd "$root/tests/lua" && env "$@" TENSH_BUILD="$root/$b" LUA_PATH="$root/tests/lua/?.lua;;" \
     timeout 900 "$root/$b/tensh" "$f") >"$log" 2>&1
   local rc=$?
-  if [ -n "$label" ]; then sed -E "s/^(FAIL|SKIP) /\1 [$label] /" "$log" | grep -E '^(FAIL|SKIP)'
-  else grep -E '^(FAIL|SKIP)' "$log"; fi
+  if [ -n "$label" ]; then sed -E "s/^(FAIL|SKIP) /\1 [$label] /" "$log" | shown
+  else shown <"$log"; fi
   [ $rc -ne 0 ] && ! grep -qE '^[a-z]+:[^ ]*: [0-9]+ passed' "$log" && tail -n 20 "$log"
   count "$(basename "$f")${label:+[$label]}" $rc
 }
@@ -92,7 +96,7 @@ if "$root/$build/tensh" -e 'os.exit(cuda.is_available() and 0 or 1)' >/dev/null 
     (cd "$root/tests/lua" && TENSH_TEST_DEVICE=cuda TENSH_BUILD="$root/$build" LUA_PATH="$root/tests/lua/?.lua;;" \
       timeout 600 "$root/$build/tensh" "$f") >"$log" 2>&1
     rc=$?
-    sed -E 's/^(FAIL|SKIP) /\1 [cuda] /' "$log" | grep -E '^(FAIL|SKIP)'
+    sed -E 's/^(FAIL|SKIP) /\1 [cuda] /' "$log" | shown
     [ $rc -ne 0 ] && ! grep -qE '^[a-z]+:[^ ]*: [0-9]+ passed' "$log" && tail -n 20 "$log"
     count "$(basename "$f")[cuda]" $rc
   done
@@ -105,7 +109,7 @@ for f in "$root"/tests/shell/test_*.sh; do
   [ -e "$f" ] || continue
   timeout 300 bash "$f" "$root/$build" >"$log" 2>&1
   rc=$?
-  grep -E '^(FAIL|SKIP)' "$log"
+  shown <"$log"
   [ $rc -ne 0 ] && ! grep -qE '^[a-z]+:[^ ]*: [0-9]+ passed' "$log" && tail -n 20 "$log"
   count "$(basename "$f")" $rc
 done
