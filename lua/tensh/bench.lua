@@ -47,8 +47,14 @@ end
 local MAX_SIGNIFICANT_FIGURES, MIN_CONFIDENCE_INTERVAL = 4, 25e-9
 local IQR_WARN_THRESHOLD, IQR_GROSS_WARN_THRESHOLD = 0.1, 0.25
 
+local function check_number(fn, what, v)
+  if type(v) ~= "number" then raise("%s: %s must be a number, got %s", fn, what, type(v)) end
+  return v
+end
+
 -- the unit a time prints in: ns, us, ms or s, and its scale
 function bench.select_unit(t)
+  check_number("select_unit", "t (a time in seconds)", t)
   local e = math.floor(math.log(t, 10) / 3)
   local unit = ({[-3] = "ns", [-2] = "us", [-1] = "ms"})[e] or "s"
   return unit, ({ns = 1e-9, us = 1e-6, ms = 1e-3, s = 1})[unit]
@@ -67,6 +73,10 @@ end
 
 -- x to n significant figures (3.14159, 2 -> 3.1)
 function bench.trim_sigfig(x, n)
+  check_number("trim_sigfig", "x", x)
+  if math.type(n) ~= "integer" or n < 1 then
+    raise("trim_sigfig: n (the number of significant figures) must be a positive integer, got %s", tostring(n))
+  end
   local magnitude = math.ceil(math.log(math.abs(x), 10))
   local scale = 10.0 ^ (magnitude - n)
   return round_half_even(x / scale) * scale
@@ -115,10 +125,17 @@ local TASK_FIELDS = {"stmt", "setup", "label", "sub_label", "description", "env"
 
 -- bench.Measurement({number_per_run =, raw_times = {...}, task_spec = {...}, metadata =})
 function Measurement.new(t)
+  if type(t) ~= "table" then
+    raise("Measurement: expected a table {number_per_run =, raw_times = {...}, task_spec =}, got %s", type(t))
+  end
   if math.type(t.number_per_run) ~= "integer" or t.number_per_run < 1 then
     raise("Measurement: number_per_run must be a positive integer, got %s", tostring(t.number_per_run))
   end
   if type(t.raw_times) ~= "table" or #t.raw_times == 0 then raise("Measurement: raw_times must be a non-empty list") end
+  for i, r in ipairs(t.raw_times) do check_number("Measurement", ("raw_times[%d]"):format(i), r) end
+  if t.task_spec ~= nil and type(t.task_spec) ~= "table" then
+    raise("Measurement: task_spec must be a table (stmt, label, ...) or nil, got %s", type(t.task_spec))
+  end
   local m = setmetatable({number_per_run = t.number_per_run, raw_times = t.raw_times,
     task_spec = t.task_spec or {}, metadata = t.metadata}, Measurement)
   for _, k in ipairs(TASK_FIELDS) do m[k] = m.task_spec[k] end
@@ -214,8 +231,12 @@ end
 -- merges replicates of one task into one Measurement per task, every
 -- time extrapolated to one run (number_per_run = 1), as PyTorch's merge
 function Measurement.merge(ms)
+  if type(ms) ~= "table" then raise("Measurement.merge: expected a list of Measurements, got %s", type(ms)) end
   local groups, order = {}, {}
-  for _, m in ipairs(ms) do
+  for i, m in ipairs(ms) do
+    if getmetatable(m) ~= Measurement then
+      raise("Measurement.merge: element %d is not a bench.Measurement (got %s)", i, type(m))
+    end
     local key = {}
     for i, k in ipairs(TASK_FIELDS) do key[i] = tostring(describe_code(m[k]) or m[k]) end
     key = table.concat(key, "\0")

@@ -2,10 +2,22 @@
 -- [1] or empty and marked by json.array is an array, else an object with
 -- sorted keys, so lines diff well) and decode one JSON text.
 local json = {}
+local raise = require("tensh.errors").raise
 
 local array_mt = {__name = "json.array"}
 -- json.array(t): t encodes as an array even when empty
-function json.array(t) return setmetatable(t or {}, array_mt) end
+function json.array(t)
+  if t ~= nil and (type(t) ~= "table" or (getmetatable(t) ~= nil and getmetatable(t) ~= array_mt)) then
+    raise("json.array: expected a plain table (a list) or nil, got %s", type(t))
+  end
+  return setmetatable(t or {}, array_mt)
+end
+
+-- Deeper nesting is refused, in both directions: no benchmark record nests
+-- more than a few levels, and a deep or cyclic table would otherwise end in
+-- Lua's "stack overflow" (Python's json stops at its recursion limit too).
+local MAX_DEPTH = 1000
+json.MAX_DEPTH = MAX_DEPTH
 
 local escapes = {['"'] = '\\"', ["\\"] = "\\\\", ["\b"] = "\\b", ["\f"] = "\\f", ["\n"] = "\\n", ["\r"] = "\\r",
   ["\t"] = "\\t"}
@@ -13,7 +25,9 @@ local function quote(s)
   return '"' .. s:gsub('[%c"\\]', function(c) return escapes[c] or ("\\u%04x"):format(c:byte()) end) .. '"'
 end
 
-local function encode(v, out)
+-- `open` holds the tables being encoded (the path from the root), so a
+-- table that contains itself is reported rather than followed forever.
+local function encode(v, out, open, depth)
   local t = type(v)
   if v == nil then out[#out + 1] = "null"
   elseif t == "boolean" then out[#out + 1] = tostring(v)
@@ -23,11 +37,16 @@ local function encode(v, out)
     else out[#out + 1] = ("%.17g"):format(v) end
   elseif t == "string" then out[#out + 1] = quote(v)
   elseif t == "table" then
+    if open[v] then error("json.encode: the table contains itself (a cycle); JSON has no references", 0) end
+    if depth >= MAX_DEPTH then
+      error(("json.encode: tables nested deeper than %d levels; JSON records here are shallow"):format(MAX_DEPTH), 0)
+    end
+    open[v] = true
     if getmetatable(v) == array_mt or v[1] ~= nil then
       out[#out + 1] = "["
       for i = 1, #v do
         if i > 1 then out[#out + 1] = "," end
-        encode(v[i], out)
+        encode(v[i], out, open, depth + 1)
       end
       out[#out + 1] = "]"
     else
@@ -42,10 +61,11 @@ local function encode(v, out)
         if i > 1 then out[#out + 1] = "," end
         out[#out + 1] = quote(k)
         out[#out + 1] = ":"
-        encode(v[k], out)
+        encode(v[k], out, open, depth + 1)
       end
       out[#out + 1] = "}"
     end
+    open[v] = nil
   else
     error(("json.encode: cannot encode a %s"):format(t), 0)
   end
@@ -53,13 +73,14 @@ end
 
 function json.encode(v)
   local out = {}
-  encode(v, out)
+  encode(v, out, {}, 0)
   return table.concat(out)
 end
 
 -- json.decode(s) -> value; raises "json.decode: <what> at position N"
 function json.decode(s)
-  local pos = 1
+  if type(s) ~= "string" then raise("json.decode: expected a string (JSON text), got %s", type(s)) end
+  local pos, depth = 1, 0
   local function fail(what) error(("json.decode: %s at position %d"):format(what, pos), 0) end
   local function ws() pos = s:find("[^ \t\r\n]", pos) or #s + 1 end
   local value
@@ -82,14 +103,19 @@ function json.decode(s)
     end
     return table.concat(out)
   end
+  local function nest()
+    depth = depth + 1
+    if depth > MAX_DEPTH then fail(("nesting deeper than %d levels"):format(MAX_DEPTH)) end
+  end
   function value()
     ws()
     local c = s:sub(pos, pos)
     if c == "{" then
+      nest()
       local t = {}
       pos = pos + 1
       ws()
-      if s:sub(pos, pos) == "}" then pos = pos + 1 return t end
+      if s:sub(pos, pos) == "}" then pos, depth = pos + 1, depth - 1 return t end
       while true do
         ws()
         if s:sub(pos, pos) ~= '"' then fail("expected a string key") end
@@ -101,20 +127,21 @@ function json.decode(s)
         ws()
         local d = s:sub(pos, pos)
         pos = pos + 1
-        if d == "}" then return t end
+        if d == "}" then depth = depth - 1 return t end
         if d ~= "," then pos = pos - 1 fail("expected ',' or '}'") end
       end
     elseif c == "[" then
+      nest()
       local t = json.array()
       pos = pos + 1
       ws()
-      if s:sub(pos, pos) == "]" then pos = pos + 1 return t end
+      if s:sub(pos, pos) == "]" then pos, depth = pos + 1, depth - 1 return t end
       while true do
         t[#t + 1] = value()
         ws()
         local d = s:sub(pos, pos)
         pos = pos + 1
-        if d == "]" then return t end
+        if d == "]" then depth = depth - 1 return t end
         if d ~= "," then pos = pos - 1 fail("expected ',' or ']'") end
       end
     elseif c == '"' then return str()
