@@ -128,7 +128,7 @@ local function specs_of(tf, out)
   elseif type(tf) == "table" and getmetatable(tf) == nil then
     for _, t in ipairs(tf) do specs_of(t, out) end
   else
-    error(("transform: expected a data.transforms object, a list of them, or a function, got a %s"):format(type(tf)), 3)
+    A.raise("transform: expected a data.transforms object, a list of them, or a function, got %s", A.typename(tf))
   end
   return out
 end
@@ -136,7 +136,10 @@ end
 local function new_transform(name, specs) return setmetatable({name = name, _specs = specs}, Transform) end
 
 function Transform.__call(self, x)
-  if not torch.is_tensor(x) or x:dim() ~= 3 then error(self.name .. ": expected a (C, H, W) tensor", 2) end
+  if not torch.is_tensor(x) or x:dim() ~= 3 then
+    A.raise("%s: expected a (C, H, W) tensor, got %s", self.name,
+      torch.is_tensor(x) and ("a %d-D tensor"):format(x:dim()) or A.typename(x))
+  end
   local src = C.source({x:unsqueeze(0)}, {transforms = self._specs})
   return src:batch(index_tensor({0}), C.global_key(), 0)[0]
 end
@@ -525,8 +528,12 @@ local SubsetRandomSampler = class("SubsetRandomSampler")
 data.SubsetRandomSampler = SubsetRandomSampler
 setmetatable(SubsetRandomSampler, {__call = function(_, indices, opts)
   if torch.is_tensor(indices) then indices = indices:tolist() end
-  if type(indices) ~= "table" then error("SubsetRandomSampler: indices must be a list or a tensor", 2) end
-  return setmetatable({list = indices, seed = (opts or {}).seed, _epoch = 0}, SubsetRandomSampler)
+  if type(indices) ~= "table" then A.raise("SubsetRandomSampler: indices must be a list or a tensor, got %s", A.typename(indices)) end
+  for i, v in ipairs(indices) do
+    if not is_int(v) then A.raise("SubsetRandomSampler: indices[%d] must be an integer, got %s", i, A.show(v)) end
+  end
+  opts = A.check_opts("SubsetRandomSampler", opts, {seed = true})
+  return setmetatable({list = indices, seed = opts.seed, _epoch = 0}, SubsetRandomSampler)
 end})
 function SubsetRandomSampler:len() return #self.list end
 function SubsetRandomSampler:indices()

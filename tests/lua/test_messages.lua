@@ -50,4 +50,19 @@ test("bench and its JSON: wrong arguments, deep and cyclic tables are refused wi
   eq(B.select_unit(2e-6), "us")
 end)
 
+test("data: samplers and transforms name the argument and what came", function()
+  user_error(function() local _ = data.SubsetRandomSampler(5) end,
+    "SubsetRandomSampler: indices must be a list or a tensor, got number")
+  user_error(function() local _ = data.SubsetRandomSampler({1, "a"}) end,
+    "SubsetRandomSampler: indices[2] must be an integer, got \"a\"")
+  user_error(function() local _ = data.SubsetRandomSampler({1}, 5) end, "SubsetRandomSampler: options must be a table, got number")
+  user_error(function() local _ = data.SubsetRandomSampler({1}, {sed = 1}) end, "SubsetRandomSampler: unknown option 'sed'")
+  eq(#data.SubsetRandomSampler({3, 1}, {seed = 1}):indices():tolist(), 2)
+  local T = data.transforms
+  user_error(function() local _ = T.Compose({T.ToTensor(), {5}}) end,
+    "transform: expected a data.transforms object, a list of them, or a function, got number")
+  user_error(function() local _ = T.ToTensor()(5) end, "ToTensor: expected a (C, H, W) tensor, got number")
+  user_error(function() local _ = T.ToTensor()(torch.zeros(2)) end, "ToTensor: expected a (C, H, W) tensor, got a 1-D tensor")
+end)
+
 T.run()
