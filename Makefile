@@ -223,10 +223,14 @@ asan:
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test
 
 # the measured binaries: with LTO, in their own directory
+# make bench [PEERS=../shared/peers] [BASELINE=old.jsonl] [THRESHOLD=5%]
+# [BENCH_THREADS=1] (scripts/bench/run.sh lists the rest): tensh bench over
+# scripts/bench/ and the PyTorch twins in PEERS, ratios per case; with a
+# BASELINE, the runner's verdict is the exit status
 BENCH_BUILD ?= build-lto
 bench:
 	$(MAKE) BUILD=$(BENCH_BUILD) CUDA_BUILD=$(BUILD) LTO=-flto=auto all
-	@bash scripts/bench/run.sh $(BENCH_BUILD)
+	@PEERS='$(PEERS)' BASELINE='$(BASELINE)' THRESHOLD='$(THRESHOLD)' bash scripts/bench/run.sh $(BENCH_BUILD)
 
 # the API fuzzer's long run (make test has a one-minute one):
 # FUZZ_SECONDS=N FUZZ_SEED=N; FUZZ_MESSAGES=1 lists the unclear messages

@@ -250,10 +250,29 @@ function Measurement.merge(ms)
   return out
 end
 
+-- The process's CPU time per run, one per block (all threads: on a machine
+-- other work loads, the wall time counts the wait for a core too), or nil
+-- when the blocks were not timed by the Timer's own clock.
+function Measurement:cpu_times()
+  local cpu = (self.metadata or {}).cpu_block_seconds
+  if not cpu or #cpu ~= #self.raw_times then return nil end
+  local out = {}
+  for i, c in ipairs(cpu) do out[i] = c / self.number_per_run end
+  return out
+end
+
+-- the median of a list of numbers (numpy's)
+function bench.median(xs)
+  local sorted = table.move(xs, 1, #xs, 1, {})
+  table.sort(sorted)
+  return percentile(sorted, 50)
+end
+
 -- One record for JSON lines: statistics in seconds, every block's time,
 -- and what the number depends on (bench.Measurement.to_table).
 function Measurement:to_table()
   local md = self.metadata or {}
+  local cpu = self:cpu_times()
   local spec = {}
   for _, k in ipairs(TASK_FIELDS) do
     local v = self[k]
@@ -264,7 +283,8 @@ function Measurement:to_table()
     num_threads = self.num_threads, median = self.median, mean = self.mean, iqr = self.iqr, p25 = self.p25,
     p75 = self.p75, number_per_run = self.number_per_run, block_seconds = json.array(table.move(self.raw_times, 1,
       #self.raw_times, 1, {})), warmup = md.warmup, env = md.env, peak_cpu_bytes = md.peak_cpu_bytes,
-    peak_device_bytes = md.peak_device_bytes,
+    peak_device_bytes = md.peak_device_bytes, cpu_median = cpu and bench.median(cpu),
+    cpu_times = cpu and json.array(cpu),
   }
 end
 
@@ -338,7 +358,9 @@ function Timer:_timeit(number)
     self._setup_done = true
   end
   if self._time_block then return self._time_block(number) end
+  local c0 = os.clock()
   local s, host, pc, pd = torch._bench_block(self._stmt, number, self._device)
+  self._cpu_last = os.clock() - c0
   if pc > self._peak_cpu then self._peak_cpu = pc end
   if pd > self._peak_dev then self._peak_dev = pd end
   return s, host
@@ -372,7 +394,7 @@ end
 function Timer:_measurement(number, times)
   local m = Measurement.new({number_per_run = number, raw_times = times, task_spec = self.task_spec,
     metadata = {warmup = {runs = self._warmup.runs, seconds = self._warmup.seconds}, env = self:_env(),
-      peak_cpu_bytes = self._peak_cpu, peak_device_bytes = self._peak_dev}})
+      peak_cpu_bytes = self._peak_cpu, peak_device_bytes = self._peak_dev, cpu_block_seconds = self._cpu_blocks}})
   return m
 end
 
@@ -390,7 +412,9 @@ function Timer:timeit(number)
     self._warmup = {runs = 0, seconds = 0}
     self:_warm(math.max(number // 100, 2))
     collectgarbage()
+    self._cpu_blocks = {}
     local s = self:_timeit(number)
+    self._cpu_blocks[1] = self._cpu_last
     return self:_measurement(number, {s})
   end)
 end
@@ -418,9 +442,11 @@ end
 
 function Timer:_loop(number, stop, min_run_time, max_run_time, callback)
   local total, host_total, times, can_stop = 0, 0, {}, false
+  self._cpu_blocks = {}
   while (total < min_run_time and host_total < min_run_time) or not can_stop do
     local t, host = self:_timeit(number)
     times[#times + 1] = t
+    self._cpu_blocks[#times] = self._cpu_last
     total = total + t
     host_total = host_total + (host or t)
     if callback then callback(number, t) end

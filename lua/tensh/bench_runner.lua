@@ -29,6 +29,7 @@ usage: tensh bench [files or folders] [options]
   --repeat N          measure each case N times and merge (default 1)
   --min-run-time S    seconds of timed blocks per measurement (default 0.2)
   --summary FILE      also write the Markdown summary to FILE
+  --list              load the files and print their cases' names, measure nothing
   -h, --help          show this help]]
 
 local function usage_error(msg)
@@ -53,6 +54,8 @@ function runner.parse(argv)
     if a == "-h" or a == "--help" then
       print(USAGE)
       return nil, 0
+    elseif a == "--list" then
+      o.list = true
     elseif name then
       local known = {filter = 1, json = 1, baseline = 1, summary = 1, threshold = 1, ["repeat"] = 1, ["min-run-time"] = 1}
       if not known[name] then return usage_error(("unknown option '%s'"):format(a)) end
@@ -195,6 +198,12 @@ function runner.measure(case, opts, file)
   rec.median, rec.mean, rec.iqr, rec.p25, rec.p75 = m.median, m.mean, m.iqr, m.p25, m.p75
   local per_run = json.array()
   for i, t in ipairs(m.times) do per_run[i] = t end
+  local cpu = json.array()
+  for _, x in ipairs(ms) do
+    for _, c in ipairs(x:cpu_times() or {}) do cpu[#cpu + 1] = c end
+  end
+  if #cpu == #per_run then rec.cpu_times, rec.cpu_median = cpu, bench.median(cpu)
+  else rec.cpu_times, rec.cpu_median = nil, nil end
   rec.block_seconds = nil
   rec.times = per_run -- seconds per run, one per block, over all repeats
   rec.number_per_run = nil
@@ -216,7 +225,7 @@ function runner.run(opts, out)
     baseline = b
   end
   local jf
-  if opts.json then
+  if opts.json and not opts.list then
     local err
     jf, err = io.open(opts.json, "w")
     if not jf then io.stderr:write("tensh bench: cannot write '", opts.json, "': ", tostring(err), "\n") return 2 end
@@ -235,7 +244,9 @@ function runner.run(opts, out)
         status = 2
       end
       for _, case in ipairs(ok and cases or {}) do
-        if not opts.filter or case.name:find(opts.filter, 1, true) then
+        if opts.list and (not opts.filter or case.name:find(opts.filter, 1, true)) then
+          out:write(case.name, "\t", file, "\n")
+        elseif not opts.filter or case.name:find(opts.filter, 1, true) then
           local mok, rec = pcall(runner.measure, case, opts, file)
           if not mok then
             io.stderr:write("tensh bench: ", case.name, ": ", tostring(rec), "\n")
@@ -257,6 +268,7 @@ function runner.run(opts, out)
     end
   end
   if jf then jf:close() end
+  if opts.list then return status end
   local md = runner.summary(results, opts)
   out:write("\n", md)
   for _, path in ipairs({opts.summary, os.getenv("GITHUB_STEP_SUMMARY")}) do

@@ -1,79 +1,27 @@
--- What the benchmark scripts share, after ../shared/peers/common.py: the
--- device (--device cpu|cuda, cuda by default when available, as the peers)
--- and the median timing of a call. Loaded with dofile beside the script.
+-- What the benchmark files of scripts/bench share. Each file registers its
+-- cases with bench.case and builds its tensors in the case's setup, so that
+-- `tensh bench --list scripts/bench` loads every file in a moment.
+-- Loaded by the files with dofile from their own folder:
+--   local common = dofile(debug.getinfo(1, "S").source:match("^@(.*)/") .. "/common.lua")
 local M = {}
 
-function M.device(args)
-  local dev = (cuda and cuda.is_available()) and "cuda" or "cpu"
-  for i = 1, #args do
-    if args[i] == "--device" then dev = assert(args[i + 1], "--device needs a value") end
-    dev = args[i]:match("^%-%-device=(.+)$") or dev
-  end
-  return dev
+-- The device the cases run on: $BENCH_DEVICE (cpu, cuda, cuda:N), else the
+-- CPU (issue 12's comparisons are on the CPU; run.sh passes the same device
+-- to the PyTorch twins).
+function M.device()
+  return os.getenv("BENCH_DEVICE") or "cpu"
 end
 
--- Median of `iters` timed calls of fn, in milliseconds, after `warmup` calls
--- (the peer's common.time_ms), synchronising a GPU around each call. Garbage
--- from the previous call is collected outside the timed region, as CPython's
--- refcounting frees it at once.
-function M.time_ms(fn, warmup, iters, dev)
-  local sync = dev:sub(1, 4) == "cuda" and cuda.synchronize or function() end
-  for _ = 1, warmup do fn() end
-  sync()
-  local times = {}
-  for i = 1, iters do
-    collectgarbage()
-    local t = torch._clock()
-    fn()
-    sync()
-    times[i] = (torch._clock() - t) * 1e3
-  end
-  table.sort(times)
-  return times[iters // 2 + 1]
-end
+-- A case's name is its PyTorch twin's "bench" (plus "[dtype=...]" where the
+-- twin prints a dtype), so that compare.py pairs the two.
 
--- Median of each phase over `iters` calls of the phases in order (each a
--- function), after `warmup` calls; returns {ms per phase..., total = ms,
--- cpu = ms} where total is the median of the sums (not the sum of the
--- medians) and cpu the median of the process's CPU time per step (all
--- threads: at one thread it is the wall time minus waiting for a core, the
--- figure that holds on a loaded machine).
-function M.phases_ms(phases, warmup, iters, dev)
-  local sync = dev:sub(1, 4) == "cuda" and cuda.synchronize or function() end
-  for _ = 1, warmup do
-    for _, fn in ipairs(phases) do fn() end
+-- one training step: zero_grad, forward, loss, backward, optimizer step
+function M.train_step(model, opt, crit, x, y)
+  return function()
+    opt:zero_grad()
+    crit(model(x), y):backward()
+    opt:step()
   end
-  sync()
-  local per, totals, cpu = {}, {}, {}
-  for p = 1, #phases do per[p] = {} end
-  for i = 1, iters do
-    collectgarbage()
-    local total, c0 = 0, os.clock()
-    for p, fn in ipairs(phases) do
-      local t = torch._clock()
-      fn()
-      sync()
-      local ms = (torch._clock() - t) * 1e3
-      per[p][i], total = ms, total + ms
-    end
-    totals[i], cpu[i] = total, (os.clock() - c0) * 1e3
-  end
-  local function median(v)
-    table.sort(v)
-    return v[#v // 2 + 1]
-  end
-  local out = {total = median(totals), cpu = median(cpu)}
-  for p = 1, #phases do out[p] = median(per[p]) end
-  return out
-end
-
--- What a result depends on besides the code, as JSON fields to append to a
--- line: the threads (OpenMP's team, OpenBLAS's) and OpenBLAS's kernel family
--- (OPENBLAS_CORETYPE or its own choice), the same keys the peers print.
-function M.run_fields()
-  local blas = torch._blas_info()
-  return ('"threads": %d, "blas_threads": %d, "blas_core": %q'):format(torch.get_num_threads(), blas.threads,
-    blas.core)
 end
 
 return M

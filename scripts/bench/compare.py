@@ -1,112 +1,104 @@
-"""Reads the JSON lines of the tensh and PyTorch benchmarks on stdin (several
-rounds of each, interleaved by run.sh), keeps the best round of each case and
-implementation (on a shared machine the best is the least disturbed; the
-line gets "rounds": N), prints those, then one comparison line per case that
-both ran:
+"""Pairs `tensh bench`'s JSON lines with the PyTorch twins' (peers.py writes
+them in the same schema) case by case and prints the ratio per benchmark:
 
-    {"bench": "add_bandwidth", "tensh_vs_pytorch_speed": 1.23, "equal_terms": true, "target": 1.0, "meets_target": true}
+    python3 compare.py tensh.jsonl pytorch.jsonl [compare.jsonl]
 
-"equal_terms" is false (and "terms" lists both sides) when the two ran with
-different OpenBLAS kernels or thread counts.
-
-tensh_vs_pytorch_speed is pytorch_time / tensh_time (equivalently tensh's
-throughput over PyTorch's): above 1 tensh is faster, below 1 slower, whatever
-the unit of the case. Cases with an absolute target (start-up time) get a
-line of their own even without a peer.
+ratio = tensh's median time per run / PyTorch's (below 1: tensh is faster),
+from the wall clock and, where both sides report it, from the process's CPU
+time (all threads): on a machine other work loads, the wall time counts the
+wait for a core too, and the CPU ratio is the one that holds. "equal_terms"
+is false when the two ran with different OpenBLAS kernels or thread
+counts. Targets are upper bounds on the ratio (issue 12: steps and epochs
+<= 0.8x PyTorch's at equal kernels and threads); start-up also has an
+absolute bound. Writes one JSON line per case to compare.jsonl when given.
+Needs only the standard library.
 """
 import json
 import sys
 
-# bench -> (metric key, True if larger is better, target speed ratio or None)
-METRICS = {
-    "op_overhead_add1": ("us_per_op", False, 4.0),  # tensh's overhead <= 0.25x PyTorch's
-    "add_bandwidth": ("gb_per_s", True, 1.0),
-    "matmul": ("tflops", True, 0.9),
-    "softmax_rows": ("gb_per_s", True, None),
-    # step and epoch times <= 0.8x PyTorch's at equal kernels and threads (issue 12, CPU)
-    "mlp_seed003": ("ms_per_step", False, 1 / 0.8),
-    "fashion_mnist_mlp": ("s_per_epoch", False, 1 / 0.8),
-    "fashion_mnist_cnn": ("s_per_epoch", False, 1 / 0.8),
-    "lstm_lm_train": ("ms_per_step", False, 1.0),  # step time <= PyTorch's (issue 15, CPU)
+# case -> the ratio tensh / PyTorch must stay under
+TARGETS = {
+    "op_overhead_add1": 0.25,  # tensh's per-op overhead <= a quarter of PyTorch's
+    "add_bandwidth": 1.0,
+    "matmul[dtype=float32]": 1 / 0.9,
+    "mlp_seed003": 0.8,
+    "fashion_mnist_mlp": 0.8,
+    "fashion_mnist_cnn": 0.8,
+    "lstm_lm_train": 1.0,
 }
-ABSOLUTE = {"startup": ("ms", 20.0)}  # bench -> (key, upper bound)
+ABSOLUTE_MS = {"startup": 20.0}  # case -> tensh's median must be under this many ms
+WALL_ONLY = {"startup"}  # a child process: its CPU time is not the parent's
 
 
-def key(case):
-    """Cases match on bench name plus the fields that tell variants apart."""
-    return (case["bench"], case.get("dtype"), case.get("n"))
+def read(path):
+    cases = {}
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                rec = json.loads(line)
+                cases[rec["case"]] = rec
+    return cases
 
 
-def better(a, b):
-    """True if case a is a better round than case b (faster)."""
-    bench = a["bench"]
-    if bench in METRICS:
-        field, larger_better, _ = METRICS[bench]
-    elif bench in ABSOLUTE:
-        field, larger_better = ABSOLUTE[bench][0], False
-    else:
-        return False
-    return a[field] > b[field] if larger_better else a[field] < b[field]
+def fmt(s):
+    if s is None:
+        return "-"
+    for unit, scale in (("s", 1), ("ms", 1e-3), ("us", 1e-6)):
+        if s >= scale:
+            return f"{s / scale:.3g} {unit}"
+    return f"{s / 1e-9:.3g} ns"
 
 
-def main():
-    cases, rounds = {}, {}
-    for line in sys.stdin:
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            case = json.loads(line)
-        except ValueError:
-            print(line)  # not ours to judge: pass it on
-            continue
-        k, impl = key(case), case.get("impl")
-        rounds[k, impl] = rounds.get((k, impl), 0) + 1
-        best = cases.setdefault(k, {}).get(impl)
-        if best is None or better(case, best):
-            cases[k][impl] = case
-    for k, impls in cases.items():
-        for impl, case in impls.items():
-            case["rounds"] = rounds[k, impl]
-            print(json.dumps(case), flush=True)
-    for k, impls in cases.items():
-        bench = k[0]
-        t = impls.get("tensh")
-        if t is None:  # the op is not in tensh yet (or failed): say so, don't hide it
-            print(json.dumps({"bench": bench, "tensh_vs_pytorch_speed": None, "note": "no tensh result"}))
-            continue
-        if bench in ABSOLUTE:
-            field, bound = ABSOLUTE[bench]
-            print(json.dumps({"bench": bench, field: t[field], "target": f"< {bound:g} {field}",
-                              "meets_target": t[field] < bound}))
-        p = impls.get("pytorch")
-        if p is None or bench not in METRICS:
-            continue
-        field, larger_better, target = METRICS[bench]
-        tv, pv = float(t[field]), float(p[field])
-        if tv <= 0 or pv <= 0:
-            continue
-        speed = tv / pv if larger_better else pv / tv
-        out = {"bench": bench}
-        if k[1] is not None:
-            out["dtype"] = k[1]
-        out["tensh_vs_pytorch_speed"] = round(speed, 3)
-        # CPU time (both sides report it for the step and epoch cases): on a
-        # machine other work loads, wall time counts the wait for a core too
-        for cpu_field in ("cpu_ms_per_step", "cpu_s_per_epoch"):
-            tc, pc = t.get(cpu_field), p.get(cpu_field)
-            if tc and pc:
-                out["tensh_vs_pytorch_cpu_time"] = round(float(pc) / float(tc), 3)
-        # like with like: the same OpenBLAS kernels and thread counts on both sides
-        same = all(t.get(f) == p.get(f) for f in ("blas_core", "threads", "blas_threads"))
-        out["equal_terms"] = same
-        if not same:
-            out["terms"] = {f: [t.get(f), p.get(f)] for f in ("blas_core", "threads", "blas_threads")}
-        if target is not None:
-            out["target"] = target
-            out["meets_target"] = speed >= target
-        print(json.dumps(out), flush=True)
+def main(argv):
+    if len(argv) < 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    tensh = read(argv[1])
+    pytorch = read(argv[2]) if argv[2] != "-" else {}
+    out = open(argv[3], "w") if len(argv) > 3 else None
+    rows = []
+    for case, t in tensh.items():
+        p = pytorch.get(case)
+        row = {"case": case, "tensh_median": t["median"], "tensh_cpu_median": t.get("cpu_median")}
+        if p:
+            row["pytorch_median"], row["pytorch_cpu_median"] = p["median"], p.get("cpu_median")
+            row["ratio"] = round(t["median"] / p["median"], 3)
+            if case not in WALL_ONLY and t.get("cpu_median") and p.get("cpu_median"):
+                row["cpu_ratio"] = round(t["cpu_median"] / p["cpu_median"], 3)
+            te, pe = t.get("env", {}), p.get("env", {})
+            terms = ("blas_core", "threads", "blas_threads")
+            row["equal_terms"] = all(te.get(k) == pe.get(k) for k in terms)
+            if not row["equal_terms"]:
+                row["terms"] = {k: [te.get(k), pe.get(k)] for k in terms}
+        if case in TARGETS and "ratio" in row:
+            row["target"] = TARGETS[case]
+            row["meets_target"] = row.get("cpu_ratio", row["ratio"]) <= TARGETS[case]
+        if case in ABSOLUTE_MS:
+            row["target_ms"] = ABSOLUTE_MS[case]
+            row["meets_target"] = t["median"] * 1e3 < ABSOLUTE_MS[case]
+        rows.append(row)
+        if out:
+            out.write(json.dumps(row) + "\n")
+    print("| case | tensh | PyTorch | ratio (wall) | ratio (CPU) | target | equal terms |")
+    print("|---|---:|---:|---:|---:|---|---|")
+    for r in rows:
+        target = ""
+        if "target" in r:
+            target = f"<= {r['target']:.3g}: " + ("met" if r["meets_target"] else "NOT met")
+        elif "target_ms" in r:
+            target = f"< {r['target_ms']:g} ms: " + ("met" if r["meets_target"] else "NOT met")
+        cpu = f" (CPU {fmt(r['tensh_cpu_median'])})" if r.get("cpu_ratio") else ""
+        pcpu = f" (CPU {fmt(r['pytorch_cpu_median'])})" if r.get("cpu_ratio") else ""
+        eq = "" if "equal_terms" not in r else ("yes" if r["equal_terms"] else f"NO {r['terms']}")
+        print(f"| {r['case']} | {fmt(r['tensh_median'])}{cpu} | {fmt(r.get('pytorch_median'))}{pcpu} | "
+              f"{r.get('ratio', 'no twin')} | {r.get('cpu_ratio', '-')} | {target} | {eq} |")
+    for case in pytorch:
+        if case not in tensh:
+            print(f"| {case} | no tensh case | {fmt(pytorch[case]['median'])} | | | | |")
+    if out:
+        out.close()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main(sys.argv))

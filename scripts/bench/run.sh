@@ -1,93 +1,86 @@
 #!/usr/bin/env bash
-# `make bench`: runs the tensh benchmarks and, where PyTorch can be imported,
-# their PyTorch twins from shared/peers beside the checkout or its parent
-# (or $TENSH_PEERS) with the same OpenBLAS kernels and the same
-# number of threads, then one comparison line per case (compare.py explains
-# tensh_vs_pytorch_speed: above 1 means tensh is faster).
-# Usage: scripts/bench/run.sh [build-dir]. Output: JSON lines on stdout;
-# what ran and what was skipped goes to stderr. Environment: BENCH_THREADS
-# (default: every core), BENCH_ROUNDS (default 3), TENSH_PEERS, PYTHON,
-# OPENBLAS_CORETYPE (default Haswell on an x86-64 CPU with AVX2 and FMA).
+# `make bench`: runs scripts/bench/ with `tensh bench` (one JSON line per
+# case, the runner's schema) and, in the same run, the PyTorch twins of
+# $PEERS (scripts/bench/peers.py times them by the runner's rules), both with
+# the same OpenBLAS kernels and thread counts, then prints the ratio per
+# benchmark (compare.py). With BASELINE=file.jsonl the runner compares its
+# medians with that earlier run and its exit status is this script's: 1 on a
+# regression, 2 on a broken benchmark.
+# Usage: scripts/bench/run.sh [build-dir]. Environment (make bench passes
+# them): PEERS (the twins' folder; default ../shared/peers beside the
+# checkout or its parent), BASELINE, THRESHOLD (default 5%), BENCH_THREADS
+# (default 1), BENCH_MIN_RUN_TIME (seconds of timed blocks per case, default
+# 1), BENCH_REPEAT, BENCH_FILTER, BENCH_DEVICE (default cpu), BENCH_FASHION=0
+# (skips the Fashion-MNIST epochs), BENCH_OUT (default <build>/bench),
+# PYTHON, OPENBLAS_CORETYPE (default Haswell on an x86-64 CPU with AVX2+FMA).
 set -uo pipefail
 build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here="$root/scripts/bench"
 tensh="$root/$build/tensh"
-[ -x "$tensh" ] || { echo "bench: $tensh not built (run make)" >&2; exit 1; }
+[ -x "$tensh" ] || { echo "bench: $tensh not built (run make)" >&2; exit 2; }
 
-# Every core of the machine, the same for both sides (OpenMP in both,
-# OpenBLAS for tensh's GEMM, torch.set_num_threads for PyTorch).
-threads=${BENCH_THREADS:-$(nproc)}
+# The same thread counts for both sides: OpenMP's team and OpenBLAS's in
+# both, torch.set_num_threads for PyTorch. One by default: on a machine
+# other work shares, more threads measure the neighbours.
+threads=${BENCH_THREADS:-1}
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
 # The same OpenBLAS kernels for both sides: left to itself, PyTorch's
 # OpenBLAS may pick generic kernels on a CPU it does not know where tensh
-# would restart itself onto better ones (src/shell/main.c), and the matmul
-# rows would compare kernels, not code. Haswell's AVX2 kernels run on every
-# x86-64 CPU with AVX2 and FMA; elsewhere both sides choose alike.
+# picks optimised ones, and the matmul rows would compare kernels, not code.
+# Haswell's AVX2 kernels run on every x86-64 CPU with AVX2 and FMA.
 if [ -z "${OPENBLAS_CORETYPE:-}" ] && [ "$(uname -m)" = x86_64 ] && grep -qw avx2 /proc/cpuinfo &&
   grep -qw fma /proc/cpuinfo; then
   export OPENBLAS_CORETYPE=Haswell
 fi
+export BENCH_DEVICE=${BENCH_DEVICE:-cpu} TENSH_EXE="$tensh"
+min_run_time=${BENCH_MIN_RUN_TIME:-1}
+out=${BENCH_OUT:-$root/$build/bench}
+mkdir -p "$out"
 
-peers=${TENSH_PEERS:-}
+peers=${PEERS:-}
 if [ -z "$peers" ]; then
-  for d in "$root/../shared/peers" "$root/../../shared/peers" "$root/shared/peers"; do
-    [ -f "$d/ops_micro.py" ] && { peers=$(cd "$d" && pwd); break; }
+  for d in "$root/../shared/peers" "$root/../../shared/peers"; do
+    [ -d "$d" ] && { peers=$d; break; }
   done
+  peers=${peers:-$root/../shared/peers}
 fi
-# the first Python that has torch (pyenv shims often hide Debian's python3-torch)
+# the first Python that has torch (the PATH's python3 may not: Debian's
+# python3-torch is /usr/bin/python3's)
 py=""
 for p in ${PYTHON:-} python3 /usr/bin/python3; do
   if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import torch' >/dev/null 2>&1; then py=$p; break; fi
 done
-# compare.py only needs a Python, not torch
 cmp_py=$py
 [ -z "$cmp_py" ] && command -v python3 >/dev/null 2>&1 && cmp_py=python3
 
-echo "bench: $threads threads, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}, commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" >&2
-results=$(mktemp)
-trap 'rm -f "$results"' EXIT
-status=0
-run_peer=0
-if [ -z "$peers" ]; then
-  echo "bench: no peers directory (set TENSH_PEERS): PyTorch side skipped" >&2
+echo "bench: $threads thread(s), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}, device $BENCH_DEVICE," \
+  "commit $(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown), results in $out" >&2
+args=("$here" --json "$out/tensh.jsonl" --min-run-time "$min_run_time" --summary "$out/summary.md")
+[ -n "${BASELINE:-}" ] && args+=(--baseline "$BASELINE")
+[ -n "${THRESHOLD:-}" ] && args+=(--threshold "$THRESHOLD")
+[ -n "${BENCH_REPEAT:-}" ] && args+=(--repeat "$BENCH_REPEAT")
+[ -n "${BENCH_FILTER:-}" ] && args+=(--filter "$BENCH_FILTER")
+rm -f "$out/summary.md" "$out/pytorch.jsonl"
+"$tensh" bench "${args[@]}"
+status=$?
+
+if [ ! -f "$peers/common.py" ]; then
+  echo "bench: skipped: PyTorch peers not found at $peers (set PEERS=dir)" >&2
 elif [ -z "$py" ]; then
-  echo "bench: no Python with torch (apt-get install python3-torch): PyTorch side skipped" >&2
+  echo "bench: skipped: PyTorch peers: no Python with torch (tried ${PYTHON:+$PYTHON, }python3, /usr/bin/python3;" \
+    "Debian: apt-get install python3-torch)" >&2
 else
-  echo "bench: PyTorch peer $peers/ops_micro.py with $py" >&2
-  run_peer=1
+  echo "bench: PyTorch twins from $peers with $py" >&2
+  fashion=1
+  [ "${BENCH_FASHION:-1}" = 0 ] && fashion=0
+  "$py" "$here/peers.py" "$peers" "$out/pytorch.jsonl" --device "$BENCH_DEVICE" --threads "$threads" \
+    --min-run-time "$min_run_time" --fashion $fashion || echo "bench: a PyTorch twin failed (see above)" >&2
 fi
-# Rounds alternate tensh and PyTorch so that a burst of load from elsewhere
-# hits both sides alike; compare.py keeps each side's best round.
-rounds=${BENCH_ROUNDS:-3}
-for r in $(seq "$rounds"); do
-  echo "bench: round $r of $rounds" >&2
-  "$tensh" "$here/ops_micro.lua" >>"$results" || status=1
-  bash "$here/startup.sh" "$tensh" >>"$results" || status=1
-  "$tensh" "$here/mlp_seed003.lua" --device cpu >>"$results" || status=1
-  "$tensh" "$here/lstm_step.lua" --device cpu >>"$results" || status=1
-  if [ $run_peer = 1 ]; then
-    "$py" "$peers/ops_micro.py" --device cpu --threads "$threads" >>"$results" || status=1
-    "$py" "$peers/mlp_seed003.py" --device cpu --threads "$threads" >>"$results" || status=1
-    "$py" "$peers/lstm_step.py" --device cpu --threads "$threads" >>"$results" || status=1
-  fi
-done
-# Fashion-MNIST epochs are long: once, after the rounds, when the dataset is
-# there (BENCH_FASHION_EPOCHS=0 skips them)
-fepochs=${BENCH_FASHION_EPOCHS:-1}
-if [ "$fepochs" -gt 0 ] && [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
-  for model in mlp cnn; do
-    echo "bench: fashion_mnist $model, $fepochs epoch(s)" >&2
-    "$tensh" "$here/fashion_mnist.lua" --model $model --epochs "$fepochs" --device cpu >>"$results" || status=1
-    if [ $run_peer = 1 ]; then
-      "$py" "$peers/fashion_mnist.py" --model $model --epochs "$fepochs" --device cpu --threads "$threads" \
-        >>"$results" || status=1
-    fi
-  done
-fi
-if [ -n "$cmp_py" ]; then
-  "$cmp_py" "$here/compare.py" <"$results" || status=1
-else
-  cat "$results"
+if [ -n "$cmp_py" ] && [ -s "$out/tensh.jsonl" ]; then
+  echo
+  pyres="$out/pytorch.jsonl"
+  [ -f "$pyres" ] || pyres=-
+  "$cmp_py" "$here/compare.py" "$out/tensh.jsonl" "$pyres" "$out/compare.jsonl"
 fi
 exit $status

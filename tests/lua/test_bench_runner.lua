@@ -136,6 +136,10 @@ bench.case("alloc", function(ctx) local y = ctx.a + ctx.a end, {setup = function
     ok(spin[k] ~= nil, "the line has " .. k)
   end
   eq(spin.schema, 1, "schema version")
+  if spin.env.device == "cpu" then -- the process's CPU time per run, one per block, beside the wall time
+    eq(#spin.cpu_times, #spin.times, "a CPU time per block")
+    ok(spin.cpu_median > 0 and spin.cpu_median < 1, "the spin's CPU time per run: " .. spin.cpu_median)
+  end
   eq(spin.params.s, 0.0005, "the grid point")
   -- (on the simulated device CUDA events time only queued device work, not a host spin)
   if not (spin.env.build == "simulated" and spin.env.device:find("^cuda")) then
@@ -169,6 +173,31 @@ bench.case("alloc", function(ctx) local y = ctx.a + ctx.a end, {setup = function
   local t9 = sh("")
   ok(t9:find("the script ran", 1, true), "./bench is a script: " .. t9)
   os.execute("rm -rf '" .. dir .. "'")
+end)
+
+test("make bench's files load and register their cases (tensh bench --list scripts/bench)", function()
+  local exe, dir = build .. "/tensh", "../../scripts/bench"
+  local function list(args)
+    local p = io.popen(("BENCH_FASHION=0 '%s' bench --list %s 2>&1; echo \"exit=$?\""):format(exe, args))
+    local s = p:read("a")
+    p:close()
+    local names = {}
+    for name, file in s:gmatch("([^\t\n]+)\t([^\n]+)") do names[name] = file end
+    return s, names, tonumber(s:match("exit=(%d+)%s*$"))
+  end
+  local text, names, code = list(dir)
+  eq(code, 0, "every file loads: " .. text)
+  ok(not text:find("tensh bench:", 1, true), "no file failed: " .. text)
+  -- the cases make bench pairs with the PyTorch twins (peers.py names them alike), and tensh's own
+  for _, case in ipairs({"op_overhead_add1", "add_bandwidth", "matmul[dtype=float32]", "softmax_rows", "mlp_seed003",
+                         "lstm_lm_train", "startup", "cnn_step", "amp_step[mode=amp]", "amp_step[mode=float32]"}) do
+    ok(names[case], "registers " .. case .. ": " .. text)
+  end
+  eq(names.mlp_seed003, dir .. "/bench_mlp_seed003.lua", "with the file it came from")
+  ok(not names.fashion_mnist_cnn, "BENCH_FASHION=0 leaves the epochs out")
+  local text2, names2, code2 = list(dir .. " --filter amp_step")
+  eq(code2, 0, "--list --filter: " .. text2)
+  ok(names2["amp_step[mode=amp]"] and not names2.mlp_seed003, "the filter applies to the list")
 end)
 
 T.run()
