@@ -145,3 +145,14 @@ torch.Tensor = function(...)
   if not ok then raise("torch.Tensor: %s", (tostring(t):gsub("^[^:]*:%d+: ", ""):gsub("^%a+: ", ""))) end
   return t
 end
+
+-- x:any() and x:all() over every element give Lua booleans (Lua has no
+-- truthiness hook: a tensor in `if` is always true). Code written the PyTorch
+-- way calls :item() on the result, so booleans answer :item() with themselves;
+-- indexing a boolean any other way is the error it always was.
+debug.setmetatable(false, {
+  __index = function(b, key)
+    if key == "item" then return function(self) return self end end
+    raise("attempt to index a boolean value (key '%s'); a boolean has only :item() (x:any() and x:all() without a dim give Lua booleans)", tostring(key))
+  end,
+})

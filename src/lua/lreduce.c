@@ -91,6 +91,15 @@ static int l_reduce(lua_State *L) {
   ts_tensor **slot = lt_newslot(L);
   LT_TRY(L, reductions[which].f(x, a.ndims, a.dims, keepdim, slot));
   lt_gc_debt(L);
+  bool predicate = reductions[which].f == ts_all || reductions[which].f == ts_any;
+  if (predicate && a.ndims == 0 && !keepdim) {
+    /* x:any() / x:all() over everything answer with a Lua boolean, since Lua
+     * has no truthiness hook: `if x:isnan():any() then` does what it says
+     * (a tensor would always be true). :item() on the boolean still works
+     * (prelude.lua), for code written the PyTorch way. */
+    ts_tensor *host = lt_host_view(L, *slot);
+    lua_pushboolean(L, *(const uint8_t *)ts_data(host) != 0);
+  }
   return 1;
 }
 

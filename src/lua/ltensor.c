@@ -798,6 +798,48 @@ static int m_type(lua_State *L) {
   return 1;
 }
 
+/* ---- comparison operators ----------------------------------------------
+ * Lua turns whatever a comparison metamethod returns into a boolean, so
+ * `a < b` cannot be PyTorch's elementwise tensor. The operators compare
+ * values instead: a one-element tensor stands for its number, and a tensor of
+ * any other size raises PyTorch's "ambiguous" error naming the elementwise
+ * method, so `if loss < best then` works and `if a == b then` on whole tensors
+ * never silently tests identity. (Lua calls __eq only when both sides are
+ * tensors: `t == 1` is always false, which docs/porting.md says.) */
+static void push_compared(lua_State *L, int idx, const char *elementwise) {
+  ts_tensor *t = lt_test(L, idx);
+  if (!t) {
+    if (lua_type(L, idx) != LUA_TNUMBER)
+      lt_errorf(L, "attempt to compare a tensor with a %s value", luaL_typename(L, idx));
+    lua_pushvalue(L, idx);
+    return;
+  }
+  int64_t n = ts_numel(t);
+  if (n != 1)
+    lt_errorf(L,
+              "Boolean value of Tensor with %s is ambiguous: a comparison operator gives one Lua boolean; "
+              "use %s for the elementwise result, then :all() or :any()",
+              n == 0 ? "no values" : "more than one value", elementwise);
+  t = lt_host_view(L, t);
+  int64_t first[TS_MAX_DIMS] = {0};
+  push_element(L, t, first);
+}
+
+static int compare(lua_State *L, int op, const char *elementwise) {
+  push_compared(L, 1, elementwise);
+  push_compared(L, 2, elementwise);
+  if (lua_isboolean(L, -1) || lua_isboolean(L, -2)) {
+    if (op != LUA_OPEQ) return lt_errorf(L, "bool tensors have no order: compare them with == or a:eq(b)");
+    lua_pushboolean(L, lua_toboolean(L, -1) == lua_toboolean(L, -2) && lua_type(L, -1) == lua_type(L, -2));
+    return 1;
+  }
+  lua_pushboolean(L, lua_compare(L, -2, -1, op));
+  return 1;
+}
+static int mm_eq(lua_State *L) { return compare(L, LUA_OPEQ, "a:eq(b) (or torch.equal(a, b) for one answer)"); }
+static int mm_lt(lua_State *L) { return compare(L, LUA_OPLT, "a:lt(b), a:gt(b)"); }
+static int mm_le(lua_State *L) { return compare(L, LUA_OPLE, "a:le(b), a:ge(b)"); }
+
 static int l_is_tensor(lua_State *L) { return lua_pushboolean(L, lt_test(L, 1) != NULL), 1; }
 
 void lt_open_tensor(lua_State *L) {
@@ -831,6 +873,8 @@ void lt_make_metatable(lua_State *L) {
   lua_setfield(L, -2, "__gc");
   lua_pushcfunction(L, tensor_gc);
   lua_setfield(L, -2, "__close");
+  static const luaL_Reg compare_meta[] = {{"__eq", mm_eq}, {"__lt", mm_lt}, {"__le", mm_le}, {NULL, NULL}};
+  luaL_setfuncs(L, compare_meta, 0);
   lua_pushliteral(L, "Tensor");
   lua_setfield(L, -2, "__name");
   lua_pop(L, 1);

@@ -190,8 +190,8 @@ local REDUCE = {
   {"min", function(x) return {x:min(), x:min(0)} end, {"float32", "int32"}},
   {"var", function(x) return {x:var(), x:var(1)} end, {"float32", "float64"}, grad = true},
   {"norm", function(x) return {x:norm()} end, {"float32", "float64"}},
-  {"all", function(x) return {x:all(), x:all(1)} end, {"bool", "int64"}},
-  {"any", function(x) return {x:any(), x:any(0)} end, {"bool", "float32"}},
+  {"all", function(x) return {x:all({keepdim = true}), x:all(1)} end, {"bool", "int64"}}, -- keepdim: a tensor (no dim alone gives a Lua boolean)
+  {"any", function(x) return {x:any({keepdim = true}), x:any(0)} end, {"bool", "float32"}},
   {"logsumexp", function(x) return {x:logsumexp(1)} end, {"float32", "float64"}, grad = true},
   {"cumsum", function(x) return {x:cumsum(1), x:cumsum(0)} end, {"float32", "float64", "int64"}, grad = true},
   {"softmax", function(x) return {x:softmax(1), x:softmax(0)} end, FLOATS, grad = true},

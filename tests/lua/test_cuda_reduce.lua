@@ -87,8 +87,8 @@ local ANY_DTYPE = {
   min = function(x, d) if d then return x:min(d) end return x:min() end,
   argmax = function(x, d) return x:argmax(d) end,
   argmin = function(x, d) return x:argmin(d) end,
-  all = function(x, d) return x:all(d) end,
-  any = function(x, d) return x:any(d) end,
+  all = function(x, d) return x:all(d, {keepdim = d == nil}) end,
+  any = function(x, d) return x:any(d, {keepdim = d == nil}) end,
   logsumexp = function(x, d) return x:logsumexp(d or {0}) end,
 }
 -- reductions of floating dtypes only
@@ -354,7 +354,7 @@ test("cuda reductions of large inputs (> 2^20 elements): split lines and columns
   check(x, id, function(v) return v:var() end, "var of 2^21")
   check(x, id, function(v) return v:norm() end, "norm of 2^21")
   check(x, id, function(v) return v:logsumexp(0) end, "logsumexp of 2^21")
-  check(x, id, function(v) return v:all() end, "all of 2^21")
+  check(x, id, function(v) return v:all({keepdim = true}) end, "all of 2^21") -- keepdim: a tensor to compare
   check(x, id, function(v) return v:cumsum(0) end, "cumsum of 2^21", 10)
   check(x:to("float64"), id, function(v) return v:cumsum(0) end, "float64 cumsum of 2^21")
   check(x:to("int64"), id, function(v) return v:cumsum(0) end, "int64 cumsum of 2^21")

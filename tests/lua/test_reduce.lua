@@ -286,14 +286,25 @@ test("all and any: bool results from any dtype, NaN counts as true", function()
     for _, name in ipairs(bool_ops) do
       for _, c in ipairs(dim_cases(2)) do
         local r = call_reduce(x, name, c, false)
+        local want = reduce_ref(g, c.dims, false, R[name])
+        if c.dims == nil then -- over everything: a Lua boolean, for `if x:any() then`
+          eq(r, want, dt .. " " .. name .. " over everything")
+          r = call_reduce(x, name, c, true) -- keepdim: still a tensor (shape 1, 1)
+          want = reduce_ref(g, c.dims, true, R[name])
+        end
         eq(r.dtype, "torch.bool", dt .. " " .. name .. " dtype")
-        close(r, reduce_ref(g, c.dims, false, R[name]), 0, 0, dt .. " " .. name .. " " .. T.fmt(c.dims))
+        close(r, want, 0, 0, dt .. " " .. name .. " " .. T.fmt(c.dims))
       end
     end
   end
   eq(torch.tensor({0 / 0, 1}):all():item(), true, "NaN is nonzero")
   eq(torch.tensor({0.0, 0.0}):any():item(), false, "zeros")
   eq(torch.tensor({{1, 0}, {1, 1}}):all(1, true).shape[1], 1, "keepdim positional")
+  eq(torch.any(torch.zeros(2)), false, "torch.any over everything: a Lua boolean")
+  eq(torch.all(torch.tensor({1, 2})), true, "torch.all over everything: a Lua boolean")
+  local seen = false
+  if torch.zeros(3):any() then seen = true end
+  eq(seen, false, "if x:any() takes the branch only when some element is nonzero")
 end)
 
 test("integer sums, products and cumsum are exact int64; max/min keep the dtype", function()

@@ -37,7 +37,7 @@ function PackedSequence:__tostring()
 end
 function PackedSequence:to(...)
   local d = self.data:to(...)
-  if d == self.data then return self end
+  if rawequal(d, self.data) then return self end
   local function mv(t) return t and t:to(d.device) or nil end
   return packed(d, self.batch_sizes, mv(self.sorted_indices), mv(self.unsorted_indices))
 end
