@@ -242,7 +242,7 @@ end
 
 -- namespaces searched for a value's name, in this order
 local NAMESPACES = {"torch", "nn.functional", "nn.init", "nn.utils", "nn", "optim.lr_scheduler", "optim", "data",
-  "cuda", "tb", "amp", "torch.autograd"}
+  "cuda", "tb", "amp", "models", "torch.autograd"}
 
 local names_by_value
 function M.name_of(v)

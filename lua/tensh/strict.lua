@@ -110,6 +110,7 @@ function M.install()
   local tables = {
     {torch, "torch"}, {rawget(_G, "nn"), "nn"}, {rawget(_G, "optim"), "optim"}, {rawget(_G, "data"), "data"},
     {rawget(_G, "cuda"), "cuda", {version = true}}, {rawget(_G, "tb"), "tb"}, {rawget(_G, "amp"), "amp"},
+    {rawget(_G, "models"), "models"},
   }
   local nn, optim, data = rawget(_G, "nn"), rawget(_G, "optim"), rawget(_G, "data")
   if nn then

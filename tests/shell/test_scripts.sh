@@ -49,8 +49,8 @@ check "--help" "usage: tensh scripts/train_fashion_mnist.lua" -- "$tensh" script
 check "cpu_vs_gpu" "cpu +3 steps: .* ms/step" -- "$tensh" scripts/cpu_vs_gpu.lua --steps 3 --batch-size 16
 check "grad_accumulation" "^verdict: the accumulated gradient equals one batch of 64's; .*\(it learns\)$" -- \
   "$tensh" scripts/grad_accumulation.lua --steps 2
-check "cifar10 (synthetic)" "epoch 1: test accuracy" -- "$tensh" scripts/cifar10_mobilenet.lua --synthetic 256 --epochs 1 \
-  --batch-size 64 --workers 1
+check "cifar10 (synthetic)" "epoch 1: test accuracy" -- "$tensh" scripts/cifar10_mobilenet.lua --synthetic 128 --epochs 1 \
+  --batch-size 32 --workers 1
 want() { [ -z "${TEST_FILTER:-}" ] || [[ $1 == *"$TEST_FILTER"* ]]; }
 # without the dataset: the whole "looked for" list, then the synthetic images
 check "cifar10 (no dataset)" "^ +$tmp/nope/cifar-10-batches-bin/data_batch_1\.bin$" -- \

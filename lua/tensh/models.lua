@@ -1,0 +1,12 @@
+-- The global `models`: torchvision.models' architectures, built as torchvision
+-- builds them (module names, state_dict keys and shapes, initialisation), so a
+-- torchvision checkpoint converted to safetensors loads as it is. Also the
+-- reusable blocks they are made of (torchvision.ops' Conv2dNormActivation and
+-- SqueezeExcitation; MobileNetV3's InvertedResidual). No weights are downloaded.
+local models = {}
+
+for _, file in ipairs({"tensh.models.ops", "tensh.models.mobilenetv3"}) do
+  for k, v in pairs(require(file)) do models[k] = v end
+end
+
+return models
