@@ -125,9 +125,14 @@ C_OBJ     := $(CORE_OBJ) $(LUA_SRC:%.c=$(BUILD)/%.o) $(SHELL_OBJ) $(CTEST_OBJ)
 ifeq ($(filter clean deps,$(MAKECMDGOALS)),)
 -include $(C_OBJ:.o=.d) $(CUDA_OBJ:.o=.d)
 differ = $(subst $(1),,$(2))$(subst $(2),,$(1))
-flags_file = $(shell mkdir -p $(dir $(1)))$(if $(call differ,$(file <$(1)),x$(strip $(2))),$(file >$(1),x$(strip $(2))))$(1)
-$(C_OBJ): $(call flags_file,$(BUILD)/.flags-cc,$(CFLAGS))
-$(CUDA_OBJ): $(call flags_file,$(CUDA_BUILD)/.flags-nvcc,$(NVCCFLAGS))
+# $(call flags_file,FILE,VARIABLE): FILE, rewritten when VARIABLE's value
+# changed. The variable goes by name (a value passed through $(call) is split
+# at its commas: -gencode arch=...,code=...) and the file's text is stripped
+# (read inside $(call), it kept its newline): either made every make rewrite
+# the flags files and rebuild every object, CUDA ones included.
+flags_file = $(shell mkdir -p $(dir $(1)))$(if $(call differ,$(strip $(file <$(1))),x$(strip $($(2)))),$(file >$(1),x$(strip $($(2)))))$(1)
+$(C_OBJ): $(call flags_file,$(BUILD)/.flags-cc,CFLAGS)
+$(CUDA_OBJ): $(call flags_file,$(CUDA_BUILD)/.flags-nvcc,NVCCFLAGS)
 endif
 
 include sim/sim.mk
@@ -168,7 +173,7 @@ $(BUILD)/gen/lua/tensh/api_doc.lua: docs/api.md
 	$(call say,GEN,$@){ echo 'return [=====['; cat $<; echo ']=====]'; } >$@
 
 EMBEDDED := $(LUA_LIB) $(BUILD)/gen/lua/tensh/api_doc.lua
-$(BUILD)/gen/lua_lib.c: $(EMBEDDED) $(BUILD)/embed $(call flags_file,$(BUILD)/.lua-files,$(EMBEDDED))
+$(BUILD)/gen/lua_lib.c: $(EMBEDDED) $(BUILD)/embed $(call flags_file,$(BUILD)/.lua-files,EMBEDDED)
 	@mkdir -p $(dir $@)
 	$(call say,EMBED,lua/tensh/*.lua docs/api.md)$(BUILD)/embed $@ $(EMBEDDED)
 

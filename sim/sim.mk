@@ -31,8 +31,8 @@ SIM_C_OBJ  := $(CORE_SRC:%.c=$(SIM_BUILD)/%.o) $(LUA_SRC:%.c=$(SIM_BUILD)/%.o) $
 SIM_CC_OBJ := $(SIM_CU:cuda/%.cu=$(SIM_BUILD)/gen/cuda/%.o) $(SIM_RT:%.cc=$(SIM_BUILD)/%.o)
 ifeq ($(SIM)$(filter clean deps,$(MAKECMDGOALS)),1)
 -include $(SIM_C_OBJ:.o=.d) $(SIM_CC_OBJ:.o=.d)
-$(SIM_C_OBJ): $(call flags_file,$(SIM_BUILD)/.flags-cc,$(SIM_CFLAGS))
-$(SIM_CC_OBJ): $(call flags_file,$(SIM_BUILD)/.flags-cxx,$(SIM_CXXFLAGS))
+$(SIM_C_OBJ): $(call flags_file,$(SIM_BUILD)/.flags-cc,SIM_CFLAGS)
+$(SIM_CC_OBJ): $(call flags_file,$(SIM_BUILD)/.flags-cxx,SIM_CXXFLAGS)
 endif
 
 $(SIM_BUILD)/simlaunch: tools/simlaunch.c

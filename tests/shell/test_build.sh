@@ -97,5 +97,21 @@ if want "dependencies"; then
   make -q --no-print-directory -C "$root" BUILD="$tmp/inc" CUDA=0 SIM=0 LTO= OPT=-O1 "$obj" && fail "dependencies: flags" "OPT=-O1 leaves status.o up to date" || pass
 fi
 
+# ---- flags files: rewritten only when the flags change ---------------------------
+# (a comma in the flags, as nvcc's -gencode arch=...,code=... has, made every
+# make rewrite them and so rebuild every object: CI compiled CUDA twice)
+if want "flags files"; then
+  fb=$tmp/flags
+  flags_make() { make -n -C "$root" --no-print-directory BUILD="$fb" CUDA_BUILD="$fb" SIM=0 LTO= OPT="-O2 -Wa,--noexecstack" all >/dev/null 2>&1; }
+  flags_make
+  before=$(stat -c '%n %y' "$fb"/.flags-* "$fb"/.lua-files 2>&1)
+  sleep 1
+  flags_make
+  after=$(stat -c '%n %y' "$fb"/.flags-* "$fb"/.lua-files 2>&1)
+  if [ -z "$(ls "$fb"/.flags-cc 2>/dev/null)" ]; then fail "flags files" "make -n wrote no $fb/.flags-cc" "$before"
+  elif [ "$before" = "$after" ]; then pass
+  else fail "flags files" "a second make with the same flags rewrote them" "$(diff <(echo "$before") <(echo "$after"))"; fi
+fi
+
 echo "$name: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
