@@ -3,7 +3,7 @@
 runner's JSON lines (schema 1, "impl": "pytorch").
 
     python3 peers.py PEERS_DIR OUT.jsonl --device cpu --threads N \
-        --min-run-time S [--fashion 0|1]
+        --min-run-time S [--fashion 0|1] [--filter S]
 
 The peers time with their common.time_ms (a median over a fixed count);
 here time_ms is replaced by the runner's blocked autorange (bench.Timer's
@@ -113,6 +113,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--min-run-time", type=float, default=0.2)
     ap.add_argument("--fashion", type=int, default=1, help="0 skips the Fashion-MNIST epochs")
+    ap.add_argument("--filter", default="", help="only cases whose name contains this (as tensh bench --filter)")
     opts = ap.parse_args()
 
     sys.path.insert(0, opts.peers)
@@ -141,6 +142,9 @@ def main():
     def emit(**fields):
         fields.setdefault("impl", "pytorch")
         case = fields["bench"] + (f"[dtype={fields['dtype']}]" if "dtype" in fields else "")
+        if opts.filter not in case:
+            state["last"], state["stamps"] = None, []
+            return
         if state["last"] is not None:
             number, walls, cpus, warmup = state["last"]
         else:  # an epoch twin: its sync() stamps bound each epoch
@@ -156,13 +160,18 @@ def main():
         state["last"], state["stamps"] = None, []
 
     common.time_ms, common.sync, common.emit = time_ms, sync, emit
-    twins = [("ops_micro.py", []), ("mlp_seed003.py", []), ("lstm_step.py", []),
-             ("transformer_step.py", []), ("mobilenet_v3_small.py", [])]
+    # twin script, its arguments, the cases it emits (for --filter)
+    twins = [("ops_micro.py", [], "op_overhead_add1 add_bandwidth matmul softmax_rows"),
+             ("mlp_seed003.py", [], "mlp_seed003"), ("lstm_step.py", [], "lstm_lm_train"),
+             ("transformer_step.py", [], "transformer_encoder_train"),
+             ("mobilenet_v3_small.py", [], "mobilenet_v3_small_train")]
     if opts.fashion:
-        twins += [("fashion_mnist.py", ["--model", "mlp", "--epochs", "2"]),
-                  ("fashion_mnist.py", ["--model", "cnn", "--epochs", "2"])]
+        twins += [("fashion_mnist.py", ["--model", "mlp", "--epochs", "2"], "fashion_mnist_mlp"),
+                  ("fashion_mnist.py", ["--model", "cnn", "--epochs", "2"], "fashion_mnist_cnn")]
     status = 0
-    for script, extra in twins:
+    for script, extra, cases in twins:
+        if not any(opts.filter in c for c in cases.split()):
+            continue
         path = os.path.join(opts.peers, script)
         if not os.path.exists(path):
             print(f"peers: {path} not found: skipped", file=sys.stderr)
@@ -175,7 +184,11 @@ def main():
             status = 1
         state["last"], state["stamps"] = None, []
 
+    out.close()
+    if opts.filter not in "startup":
+        return status
     # start-up: `python3 -c 'import torch'` through /bin/sh, as tensh's case runs `tensh -e ''`
+    out = open(opts.out, "a")
     cmd = f"'{sys.executable}' -c 'import torch' >/dev/null"
     t = Timed(lambda: subprocess.run(cmd, shell=True, check=True), lambda: None, max(opts.min_run_time, 0.5))
     number, walls, cpus = t.run()

@@ -75,7 +75,7 @@ else
   fashion=1
   [ "${BENCH_FASHION:-1}" = 0 ] && fashion=0
   "$py" "$here/peers.py" "$peers" "$out/pytorch.jsonl" --device "$BENCH_DEVICE" --threads "$threads" \
-    --min-run-time "$min_run_time" --fashion $fashion || echo "bench: a PyTorch twin failed (see above)" >&2
+    --min-run-time "$min_run_time" --fashion $fashion --filter "${BENCH_FILTER:-}" || echo "bench: a PyTorch twin failed (see above)" >&2
 fi
 if [ -n "$cmp_py" ] && [ -s "$out/tensh.jsonl" ]; then
   echo
