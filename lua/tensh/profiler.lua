@@ -14,12 +14,17 @@
 -- record_function scope is an event with its CPU time, its input shapes
 -- (record_shapes), the bytes it left allocated (profile_memory), where Lua
 -- called it (with_stack) and, with the "cuda" activity, its device time from
--- CUDA events on its stream.
+-- CUDA events on its stream. Where a kernel corresponds to an ATen op, its
+-- rows and trace events also carry the name PyTorch's profiler shows
+-- ("aten::relu": key_averages rows' aten_name, the trace's args.aten, and
+-- table({names = "aten"}) prints it in the Name column).
 local torch = torch
 local raise = require("tensh.errors").raise
 local json = require "tensh.json"
+local ATEN = require "tensh.profiler_aten"
 
 local profiler = {}
+profiler.aten_names = ATEN -- kernel name -> "aten::..."
 profiler.ProfilerActivity = {CPU = "cpu", CUDA = "cuda"}
 
 local Profile = {}
@@ -152,7 +157,8 @@ function Profile:key_averages(opts)
     if not r then
       r = {key = e.name, input_shapes = by_shape and (e.shapes or "[]") or "", count = 0, cpu_time_total = 0,
         self_cpu_time_total = 0, cuda_time_total = 0, self_cuda_time_total = 0, cpu_memory_usage = 0,
-        self_cpu_memory_usage = 0, cuda_memory_usage = 0, self_cuda_memory_usage = 0, kind = e.kind}
+        self_cpu_memory_usage = 0, cuda_memory_usage = 0, self_cuda_memory_usage = 0, kind = e.kind,
+        aten_name = e.kind == "op" and ATEN[e.name] or nil}
       index[key] = r
       rows[#rows + 1] = r
     end
@@ -176,15 +182,21 @@ local SORT_KEYS = {cpu_time_total = true, self_cpu_time_total = true, cuda_time_
   self_cuda_time_total = true, cpu_memory_usage = true, self_cpu_memory_usage = true, cuda_memory_usage = true,
   self_cuda_memory_usage = true, count = true, cpu_time = true, cuda_time = true}
 
--- the table PyTorch prints: sort_by (descending), row_limit, max_name_column_width = 55
+-- the table PyTorch prints: sort_by (descending), row_limit, max_name_column_width = 55;
+-- names = "aten" shows a kernel's ATen name where it has one (two kernels
+-- with the same ATen name stay two rows)
 function EventList:table(opts)
   opts = opts or {}
   if type(opts) ~= "table" then raise("table: expected an options table, got %s", type(opts)) end
   for k in pairs(opts) do
-    if k ~= "sort_by" and k ~= "row_limit" and k ~= "max_name_column_width" then
-      raise("table: unknown option '%s' (expected sort_by, row_limit, max_name_column_width)", tostring(k))
+    if k ~= "sort_by" and k ~= "row_limit" and k ~= "max_name_column_width" and k ~= "names" then
+      raise("table: unknown option '%s' (expected sort_by, row_limit, max_name_column_width, names)", tostring(k))
     end
   end
+  if opts.names ~= nil and opts.names ~= "aten" and opts.names ~= "tensh" then
+    raise("table: option 'names': \"aten\" or \"tensh\" expected, got %s", tostring(opts.names))
+  end
+  local function row_name(r) return opts.names == "aten" and r.aten_name or r.key end
   local rows = table.move(self.rows, 1, #self.rows, 1, {})
   if opts.sort_by then
     if not SORT_KEYS[opts.sort_by] then raise("table: option 'sort_by': unknown key '%s'", tostring(opts.sort_by)) end
@@ -196,7 +208,7 @@ function EventList:table(opts)
   local mem = self._opts.profile_memory
   local max_name = opts.max_name_column_width or 55
   local name_w = 0
-  for _, r in ipairs(self.rows) do name_w = math.max(name_w, #r.key + 4) end
+  for _, r in ipairs(self.rows) do name_w = math.max(name_w, #row_name(r) + 4) end
   name_w = math.min(math.max(name_w, 8), max_name)
   local headers = {"Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"}
   if has_cuda then for _, h in ipairs({"Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg"}) do headers[#headers + 1] = h end end
@@ -226,7 +238,7 @@ function EventList:table(opts)
   for _, r in ipairs(self.rows) do total_self = total_self + r.self_cpu_time_total total_cuda = total_cuda + r.self_cuda_time_total end
   local out = {sep, line(headers), sep}
   for _, r in ipairs(rows) do
-    local name = r.key
+    local name = row_name(r)
     if #name >= max_name - 3 then name = name:sub(1, max_name - 3) .. "..." end
     local v = {name, format_share(r.self_cpu_time_total, total_self), format_time(r.self_cpu_time_total),
       format_share(r.cpu_time_total, total_self), format_time(r.cpu_time_total), format_time(r.cpu_time)}
@@ -272,7 +284,7 @@ function Profile:export_chrome_trace(path)
   evs[2] = {ph = "M", name = "thread_name", pid = pid, tid = 1, args = {name = "host"}}
   local device_track = false
   for _, e in ipairs(self:events()) do
-    local args = {device = e.device}
+    local args = {device = e.device, aten = e.kind == "op" and ATEN[e.name] or nil}
     if e.shapes then args["Input Dims"] = e.shapes end
     if e.stack then args["Call stack"] = e.stack end
     if self._opts.profile_memory then args["CPU Mem"] = e.cpu_mem args["Device Mem"] = e.dev_mem end

@@ -177,6 +177,38 @@ test("export_chrome_trace writes the Trace Event Format", function()
   raises(function() prof:export_chrome_trace("/nonexistent/dir/t.json") end, "export_chrome_trace: cannot open")
 end)
 
+test("ATen names: rows, the table's names = 'aten' and the trace carry PyTorch's name where one corresponds", function()
+  -- every mapped name is a registry kernel (src/ops*.def), so a renamed kernel cannot leave a dead entry
+  local kernels = torch.backends._dispatch_counts().cpu
+  for name, aten in pairs(profiler.aten_names) do
+    ok(kernels[name] ~= nil, "'" .. name .. "' is a registry kernel")
+    ok(aten:match("^aten::[%w_]+$"), name .. " -> " .. aten)
+  end
+  local x, t = torch.randn(8, 4), torch.randn(8, 2)
+  local w1 = torch.randn(4, 5, {requires_grad = true})
+  local b1 = torch.zeros(5, {requires_grad = true})
+  local w2 = torch.randn(5, 2, {requires_grad = true})
+  local prof = profiler.profile({}, function() step(x, w1, b1, w2, t) end)
+  local rows = {}
+  for _, r in ipairs(prof:key_averages().rows) do rows[r.key] = r end
+  eq(rows.relu.aten_name, "aten::relu", "relu's row")
+  eq(rows.pow_scalar.aten_name, "aten::pow", "pow by a scalar is aten::pow")
+  eq(rows.bmm.aten_name, nil, "bmm runs 2-d matmuls too: no single ATen name")
+  eq(rows.ReluBackward0.aten_name, nil, "backward nodes keep their names")
+  local aten_table = prof:key_averages():table({names = "aten"})
+  ok(aten_table:find("\n%s*aten::relu  ") and aten_table:find("\n%s*bmm  "), "aten names where mapped:\n" .. aten_table)
+  ok(not aten_table:find("\n%s*relu  "), "relu shown by its ATen name only")
+  local plain = prof:key_averages():table()
+  ok(plain:find("\n%s*relu  ") and not plain:find("aten::", 1, true), "the default keeps tensh's names")
+  local args = {}
+  for _, e in ipairs(read_trace(prof).traceEvents) do
+    if e.ph == "X" then args[e.name] = e.args end
+  end
+  eq(args.relu.aten, "aten::relu", "the trace's args name the ATen op")
+  eq(args.bmm.aten, nil, "and only where one corresponds")
+  raises(function() prof:key_averages():table({names = "torch"}) end, "table: option 'names': \"aten\" or \"tensh\" expected, got torch")
+end)
+
 test("<close> form, one profiler at a time, and off records nothing", function()
   local a = torch.randn(4)
   local prof
