@@ -137,7 +137,7 @@ typedef struct conv_entry {
   int nargs;
 } conv_entry;
 
-#define CACHE_SIZE 24
+#define CACHE_SIZE 256
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static dnnl_engine_t engine;
@@ -295,6 +295,11 @@ static ts_status run(int dir, const ts_call *c) {
     if (c->out[i]) ts[n++] = c->out[i];
   if (!dnnl_loaded()) return ts_fail(TS_ERR_UNSUPPORTED, "oneDNN convolution: libdnnl could not be loaded");
   conv_key k = key_of(dir, c);
+  /* Depthwise on tiny maps (a MobileNet's last stages, 1x1 and 2x2 outputs): oneDNN runs
+   * a GEMM per channel there (its backward weights always), 10-40x slower than the
+   * direct kernel that loops over channels innermost (src/cpu/nn.c): decline */
+  if (k.G > 1 && k.C == k.G && k.Ho * k.Wo <= 4)
+    return ts_fail(TS_ERR_UNSUPPORTED, "oneDNN convolution: depthwise on a tiny map is the direct kernel's");
   ts_status st = TS_OK;
   pthread_mutex_lock(&lock);
   if (!engine && (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success ||

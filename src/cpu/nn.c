@@ -137,6 +137,124 @@ static ts_status k_col2im(const ts_call *c) {
   return ts_check_interrupt();
 }
 
+/* ---- depthwise convolution on tiny planes ---------------------------------
+ * The last stages of a MobileNet see 1x1 and 2x2 maps: there the plane-at-a-time
+ * loops below spend their time on per-plane and per-tap set-up (and
+ * oneDNN falls back to a GEMM per channel). These walk (n, output pixel, valid tap)
+ * once and run the innermost loop over the channels (unit stride on 1x1 maps:
+ * vectorised), with the weights transposed to (kh*kw, O). Same contracts as
+ * the plane kernels. */
+#define DEPTHWISE_TINY_L 4 /* output planes of at most this many pixels (at 4x4, strided channels lost) */
+
+/* the weights (O, 1, kh, kw) with strides ws, as (kh*kw, O) */
+#define DW_TRANSPOSED(T, wt, w, ws, O, g)                                                          \
+  T *wt = malloc(sizeof(T) * (size_t)((O) * (g)->kh * (g)->kw));                                   \
+  if (wt)                                                                                          \
+    for (int64_t o_ = 0; o_ < (O); o_++)                                                           \
+      for (int64_t t_ = 0; t_ < (g)->kh * (g)->kw; t_++)                                           \
+        wt[t_ * (O) + o_] = (w)[o_ * (ws)[0] + (t_ / (g)->kw) * (ws)[2] + (t_ % (g)->kw) * (ws)[3]];
+
+#define DEPTHWISE_TINY(NAME, T)                                                                    \
+  /* forward: out (N, O, Ho, Wo) contiguous; false when the weight copy cannot be allocated */    \
+  static bool NAME##_fwd(const geo *g, int64_t O, const T *x, const T *w, const int64_t *ws,        \
+                         const T *b, int64_t bs, T *out) {                                         \
+    const int64_t m = O / g->C, L = g->Ho * g->Wo;                                                 \
+    DW_TRANSPOSED(T, wt, w, ws, O, g)                                                              \
+    if (!wt) return false;                                                                         \
+    PARALLEL_IF(g->N * O * L * g->kh * g->kw)                                                      \
+    for (int64_t n = 0; n < g->N; n++)                                                             \
+      for (int64_t p = 0; p < L; p++) {                                                            \
+        const int64_t y = p / g->Wo, xo = p % g->Wo;                                               \
+        T *restrict d = out + n * O * L + p; /* element (n, o, y, xo) is d[o * L] */               \
+        for (int64_t o = 0; o < O; o++) d[o * L] = b ? b[o * bs] : (T)0;                           \
+        for (int64_t i = 0; i < g->kh; i++) {                                                      \
+          const int64_t iy = y * g->sh - g->ph + i * g->dh;                                        \
+          if (iy < 0 || iy >= g->H) continue;                                                      \
+          for (int64_t j = 0; j < g->kw; j++) {                                                    \
+            const int64_t ix = xo * g->sw - g->pw + j * g->dw;                                     \
+            if (ix < 0 || ix >= g->W) continue;                                                    \
+            const T *restrict s = x + n * g->xs[0] + iy * g->xs[2] + ix * g->xs[3];                \
+            const T *restrict wr = wt + (i * g->kw + j) * O;                                       \
+            const int64_t cs = g->xs[1];                                                           \
+            if (m == 1)                                                                            \
+              for (int64_t o = 0; o < O; o++) d[o * L] += wr[o] * s[o * cs];                      \
+            else                                                                                   \
+              for (int64_t o = 0; o < O; o++) d[o * L] += wr[o] * s[(o / m) * cs];                 \
+          }                                                                                        \
+        }                                                                                          \
+      }                                                                                            \
+    free(wt);                                                                                      \
+    return true;                                                                                   \
+  }                                                                                                \
+  /* grad_input (N, C, H, W) contiguous from go (N, O, Ho, Wo) and w (O, 1, kh, kw) contiguous */ \
+  static bool NAME##_bw_input(const geo *g, int64_t O, const T *go, const T *w, T *gi) {           \
+    const int64_t m = O / g->C, L = g->Ho * g->Wo, HW = g->H * g->W, kk = g->kh * g->kw;           \
+    const int64_t ws[4] = {kk, kk, g->kw, 1};                                                      \
+    DW_TRANSPOSED(T, wt, w, ws, O, g)                                                              \
+    if (!wt) return false;                                                                         \
+    PARALLEL_IF(g->N * O * L * kk)                                                                 \
+    for (int64_t n = 0; n < g->N; n++) {                                                           \
+      T *restrict gin = gi + n * g->C * HW;                                                        \
+      memset(gin, 0, sizeof(T) * (size_t)(g->C * HW));                                             \
+      for (int64_t p = 0; p < L; p++) {                                                            \
+        const int64_t y = p / g->Wo, xo = p % g->Wo;                                               \
+        const T *restrict s = go + n * O * L + p;                                                  \
+        for (int64_t i = 0; i < g->kh; i++) {                                                      \
+          const int64_t iy = y * g->sh - g->ph + i * g->dh;                                        \
+          if (iy < 0 || iy >= g->H) continue;                                                      \
+          for (int64_t j = 0; j < g->kw; j++) {                                                    \
+            const int64_t ix = xo * g->sw - g->pw + j * g->dw;                                     \
+            if (ix < 0 || ix >= g->W) continue;                                                    \
+            T *restrict d = gin + iy * g->W + ix;                                                  \
+            const T *restrict wr = wt + (i * g->kw + j) * O;                                       \
+            if (m == 1)                                                                            \
+              for (int64_t o = 0; o < O; o++) d[o * HW] += wr[o] * s[o * L];                       \
+            else                                                                                   \
+              for (int64_t o = 0; o < O; o++) d[(o / m) * HW] += wr[o] * s[o * L];                 \
+          }                                                                                        \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+    free(wt);                                                                                      \
+    return true;                                                                                   \
+  }                                                                                                \
+  /* grad_weight (O, 1, kh, kw) contiguous: sums in double over the batch and pixels, channels   \
+   * in blocks (one block per thread: no shared sums) */                                         \
+  static bool NAME##_bw_weight(const geo *g, int64_t O, const T *go, const T *x, T *gw) {          \
+    const int64_t m = O / g->C, L = g->Ho * g->Wo, kk = g->kh * g->kw, BLK = 64;                   \
+    double *acc = calloc((size_t)(kk * O), sizeof(double)); /* (kk, O) */                          \
+    if (!acc) return false;                                                                        \
+    const int64_t nblk = (O + BLK - 1) / BLK;                                                      \
+    PARALLEL_IF(g->N * O * L * kk)                                                                 \
+    for (int64_t blk = 0; blk < nblk; blk++) {                                                     \
+      const int64_t o0 = blk * BLK, o1 = o0 + BLK < O ? o0 + BLK : O;                              \
+      for (int64_t n = 0; n < g->N; n++)                                                           \
+        for (int64_t p = 0; p < L; p++) {                                                          \
+          const int64_t y = p / g->Wo, xo = p % g->Wo;                                             \
+          const T *restrict s = go + n * O * L + p;                                                \
+          for (int64_t i = 0; i < g->kh; i++) {                                                    \
+            const int64_t iy = y * g->sh - g->ph + i * g->dh;                                      \
+            if (iy < 0 || iy >= g->H) continue;                                                    \
+            for (int64_t j = 0; j < g->kw; j++) {                                                  \
+              const int64_t ix = xo * g->sw - g->pw + j * g->dw;                                   \
+              if (ix < 0 || ix >= g->W) continue;                                                  \
+              const T *restrict r = x + n * g->xs[0] + iy * g->xs[2] + ix * g->xs[3];              \
+              double *restrict a = acc + (i * g->kw + j) * O;                                      \
+              const int64_t cs = g->xs[1];                                                         \
+              for (int64_t o = o0; o < o1; o++) a[o] += (double)s[o * L] * (double)r[(o / m) * cs]; \
+            }                                                                                      \
+          }                                                                                        \
+        }                                                                                          \
+    }                                                                                              \
+    for (int64_t o = 0; o < O; o++)                                                                \
+      for (int64_t t = 0; t < kk; t++) gw[o * kk + t] = (T)acc[t * O + o];                         \
+    free(acc);                                                                                     \
+    return true;                                                                                   \
+  }
+
+DEPTHWISE_TINY(depthwise_tiny_f32, float)
+DEPTHWISE_TINY(depthwise_tiny_f64, double)
+
 /* ---- depthwise convolution ------------------------------------------------ */
 
 /* One output plane at a time: for each kernel tap, a row-wise multiply-add
@@ -212,6 +330,13 @@ static ts_status k_conv2d_depthwise(const ts_call *c) {
   geo_image(&g, x, o);
   geo_pairs(&g, ts_pack2(w->sizes[2], w->sizes[3]), c->i[0], c->i[1], c->i[2]);
   int64_t bs = b ? b->strides[0] : 0;
+  const bool tiny = g.Ho * g.Wo <= DEPTHWISE_TINY_L;
+  if (tiny && x->dtype == TS_FLOAT32 &&
+      depthwise_tiny_f32_fwd(&g, o->sizes[1], ts_data(x), ts_data(w), w->strides, b ? ts_data(b) : NULL, bs, ts_data(o)))
+    return ts_check_interrupt();
+  if (tiny && x->dtype == TS_FLOAT64 &&
+      depthwise_tiny_f64_fwd(&g, o->sizes[1], ts_data(x), ts_data(w), w->strides, b ? ts_data(b) : NULL, bs, ts_data(o)))
+    return ts_check_interrupt();
   if (x->dtype == TS_FLOAT32)
     depthwise_f32(&g, o->sizes[1], ts_data(x), ts_data(w), w->strides, b ? ts_data(b) : NULL, bs, ts_data(o));
   else
@@ -292,6 +417,17 @@ static ts_status k_conv2d_depthwise_backward(const ts_call *c) {
   geo_image(&g, x, go);
   geo_pairs(&g, ts_pack2(w->sizes[2], w->sizes[3]), c->i[0], c->i[1], c->i[2]);
   ts_tensor *gi = c->out[0], *gw = c->out[1];
+  const int64_t O = go->sizes[1];
+  if (g.Ho * g.Wo <= DEPTHWISE_TINY_L) { /* what the tiny kernels cannot allocate for falls through */
+    bool f32 = x->dtype == TS_FLOAT32;
+    if (gi && (f32 ? depthwise_tiny_f32_bw_input(&g, O, ts_data(go), ts_data(w), ts_data(gi))
+                   : depthwise_tiny_f64_bw_input(&g, O, ts_data(go), ts_data(w), ts_data(gi))))
+      gi = NULL;
+    if (gw && (f32 ? depthwise_tiny_f32_bw_weight(&g, O, ts_data(go), ts_data(x), ts_data(gw))
+                   : depthwise_tiny_f64_bw_weight(&g, O, ts_data(go), ts_data(x), ts_data(gw))))
+      gw = NULL;
+    if (!gi && !gw) return ts_check_interrupt();
+  }
   if (x->dtype == TS_FLOAT32)
     depthwise_bw_f32(&g, go->sizes[1], ts_data(go), ts_data(x), ts_data(w), gi ? ts_data(gi) : NULL,
                      gw ? ts_data(gw) : NULL);
