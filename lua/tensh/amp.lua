@@ -124,7 +124,8 @@ function M.GradScaler(device, opts)
   if type(device) == "table" and opts == nil and debug.getmetatable(device) == nil then device, opts = "cuda", device end
   device = device == nil and "cuda" or device
   if device ~= "cpu" and device ~= "cuda" then
-    raise("%s: unsupported device '%s' (expected \"cpu\" or \"cuda\")", name, tostring(device))
+    raise("%s: unsupported device %s (expected \"cpu\" or \"cuda\")", name,
+      type(device) == "string" and "'" .. device .. "'" or args.typename(device))
   end
   opts = check_opts(name, opts,
     {init_scale = true, growth_factor = true, backoff_factor = true, growth_interval = true, enabled = true})

@@ -46,8 +46,42 @@ function M.option_type_error(fn, name, expected, v)
   raise("%s: option '%s': %s expected, got %s", fn, name, expected, M.typename(v))
 end
 
+local tensor_mt
 function M.check_tensor(fn, pos, v)
-  if not torch.is_tensor(v) then M.type_error(fn, pos, "tensor", v) end
+  if not torch.is_tensor(v) then
+    tensor_mt = tensor_mt or debug.getmetatable(torch.empty(0))
+    if debug.getmetatable(v) == tensor_mt then -- is_tensor is false for a freed one
+      M.bad_argument(fn, pos, "tensor was already freed (closed by <close> or __close)")
+    end
+    M.type_error(fn, pos, "tensor", v)
+  end
+  return v
+end
+
+-- "fn: what must be <expected>, got <value>": the checks below, for
+-- arguments that may come positionally or from an options table (so are
+-- named rather than numbered).
+local function must_be(fn, what, expected, v) raise("%s: %s must be %s, got %s", fn, what, expected, M.show(v)) end
+
+local A_TYPE = {number = "a number", boolean = "a boolean", string = "a string", ["function"] = "a function",
+  table = "a table"}
+function M.check_type(fn, what, v, lua_type)
+  if type(v) ~= lua_type then must_be(fn, what, A_TYPE[lua_type], v) end
+  return v
+end
+function M.check_number(fn, what, v) return M.check_type(fn, what, v, "number") end
+function M.check_boolean(fn, what, v) return M.check_type(fn, what, v, "boolean") end
+
+function M.check_optional_tensor(fn, what, v)
+  if v ~= nil and not torch.is_tensor(v) then must_be(fn, what, "a tensor or nil", v) end
+  return v
+end
+
+-- A dtype (torch.float32, "float64", "half", ...), as the C side reads it.
+function M.check_dtype(fn, what, v)
+  if type(v) ~= "string" then must_be(fn, what, 'a dtype (torch.float32, "float64", ...)', v) end
+  local ok, err = pcall(torch.empty, 0, {dtype = v})
+  if not ok then raise("%s: %s: %s", fn, what, tostring(err):match("unknown dtype.*") or tostring(err)) end
   return v
 end
 

@@ -6,6 +6,7 @@
 local torch = torch
 local util = require "tensh.nn.common"
 local module_miss = require("tensh.strict").module_miss
+local A = require "tensh.args"
 local raise, shape_str = util.raise, util.shape_str
 
 local nn = {}
@@ -408,6 +409,7 @@ function Module:eval() return self:train(false) end
 
 function Module:requires_grad_(flag)
   if flag == nil then flag = true end
+  A.check_boolean("requires_grad_", "requires_grad", flag)
   for _, p in ipairs(self:parameters()) do p.requires_grad = flag end
   return self
 end
@@ -451,7 +453,12 @@ local function parse_to(...)
     if a == nil then return end
     if is_tensor(a) then dev, dtype = tostring(a.device), a.dtype return end
     if type(a) == "table" and getmetatable(a) == nil then -- options
-      if a.device ~= nil then take(torch.device(a.device)) end
+      if a.device ~= nil then
+        if not pcall(torch.device, a.device) then
+          raise("to: option 'device': expected a device (\"cpu\", \"cuda:0\", torch.device), got %s", A.show(a.device))
+        end
+        take(torch.device(a.device))
+      end
       if a.dtype ~= nil then take(a.dtype) end
       return
     end
@@ -543,7 +550,7 @@ function Module:half() return self:_apply_move(nil, "torch.float16") end
 function Module:float() return self:_apply_move(nil, "torch.float32") end
 function Module:double() return self:_apply_move(nil, "torch.float64") end
 function Module:bfloat16() return self:_apply_move(nil, "torch.bfloat16") end
-function Module:type(dtype) return self:to(dtype) end
+function Module:type(dst_type) return self:to(A.check_dtype("type", "dst_type", dst_type)) end
 
 -- ---- state_dict ----------------------------------------------------------------------
 

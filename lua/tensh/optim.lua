@@ -20,7 +20,15 @@ optim.Optimizer = Optimizer
 -- Defines an optimizer class. defaults: hyperparameters and their default
 -- values (a key with default `false` is a flag); validate(name, group) checks
 -- one group's hyperparameters; update(self, group) does one step over a group.
+local OPTIMIZER_CLASS = "optim.Optimizer or an optimizer class (optim.SGD, optim.Adam, ...)"
+
 function Optimizer.extend(base, name, defaults, validate, update)
+  local fn = "optim.Optimizer.extend"
+  U.check_class(fn, "base", base, Optimizer, OPTIMIZER_CLASS)
+  A.check_type(fn, "name", name, "string")
+  A.check_type(fn, "defaults", defaults, "table")
+  A.check_type(fn, "validate", validate, "function")
+  A.check_type(fn, "update", update, "function")
   local cls = setmetatable({__name = name, defaults = defaults, _validate = validate, _update = update},
     {__index = base, __call = function(c, params, opts) return c.new(c, params, opts) end})
   cls.__index = cls
@@ -29,6 +37,7 @@ function Optimizer.extend(base, name, defaults, validate, update)
 end
 
 function Optimizer.new(cls, params, opts)
+  U.check_class("optim.Optimizer.new", "cls", cls, Optimizer, "an optimizer class (optim.SGD, optim.Adam, ...)", true)
   local name = cls.__name
   opts = check_opts(name, opts, cls.defaults)
   local defaults = {}
@@ -172,12 +181,21 @@ function Optimizer:load_state_dict(sd)
       fail("%s:load_state_dict: loaded state dict contains a parameter group that doesn't match the size of optimizer's group (group %d: %d parameters saved, %d in the optimizer)",
         name, gi - 1, #sg.params, #g.params)
     end
-    for i, idx in ipairs(sg.params) do by_index[idx] = g.params[i] end
+    for i, idx in ipairs(sg.params) do
+      if math.type(idx) ~= "integer" then
+        fail("%s:load_state_dict: param_groups[%d].params[%d] must be an integer (a parameter's number), got %s",
+          name, gi - 1, i, show(idx))
+      end
+      by_index[idx] = g.params[i]
+    end
   end
   local state = {}
   for idx, st in pairs(sd.state) do
     local p = by_index[idx]
     if p == nil then fail("%s:load_state_dict: state for parameter %s, which no group lists", name, tostring(idx)) end
+    if not is_plain_table(st) then
+      fail("%s:load_state_dict: the state of parameter %s must be a table, got %s", name, tostring(idx), typename(st))
+    end
     local s = {}
     for _, k in ipairs(sorted_keys(st)) do
       local v = st[k]

@@ -35,6 +35,12 @@ int lt_error(lua_State *L, ts_status st);
     if (st_ != TS_OK) lt_error(L, st_);  \
   } while (0)
 
+/* luaL_argerror / luaL_typeerror, except when the call came from tensh's
+ * Lua library: then the message names the function the user called, at the
+ * user's line (ltensor.c). Never return. */
+int lt_argerror(lua_State *L, int idx, const char *msg);
+int lt_typeerror(lua_State *L, int idx, const char *expected);
+
 /* `bad argument #i to 'fn' (tensor expected, got string)` */
 ts_tensor *lt_check(lua_State *L, int idx);
 ts_tensor *lt_test(lua_State *L, int idx); /* NULL when not a tensor */

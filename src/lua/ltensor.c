@@ -14,11 +14,30 @@
  * past the frames of tensh's own Lua library (lua/tensh, as errors.lua's
  * raise does), so an op that nn or optim calls for the user points at the
  * user's line rather than at the library's. A C caller gives no position. */
+static bool in_library(const lua_Debug *ar) { return strncmp(ar->source, "@lua/tensh/", 11) == 0; }
+
+/* The level of the first Lua function at or above `level` (0 if none). */
+static int lua_caller(lua_State *L, int level) {
+  lua_Debug ar;
+  for (; lua_getstack(L, level, &ar); level++) {
+    lua_getinfo(L, "S", &ar);
+    if (*ar.what != 'C') return level;
+  }
+  return 0;
+}
+
 static void push_where(lua_State *L) {
   lua_Debug ar;
   for (int level = 1; lua_getstack(L, level, &ar); level++) {
     lua_getinfo(L, "Sl", &ar);
-    if (strncmp(ar.source, "@lua/tensh/", 11) == 0) continue;
+    if (in_library(&ar)) continue;
+    if (*ar.what == 'C') { /* a C function the library called (tostring calling __tostring) */
+      int next = lua_caller(L, level);
+      if (next && lua_getstack(L, next, &ar) && lua_getinfo(L, "S", &ar) && in_library(&ar)) {
+        level = next;
+        continue;
+      }
+    }
     if (ar.currentline > 0) {
       lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
       return;
@@ -49,6 +68,39 @@ int lt_error(lua_State *L, ts_status st) {
   return raise_message(L, ts_last_error());
 }
 
+/* luaL_argerror for the checks in this file. When the failing call was made
+ * by tensh's Lua library (lua/tensh) rather than by the user, luaL_argerror
+ * would name the library's internal call ('?' when it was a tail call or a
+ * metamethod) with its argument number, at the library's line. Instead the
+ * message names the function the user called (the outermost library frame's
+ * name at the user's call site) and points at the user's line; the internal
+ * call stays as a detail for a bug report. */
+int lt_argerror(lua_State *L, int idx, const char *msg) {
+  lua_Debug ar;
+  int level = lua_caller(L, 1); /* past C callers (tostring calling __tostring) */
+  if (!level || !lua_getstack(L, level, &ar) || !lua_getinfo(L, "S", &ar) || !in_library(&ar))
+    return luaL_argerror(L, idx, msg);
+  const char *inner = NULL, *outer = NULL;
+  if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar)) inner = ar.name;
+  for (level = 1; lua_getstack(L, level, &ar); level++) {
+    lua_getinfo(L, "Sn", &ar);
+    if (*ar.what != 'C' && !in_library(&ar)) break;
+    if (ar.name) outer = ar.name; /* the last one seen is the user's call */
+  }
+  if (!outer) outer = "a tensh function";
+  if (!inner) return lt_errorf(L, "%s: %s (argument #%d of an internal call)", outer, msg, idx);
+  return lt_errorf(L, "%s: %s (argument #%d of its internal call to '%s')", outer, msg, idx, inner);
+}
+
+/* luaL_typeerror's message ("tensor expected, got table", by __name) through lt_argerror */
+int lt_typeerror(lua_State *L, int idx, const char *expected) {
+  const char *got;
+  if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING) got = lua_tostring(L, -1);
+  else if (lua_type(L, idx) == LUA_TLIGHTUSERDATA) got = "light userdata";
+  else got = luaL_typename(L, idx);
+  return lt_argerror(L, idx, lua_pushfstring(L, "%s expected, got %s", expected, got));
+}
+
 /* The tensor metatable's address is kept in the state's extra space, so a
  * type check is one pointer compare instead of luaL_testudata's registry
  * lookup by name (which costs a string hash and strcmp per call). States or
@@ -77,8 +129,8 @@ ts_tensor *lt_check(lua_State *L, int idx) {
     luaL_error(L, "bad argument #1 to '%s' (tensor expected, got no value; a method is called with ':', as t:%s())",
                name, name);
   }
-  if (!b) luaL_typeerror(L, idx, "tensor");
-  if (!b->t) luaL_argerror(L, idx, "tensor was already freed");
+  if (!b) lt_typeerror(L, idx, "tensor");
+  if (!b->t) lt_argerror(L, idx, "tensor was already freed");
   return b->t;
 }
 
@@ -90,8 +142,8 @@ ts_tensor *lt_operand(lua_State *L, int idx, ts_scalar_box *box) {
   case LUA_TBOOLEAN: return ts_scalar_wrap_bool(box, lua_toboolean(L, idx));
   default: {
     lt_box *b = test_box(L, idx);
-    if (!b) luaL_typeerror(L, idx, "tensor or number");
-    if (!b->t) luaL_argerror(L, idx, "tensor was already freed (closed by <close> or __close)");
+    if (!b) lt_typeerror(L, idx, "tensor or number");
+    if (!b->t) lt_argerror(L, idx, "tensor was already freed (closed by <close> or __close)");
     return b->t;
   }
   }
@@ -165,8 +217,8 @@ int64_t lt_checkint(lua_State *L, int idx) {
   int isnum;
   lua_Integer v = lua_tointegerx(L, idx, &isnum);
   if (!isnum) {
-    if (lua_type(L, idx) == LUA_TNUMBER) luaL_argerror(L, idx, "number has no integer representation");
-    luaL_typeerror(L, idx, "integer");
+    if (lua_type(L, idx) == LUA_TNUMBER) lt_argerror(L, idx, "number has no integer representation");
+    lt_typeerror(L, idx, "integer");
   }
   return v;
 }
@@ -261,7 +313,7 @@ static int option_error(lua_State *L, const char *key, const char *rest) {
 }
 
 static int value_error(lua_State *L, int idx, const char *msg) {
-  if (idx >= 0 || !reading_option) return luaL_argerror(L, idx, msg);
+  if (idx >= 0 || !reading_option) return lt_argerror(L, idx, msg);
   const char *key = reading_option;
   reading_option = NULL;
   return option_error(L, key, lua_pushfstring(L, ": %s", msg));

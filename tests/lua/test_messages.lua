@@ -65,4 +65,98 @@ test("data: samplers and transforms name the argument and what came", function()
   user_error(function() local _ = T.ToTensor()(torch.zeros(2)) end, "ToTensor: expected a (C, H, W) tensor, got a 1-D tensor")
 end)
 
+test("nn.functional: arguments the C op would misread are checked in the user's terms", function()
+  local F, x = nn.functional, torch.randn(2, 3)
+  user_error(function() local _ = F.softmax(x, 1.5) end, "nn.functional.softmax: dim must be an integer, got 1.5")
+  user_error(function() local _ = F.softmax(x, {dim = "max"}) end, "nn.functional.softmax: dim must be an integer, got string")
+  user_error(function() local _ = F.log_softmax(x, 1, nil, "max") end,
+    "nn.functional.log_softmax: dtype: unknown dtype 'max'")
+  user_error(function() local _ = F.softmax(x, {dim = 1, dtype = 5}) end,
+    "nn.functional.softmax: dtype must be a dtype (torch.float32, \"float64\", ...), got 5")
+  T.close(F.log_softmax(x, 1, nil, "float64"), x:double():log_softmax(1), 1e-12, 1e-12)
+  eq(F.softmax(x, {dim = 0, dtype = torch.float64}).dtype, "torch.float64")
+  user_error(function() local _ = F.one_hot(torch.tensor({0, 1}), "a") end,
+    "nn.functional.one_hot: num_classes must be an integer, got string")
+  eq(tostring(F.one_hot(torch.tensor({0, 1}), 3)), tostring(torch.tensor({{1, 0, 0}, {0, 1, 0}})))
+  user_error(function() local _ = F.layer_norm(x, 1.5) end, "nn.functional.layer_norm: normalized_shape must be an integer, got 1.5")
+  user_error(function() local _ = F.layer_norm(x, {3, "a"}) end,
+    "nn.functional.layer_norm: normalized_shape[2] must be an integer, got string")
+  user_error(function() local _ = F.layer_norm(x, "a") end,
+    "nn.functional.layer_norm: normalized_shape must be an integer or a list of integers, got \"a\"")
+  user_error(function() local _ = F.layer_norm(x, {3}, 5) end, "nn.functional.layer_norm: weight must be a tensor or nil, got 5")
+  user_error(function() local _ = F.layer_norm(x, 3, nil, nil, "a") end, "nn.functional.layer_norm: eps must be a number, got \"a\"")
+  T.close(F.layer_norm(x, x.shape:totable()), F.layer_norm(x, {2, 3}), 0, 0)
+  user_error(function() local _ = F.batch_norm(x, 5) end, "nn.functional.batch_norm: running_mean must be a tensor or nil, got 5")
+  user_error(function() local _ = F.batch_norm(x, nil, nil, {training = 1}) end,
+    "nn.functional.batch_norm: training must be a boolean, got 1")
+  user_error(function() local _ = F.batch_norm(x, nil, nil, {training = true, momentum = "a"}) end,
+    "nn.functional.batch_norm: momentum must be a number")
+  user_error(function() local _ = F.dropout(torch.tensor({true})) end,
+    "nn.functional.dropout: expected a floating point input, got torch.bool")
+  user_error(function() local _ = nn.init.normal_(torch.zeros(2), "a") end, "normal_: mean must be a number, got \"a\"")
+  user_error(function() local _ = nn.init.uniform_(torch.zeros(2), 0, "x") end, "uniform_: b must be a number, got \"x\"")
+end)
+
+test("nn.Module:to / type / requires_grad_ say which argument was wrong", function()
+  local m = nn.Linear(2, 2)
+  user_error(function() local _ = m:type(5) end, "type: dst_type must be a dtype")
+  user_error(function() local _ = m:type("x") end, "type: dst_type: unknown dtype 'x'")
+  eq(m:type(torch.float64).weight.dtype, "torch.float64")
+  user_error(function() local _ = m:to({device = 5.5}) end, "to: option 'device': expected a device")
+  user_error(function() local _ = nn.Embedding.from_pretrained(torch.zeros(2, 2), 5) end,
+    "Embedding.from_pretrained: options must be a table, got number")
+  user_error(function() local _ = nn.Embedding.from_pretrained(torch.zeros(2, 2), {freeze = 1}) end,
+    "Embedding.from_pretrained: freeze must be a boolean, got 1")
+  user_error(function() local _ = m:requires_grad_(5) end, "requires_grad_: requires_grad must be a boolean, got 5")
+  eq(m:requires_grad_(false).weight.requires_grad, false)
+end)
+
+test("optimizers and schedulers: classes, groups and state dicts from the wrong place are refused by name", function()
+  local params = nn.Linear(2, 2):parameters()
+  user_error(function() local _ = optim.Adam.new(5, params) end, "optim.Optimizer.new: cls must be an optimizer class")
+  user_error(function() local _ = optim.Optimizer.new(optim.Optimizer, params) end,
+    "optim.Optimizer.new: cls must be an optimizer class")
+  user_error(function() local _ = optim.Optimizer.extend(5, "X", {}, print, print) end,
+    "optim.Optimizer.extend: base must be optim.Optimizer or an optimizer class")
+  user_error(function() local _ = optim.Optimizer:extend("X", {}, 5, print) end,
+    "optim.Optimizer.extend: validate must be a function, got 5")
+  local sgd = optim.SGD(params, {lr = 0.1})
+  local sd = sgd:state_dict()
+  sd.param_groups[1].params[1] = 0 / 0
+  user_error(function() sgd:load_state_dict(sd) end, "SGD:load_state_dict: param_groups[0].params[1] must be an integer")
+  sd = sgd:state_dict()
+  sd.state[0] = 5
+  user_error(function() sgd:load_state_dict(sd) end, "SGD:load_state_dict: the state of parameter 0 must be a table, got number")
+
+  local S = optim.lr_scheduler
+  user_error(function() local _ = S.StepLR.new(5, sgd, 1) end, "optim.lr_scheduler.LRScheduler.new: cls must be a scheduler class")
+  user_error(function() local _ = S.LRScheduler.extend(S.LRScheduler, "X", {math.huge}, print, print) end,
+    "optim.lr_scheduler.LRScheduler.extend: params[1] must be a string, got inf")
+  user_error(function() local _ = S.LRScheduler.extend(S.LRScheduler, "X", 5, print, print) end,
+    "optim.lr_scheduler.LRScheduler.extend: params must be a table, got 5")
+  -- a state dict is copied whole: shared tables stay shared, a cycle is copied, not followed forever
+  local sched = S.StepLR(sgd, 2)
+  local cyclic = {}
+  cyclic.self = cyclic
+  sched:load_state_dict({extra = cyclic, last_epoch = 3})
+  local saved = sched:state_dict()
+  eq(saved.last_epoch, 3)
+  ok(saved.extra.self == saved.extra and saved.extra ~= cyclic, "the cycle copied as a cycle")
+  local deep = {}
+  for _ = 1, 200 do deep = {deep} end
+  user_error(function() sched:load_state_dict({extra = deep}) end, "StepLR:load_state_dict: tables nested deeper than 100 levels")
+end)
+
+test("a C check failing inside a library call names the function the user called, at the user's line", function()
+  local t = torch.ones(2)
+  getmetatable(t).__close(t)
+  -- the library's own checks see a freed tensor too
+  user_error(function() local _ = nn.functional.linear(torch.ones(1, 2), torch.ones(2, 2), t) end,
+    "bad argument #3 to 'linear' (tensor was already freed")
+  -- calculate_gain prints its param, and printing checks it in C: the message names calculate_gain
+  local err = user_error(function() local _ = nn.init.calculate_gain("leaky_relu", t) end, "tensor was already freed")
+  ok(err:find("calculate_gain: tensor was already freed", 1, true), err)
+  user_error(function() local _ = torch.amp.GradScaler(t) end, "GradScaler: unsupported device Tensor")
+end)
+
 T.run()

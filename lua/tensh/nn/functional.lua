@@ -100,19 +100,19 @@ local function softmax_dim(x, dim)
   return (n == 0 or n == 1 or n == 3) and 0 or 1
 end
 
-function F.softmax(x, ...)
-  check_tensor("softmax", x)
-  local a = args("softmax", {"dim", "_stacklevel", "dtype"}, ...)
-  if a.dtype then x = x:to(a.dtype) end
-  return torch.softmax(x, softmax_dim(x, a.dim))
+-- softmax and log_softmax: (x, dim, _stacklevel, dtype), checked here so
+-- that an error names the argument the user gave, not the ops' own
+local function softmax_args(name, x, ...)
+  local fn = "nn.functional." .. name
+  check_tensor(name, x)
+  local a = args(fn, {"dim", "_stacklevel", "dtype"}, ...)
+  if a.dim ~= nil then C.check_int(fn, "dim", a.dim) end
+  if a.dtype ~= nil then x = x:to(A.check_dtype(fn, "dtype", a.dtype)) end
+  return x, softmax_dim(x, a.dim)
 end
 
-function F.log_softmax(x, ...)
-  check_tensor("log_softmax", x)
-  local a = args("log_softmax", {"dim", "_stacklevel", "dtype"}, ...)
-  if a.dtype then x = x:to(a.dtype) end
-  return torch.log_softmax(x, softmax_dim(x, a.dim))
-end
+function F.softmax(x, ...) return torch.softmax(softmax_args("softmax", x, ...)) end
+function F.log_softmax(x, ...) return torch.log_softmax(softmax_args("log_softmax", x, ...)) end
 
 -- ---- dropout --------------------------------------------------------------------------
 
@@ -130,6 +130,9 @@ function F.dropout(x, ...)
   local a = args("dropout", {"p", "training", "inplace"}, ...)
   local p = a.p == nil and 0.5 or a.p
   check_p("dropout", p)
+  if not A.is_floating_dtype(x.dtype) then
+    raise("nn.functional.dropout: expected a floating point input, got %s (convert it with x:float())", x.dtype)
+  end
   local training = a.training == nil and true or a.training
   if not training or p == 0 or x:numel() == 0 then return x end
   local keep
@@ -232,21 +235,44 @@ end
 -- ---- normalisation ------------------------------------------------------------------------
 
 -- F.batch_norm(x, running_mean, running_var, weight, bias, training = false, momentum = 0.1, eps = 1e-5)
+-- the optional weight, bias and eps of batch_norm and layer_norm
+local function affine_args(fn, a)
+  A.check_optional_tensor(fn, "weight", a.weight)
+  A.check_optional_tensor(fn, "bias", a.bias)
+  return A.check_number(fn, "eps", a.eps or 1e-5)
+end
+
 function F.batch_norm(x, running_mean, running_var, ...)
+  local fn = "nn.functional.batch_norm"
   check_tensor("batch_norm", x)
-  local a = args("batch_norm", {"weight", "bias", "training", "momentum", "eps"}, ...)
+  A.check_optional_tensor(fn, "running_mean", running_mean)
+  A.check_optional_tensor(fn, "running_var", running_var)
+  local a = args(fn, {"weight", "bias", "training", "momentum", "eps"}, ...)
+  local eps = affine_args(fn, a)
+  local training = A.check_boolean(fn, "training", a.training or false)
   local momentum = a.momentum
   if momentum == nil then momentum = 0.1 end
-  local out = torch.batch_norm(x, running_mean, running_var, a.weight, a.bias, a.training or false, momentum,
-    a.eps or 1e-5)
+  local out = torch.batch_norm(x, running_mean, running_var, a.weight, a.bias, training,
+    A.check_number(fn, "momentum", momentum), eps)
   return out
 end
 
 -- F.layer_norm(x, normalized_shape, weight, bias, eps = 1e-5)
 function F.layer_norm(x, normalized_shape, ...)
+  local fn = "nn.functional.layer_norm"
   check_tensor("layer_norm", x)
-  local a = args("layer_norm", {"weight", "bias", "eps"}, ...)
-  local out = torch.layer_norm(x, normalized_shape, a.weight, a.bias, a.eps or 1e-5)
+  local shape = normalized_shape
+  if getmetatable(shape) == getmetatable(x.shape) then shape = shape:totable() end
+  if type(shape) == "table" then
+    for i, v in ipairs(shape) do C.check_int(fn, ("normalized_shape[%d]"):format(i), v) end
+  elseif shape == nil or type(shape) ~= "number" then
+    raise("%s: normalized_shape must be an integer or a list of integers, got %s", fn, A.show(shape))
+  else
+    C.check_int(fn, "normalized_shape", shape)
+  end
+  local a = args(fn, {"weight", "bias", "eps"}, ...)
+  local eps = affine_args(fn, a)
+  local out = torch.layer_norm(x, normalized_shape, a.weight, a.bias, eps)
   return out
 end
 
@@ -273,7 +299,7 @@ end
 
 function F.one_hot(t, num_classes)
   check_tensor("one_hot", t)
-  return torch.one_hot(t, num_classes or -1)
+  return torch.one_hot(t, num_classes and C.check_int("nn.functional.one_hot", "num_classes", num_classes) or -1)
 end
 
 -- F.pad(x, {left, right[, top, bottom, ...]}, mode = "constant", value = 0): pads

@@ -57,13 +57,15 @@ end
 function init.uniform_(t, ...)
   check("uniform_", t)
   local a = args("uniform_", {"a", "b"}, ...)
-  return fill(t, function(x) x:uniform_(a.a or 0, a.b or 1) end)
+  local lo, hi = A.check_number("uniform_", "a", a.a or 0), A.check_number("uniform_", "b", a.b or 1)
+  return fill(t, function(x) x:uniform_(lo, hi) end)
 end
 
 function init.normal_(t, ...)
   check("normal_", t)
   local a = args("normal_", {"mean", "std"}, ...)
-  return fill(t, function(x) x:normal_(a.mean or 0, a.std or 1) end)
+  local mean, std = A.check_number("normal_", "mean", a.mean or 0), A.check_number("normal_", "std", a.std or 1)
+  return fill(t, function(x) x:normal_(mean, std) end)
 end
 
 function init.constant_(t, val)

@@ -5,6 +5,7 @@
 local torch = torch
 local nn = require "tensh.nn"
 local C = require "tensh.nn.common"
+local A = require "tensh.args"
 local Module, Parameter, F, init = nn.Module, nn.Parameter, nn.functional, nn.init
 local raise, args = C.raise, C.args
 local check_int, check_input, check_device = C.check_int, C.check_input, C.check_device
@@ -71,9 +72,11 @@ function Embedding.from_pretrained(embeddings, opts)
   if not is_tensor(embeddings) or embeddings:dim() ~= 2 then
     raise("Embedding.from_pretrained: embeddings must be a 2-D tensor")
   end
-  opts = opts or {}
+  local fn = "Embedding.from_pretrained"
+  opts = A.check_opts(fn, opts, {freeze = true, padding_idx = true})
   local freeze = opts.freeze
   if freeze == nil then freeze = true end
+  A.check_boolean(fn, "freeze", freeze)
   return Embedding(embeddings.shape[0], embeddings.shape[1],
     {_weight = embeddings, _freeze = freeze, padding_idx = opts.padding_idx})
 end

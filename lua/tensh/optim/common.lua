@@ -1,6 +1,7 @@
 -- Table helpers shared by the optimizers (optim.lua) and the schedulers
 -- (optim/lr_scheduler.lua).
 local M = {}
+local A = require "tensh.args"
 
 function M.is_plain_table(v) return type(v) == "table" and not torch.is_tensor(v) end
 
@@ -25,6 +26,45 @@ function M.show(v)
     return "{" .. table.concat(parts, ", ") .. "}"
   end
   return tostring(v)
+end
+
+-- Whether v is `base` or a class made from it by extend (its metatables'
+-- __index chain reaches base; bounded, as a chain may loop).
+local function derives(v, base)
+  for _ = 1, 100 do
+    if rawequal(v, base) then return true end
+    if type(v) ~= "table" then return false end
+    local mt = getmetatable(v)
+    v = type(mt) == "table" and rawget(mt, "__index") or nil
+  end
+  return false
+end
+
+-- The class argument of Base.new(cls, ...) and Base.extend(base, ...):
+-- `root` itself (abstract: for extend only) or a class made from it.
+-- `kind` says which, for the message ("an optimizer class (optim.SGD, ...)").
+function M.check_class(fn, what, v, root, kind, concrete)
+  if not derives(v, root) or (concrete and rawequal(v, root)) then
+    A.raise("%s: %s must be %s, got %s", fn, what, kind, A.show(v))
+  end
+  return v
+end
+
+-- A copy of a plain table and the tables in it; shared tables stay shared
+-- and cycles are kept (as Python's deepcopy) rather than followed forever;
+-- nesting deeper than `max_depth` is refused in fn's name.
+function M.deep_copy(fn, v, max_depth)
+  local copies = {}
+  local function copy(x, depth)
+    if not M.is_plain_table(x) then return x end
+    if copies[x] then return copies[x] end
+    if depth > max_depth then A.raise("%s: tables nested deeper than %d levels", fn, max_depth) end
+    local t = {}
+    copies[x] = t
+    for k, y in pairs(x) do t[k] = copy(y, depth + 1) end
+    return t
+  end
+  return copy(v, 0)
 end
 
 return M

@@ -28,7 +28,17 @@ end
 -- in an options table: StepLR(opt, 3, 0.5) or StepLR(opt, {step_size = 3,
 -- gamma = 0.5}); init(self, opts) reads them before the first step;
 -- get_lr(self) -> list of lrs; closed(self) -> list, optional.
+local SCHEDULER_CLASS = "optim.lr_scheduler.LRScheduler or a scheduler class (StepLR, ...)"
+
 function LRScheduler.extend(base, name, params, init, get_lr, closed)
+  local fn = "optim.lr_scheduler.LRScheduler.extend"
+  U.check_class(fn, "base", base, LRScheduler, SCHEDULER_CLASS)
+  A.check_type(fn, "name", name, "string")
+  A.check_type(fn, "params", params, "table")
+  for i, k in ipairs(params) do A.check_type(fn, ("params[%d]"):format(i), k, "string") end
+  A.check_type(fn, "init", init, "function")
+  A.check_type(fn, "get_lr", get_lr, "function")
+  if closed ~= nil then A.check_type(fn, "closed", closed, "function") end
   local names = {table.unpack(params)}
   names[#names + 1] = "last_epoch"
   local allowed = {}
@@ -42,6 +52,7 @@ function LRScheduler.extend(base, name, params, init, get_lr, closed)
 end
 
 function LRScheduler.new(cls, optimizer, ...)
+  U.check_class("optim.lr_scheduler.LRScheduler.new", "cls", cls, LRScheduler, "a scheduler class (StepLR, ...)", true)
   local name = cls.__name
   if not is_optimizer(optimizer) then
     fail("%s: expected an optimizer (with param_groups) as argument 1, got %s", name, typename(optimizer))
@@ -98,27 +109,24 @@ end
 -- state_dict(): every field but the optimizer (as PyTorch's __dict__ minus optimizer)
 local unsaved = {optimizer = true, _lambdas = true}
 
-local function deep_copy(v)
-  if not is_plain_table(v) then return v end
-  local t = {}
-  for k, x in pairs(v) do t[k] = deep_copy(x) end
-  return t
-end
+-- a scheduler's fields are flat lists and numbers: deeper is not a state
+local MAX_DEPTH = 100
 
 function LRScheduler:state_dict()
   local sd = {}
   for k, v in pairs(self) do
-    if not unsaved[k] then sd[k] = deep_copy(v) end
+    if not unsaved[k] then sd[k] = v end
   end
-  return sd
+  return U.deep_copy(self.__name .. ":state_dict", sd, MAX_DEPTH)
 end
 
 function LRScheduler:load_state_dict(sd)
   if not is_plain_table(sd) then
     fail("%s:load_state_dict: expected a table from state_dict(), got %s", self.__name, typename(sd))
   end
+  sd = U.deep_copy(self.__name .. ":load_state_dict", sd, MAX_DEPTH)
   for k, v in pairs(sd) do
-    if not unsaved[k] then self[k] = deep_copy(v) end
+    if not unsaved[k] then self[k] = v end
   end
 end
 
