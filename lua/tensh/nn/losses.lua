@@ -25,6 +25,23 @@ local function check_optional_tensor(fn, name, v)
   if v ~= nil and not torch.is_tensor(v) then A.option_type_error(fn, name, "tensor", v) end
 end
 
+-- The prelude every loss shares: input and target are tensors (cast to
+-- float32 under autocast: src/autocast.def), opts holds only the keys in
+-- `allowed`, its tensor options (weight, pos_weight) are tensors.
+-- Returns input, target, opts (a table) and the reduction.
+local TENSOR_OPTS = {"weight", "pos_weight"}
+local function loss_args(fn, input, target, opts, allowed)
+  check_tensor(fn, 1, input)
+  check_tensor(fn, 2, target)
+  input, target = torch._autocast_to_float32(input, target)
+  opts = check_opts(fn, opts, allowed)
+  local reduction = check_reduction(fn, opts.reduction)
+  for _, k in ipairs(TENSOR_OPTS) do
+    if allowed[k] then check_optional_tensor(fn, k, opts[k]) end
+  end
+  return input, target, opts, reduction
+end
+
 local function reduce(loss, reduction)
   if reduction == "mean" then return loss:mean() end
   if reduction == "sum" then return loss:sum() end
@@ -118,13 +135,9 @@ local nll_opts = {weight = true, ignore_index = true, reduction = true}
 --          {weight = (C), ignore_index = -100, reduction = "mean"})
 function M.nll_loss(input, target, opts)
   local fn = "nll_loss"
-  check_tensor(fn, 1, input)
-  check_tensor(fn, 2, target)
-  input, target = torch._autocast_to_float32(input, target) -- float32 under autocast (src/autocast.def)
-  opts = check_opts(fn, opts, nll_opts)
-  local reduction = check_reduction(fn, opts.reduction)
+  local reduction
+  input, target, opts, reduction = loss_args(fn, input, target, opts, nll_opts)
   local ignore_index = opts.ignore_index or -100
-  check_optional_tensor(fn, "weight", opts.weight)
   check_floating(fn, "input", input)
   if input:dim() < 1 then fail("%s: expected input with 1 or more dimensions (got 0)", fn) end
   local one
@@ -144,15 +157,11 @@ local ce_opts = {weight = true, ignore_index = true, reduction = true, label_smo
 -- {weight = (C), ignore_index = -100, reduction = "mean", label_smoothing = 0})
 function M.cross_entropy(input, target, opts)
   local fn = "cross_entropy"
-  check_tensor(fn, 1, input)
-  check_tensor(fn, 2, target)
-  input, target = torch._autocast_to_float32(input, target) -- float32 under autocast (src/autocast.def)
-  opts = check_opts(fn, opts, ce_opts)
-  local reduction = check_reduction(fn, opts.reduction)
+  local reduction
+  input, target, opts, reduction = loss_args(fn, input, target, opts, ce_opts)
   local ignore_index = opts.ignore_index or -100
   local eps = opts.label_smoothing or 0
   local weight = opts.weight
-  check_optional_tensor(fn, "weight", weight)
   if type(eps) ~= "number" or eps < 0 or eps > 1 then
     fail("%s: label_smoothing must be between 0.0 and 1.0, got %s", fn, tostring(eps))
   end
@@ -221,11 +230,8 @@ local red_opts = {reduction = true}
 
 function M.mse_loss(input, target, opts)
   local fn = "mse_loss"
-  check_tensor(fn, 1, input)
-  check_tensor(fn, 2, target)
-  input, target = torch._autocast_to_float32(input, target) -- float32 under autocast (src/autocast.def)
-  opts = check_opts(fn, opts, red_opts)
-  local reduction = check_reduction(fn, opts.reduction)
+  local reduction
+  input, target, opts, reduction = loss_args(fn, input, target, opts, red_opts)
   check_pair(fn, input, target)
   local d = input - target
   return reduce(d * d, reduction)
@@ -233,11 +239,8 @@ end
 
 function M.l1_loss(input, target, opts)
   local fn = "l1_loss"
-  check_tensor(fn, 1, input)
-  check_tensor(fn, 2, target)
-  input, target = torch._autocast_to_float32(input, target) -- float32 under autocast (src/autocast.def)
-  opts = check_opts(fn, opts, red_opts)
-  local reduction = check_reduction(fn, opts.reduction)
+  local reduction
+  input, target, opts, reduction = loss_args(fn, input, target, opts, red_opts)
   check_pair(fn, input, target)
   return reduce((input - target):abs(), reduction)
 end
@@ -245,11 +248,8 @@ end
 -- 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta; beta = 0 is l1_loss
 function M.smooth_l1_loss(input, target, opts)
   local fn = "smooth_l1_loss"
-  check_tensor(fn, 1, input)
-  check_tensor(fn, 2, target)
-  input, target = torch._autocast_to_float32(input, target) -- float32 under autocast (src/autocast.def)
-  opts = check_opts(fn, opts, {reduction = true, beta = true})
-  local reduction = check_reduction(fn, opts.reduction)
+  local reduction
+  input, target, opts, reduction = loss_args(fn, input, target, opts, {reduction = true, beta = true})
   local beta = opts.beta or 1.0
   if type(beta) ~= "number" or beta < 0 then
     fail("%s: beta must be a non-negative number, got %s", fn, tostring(beta))
@@ -276,12 +276,8 @@ local bin_opts = {weight = true, reduction = true}
 -- each log clamped to >= -100 as PyTorch, so 0 and 1 give finite losses
 function M.binary_cross_entropy(input, target, opts)
   local fn = "binary_cross_entropy"
-  check_tensor(fn, 1, input)
-  check_tensor(fn, 2, target)
-  input, target = torch._autocast_to_float32(input, target) -- float32 under autocast (src/autocast.def)
-  opts = check_opts(fn, opts, bin_opts)
-  local reduction = check_reduction(fn, opts.reduction)
-  check_optional_tensor(fn, "weight", opts.weight)
+  local reduction
+  input, target, opts, reduction = loss_args(fn, input, target, opts, bin_opts)
   check_pair(fn, input, target)
   check_broadcast_weight(fn, "weight", opts.weight, input.shape)
   if input:numel() > 0 then
@@ -302,15 +298,11 @@ end
 -- binary_cross_entropy_with_logits(input logits, target, {weight, pos_weight (C), reduction}):
 -- (1 - t) x + lw (m + log(e^-m + e^(-x-m))), m = max(-x, 0), lw = 1 + (pos_weight - 1) t,
 -- which never exponentiates a positive number
+local bce_logits_opts = {weight = true, pos_weight = true, reduction = true}
 function M.binary_cross_entropy_with_logits(input, target, opts)
   local fn = "binary_cross_entropy_with_logits"
-  check_tensor(fn, 1, input)
-  check_tensor(fn, 2, target)
-  input, target = torch._autocast_to_float32(input, target) -- float32 under autocast (src/autocast.def)
-  opts = check_opts(fn, opts, {weight = true, pos_weight = true, reduction = true})
-  local reduction = check_reduction(fn, opts.reduction)
-  check_optional_tensor(fn, "weight", opts.weight)
-  check_optional_tensor(fn, "pos_weight", opts.pos_weight)
+  local reduction
+  input, target, opts, reduction = loss_args(fn, input, target, opts, bce_logits_opts)
   check_pair(fn, input, target)
   check_broadcast_weight(fn, "weight", opts.weight, input.shape)
   check_broadcast_weight(fn, "pos_weight", opts.pos_weight, input.shape)
