@@ -9,12 +9,7 @@ local A = require "tensh.args"
 M.raise = A.raise
 
 -- Python's tuple text: (2, 3), (5,), ()
-function M.tuple(list)
-  if #list == 1 then return "(" .. M.pyval(list[1]) .. ",)" end
-  local parts = {}
-  for i, v in ipairs(list) do parts[i] = M.pyval(v) end
-  return "(" .. table.concat(parts, ", ") .. ")"
-end
+function M.tuple(list) return M.pyval(list) end
 
 -- a tensor's shape as a tuple: (32, 784)
 function M.shape_str(t) return M.tuple(t.shape:totable()) end
@@ -48,15 +43,41 @@ function M.pyfloat(x)
   return ("%s%se%s%02d"):format(sign, m, exp < 0 and "-" or "+", math.abs(exp))
 end
 
--- Python's repr of a Lua value as PyTorch's extra_repr prints it
+-- Python's repr of a Lua value as PyTorch's extra_repr prints it; a table
+-- is a tuple. The text is built in one buffer (linear in its size, however
+-- deep the nesting); a table inside itself prints as (...), as Python's
+-- repr prints a list inside itself, and so does nesting past 100 levels
+-- (Python's repr would stop at its recursion limit).
+local MAX_REPR_DEPTH = 100
+local function pyval_into(v, out, open, depth)
+  if type(v) ~= "table" then
+    local s
+    if v == nil then s = "None"
+    elseif v == true then s = "True"
+    elseif v == false then s = "False"
+    elseif math.type(v) == "integer" then s = tostring(v)
+    elseif type(v) == "number" then s = M.pyfloat(v)
+    else s = tostring(v) end
+    out[#out + 1] = s
+    return
+  end
+  if open[v] or depth >= MAX_REPR_DEPTH then out[#out + 1] = "(...)" return end
+  open[v] = true
+  out[#out + 1] = "("
+  local i = 1
+  while v[i] ~= nil do -- as ipairs
+    if i > 1 then out[#out + 1] = ", " end
+    pyval_into(v[i], out, open, depth + 1)
+    i = i + 1
+  end
+  out[#out + 1] = i == 2 and ",)" or ")"
+  open[v] = nil
+end
+
 function M.pyval(v)
-  if v == nil then return "None" end
-  if v == true then return "True" end
-  if v == false then return "False" end
-  if math.type(v) == "integer" then return tostring(v) end
-  if type(v) == "number" then return M.pyfloat(v) end
-  if type(v) == "table" then return M.tuple(v) end
-  return tostring(v)
+  local out = {}
+  pyval_into(v, out, {}, 0)
+  return table.concat(out)
 end
 
 -- positional values, then an options table (lua/tensh/args.lua)
