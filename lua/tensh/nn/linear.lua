@@ -54,8 +54,8 @@ local Flatten = Module:extend("Flatten")
 M.Flatten = Flatten
 function Flatten:init(...)
   local a = args("Flatten", {"start_dim", "end_dim"}, ...)
-  self.start_dim = a.start_dim or 1
-  self.end_dim = a.end_dim or -1
+  self.start_dim = check_int("Flatten", "start_dim", a.start_dim or 1)
+  self.end_dim = check_int("Flatten", "end_dim", a.end_dim or -1)
 end
 function Flatten:extra_repr() return ("start_dim=%d, end_dim=%d"):format(self.start_dim, self.end_dim) end
 function Flatten:forward(x)

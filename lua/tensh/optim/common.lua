@@ -28,9 +28,11 @@ function M.show(v)
   return tostring(v)
 end
 
--- Whether v is `base` or a class made from it by extend (its metatables'
--- __index chain reaches base; bounded, as a chain may loop).
+-- Whether v is `base` or a class made from it by extend: a class is its own
+-- __index (an instance is not), and its metatables' __index chain reaches
+-- base (bounded, as a chain may loop).
 local function derives(v, base)
+  if type(v) ~= "table" or rawget(v, "__index") ~= v then return false end
   for _ = 1, 100 do
     if rawequal(v, base) then return true end
     if type(v) ~= "table" then return false end
