@@ -1,6 +1,7 @@
 -- One fuzzing process, started by tests/fuzz/run.sh:
 --   tensh child.lua SEED FIRST DEADLINE PROGRESS MESSAGES
--- Makes calls FIRST, FIRST+1, ... until the unix time DEADLINE. Before each
+-- Makes calls FIRST, FIRST+1, ... until the unix time DEADLINE, or past call
+-- number FUZZ_CALLS (environment) when that is set. Before each
 -- call it writes "<index> <ok> <errors> <call>" at the start of PROGRESS, so
 -- a crash or a hang is reported with the call that caused it; at the end it
 -- writes "end <index> <ok> <errors>". Each distinct error message (digits
@@ -131,9 +132,12 @@ end
 
 -- FUZZ_SLOW=SECONDS lists the calls slower than that on stderr
 local slow = tonumber(os.getenv("FUZZ_SLOW") or "")
+-- FUZZ_CALLS=N stops after call N: call i draws from seed and i alone, so a
+-- run that reaches N made the same calls on every machine
+local max_calls = tonumber(os.getenv("FUZZ_CALLS") or "") or math.huge
 local ok_count, err_count = 0, 0
 local i = first
-while os.time() < deadline do
+while os.time() < deadline and i <= max_calls do
   math.randomseed(seed, i)
   local entry = entries[math.random(#entries)]
   local args, n, has_self = values:args_for(entry)

@@ -12,7 +12,9 @@
 #   inside the library (Lua's own words or a lua/tensh position)
 #   and exits non-zero on any crash, hang or sanitizer report.
 # FUZZ_HANG (default 60), FUZZ_MESSAGES=1 lists every message from inside the
-# library; FUZZ_KEEP=DIR keeps the work files there.
+# library; FUZZ_INSIDE=FILE writes those of calls a user makes (function TAB
+# message, digits folded to N) to FILE; FUZZ_CALLS=N stops after call N
+# (child.lua); FUZZ_KEEP=DIR keeps the work files there.
 set -u
 build=${1:-build}
 seconds=${2:-60}
@@ -99,6 +101,9 @@ count() { sort -u "$work/messages" | awk -F'\t' -v w="$1" -v k="$2" -v s="$3" \
 if [ "${FUZZ_MESSAGES:-0}" = 1 ]; then
   echo "messages from inside the library (kind, side, function, message):"
   grep -a '^inside' "$work/messages" | cut -f2- | sort -u | sed 's/^/  /'
+fi
+if [ -n "${FUZZ_INSIDE:-}" ]; then
+  awk -F'\t' '$1 == "inside" && $2 == "api" { print $4 "\t" $5 }' "$work/messages" | LC_ALL=C sort -u >"$FUZZ_INSIDE"
 fi
 echo "fuzz: seed $seed, ${seconds} s: $calls calls to $functions functions ($ok ok, $errors errors)," \
   "$crashes crashes, $hangs hangs"

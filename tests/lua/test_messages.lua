@@ -107,6 +107,7 @@ test("nn.Module:to / type / requires_grad_ say which argument was wrong", functi
     "Embedding.from_pretrained: options must be a table, got number")
   user_error(function() local _ = nn.Embedding.from_pretrained(torch.zeros(2, 2), {freeze = 1}) end,
     "Embedding.from_pretrained: freeze must be a boolean, got 1")
+  user_error(function() local _ = nn.Flatten(1.5) end, "Flatten: start_dim must be an integer, got 1.5")
   user_error(function() local _ = m:requires_grad_(5) end, "requires_grad_: requires_grad must be a boolean, got 5")
   eq(m:requires_grad_(false).weight.requires_grad, false)
 end)
@@ -115,6 +116,8 @@ test("optimizers and schedulers: classes, groups and state dicts from the wrong 
   local params = nn.Linear(2, 2):parameters()
   user_error(function() local _ = optim.Adam.new(5, params) end, "optim.Optimizer.new: cls must be an optimizer class")
   user_error(function() local _ = optim.Optimizer.new(optim.Optimizer, params) end,
+    "optim.Optimizer.new: cls must be an optimizer class")
+  user_error(function() local _ = optim.Adam.new(optim.Adam(params), params) end,
     "optim.Optimizer.new: cls must be an optimizer class")
   user_error(function() local _ = optim.Optimizer.extend(5, "X", {}, print, print) end,
     "optim.Optimizer.extend: base must be optim.Optimizer or an optimizer class")
@@ -157,6 +160,24 @@ test("a C check failing inside a library call names the function the user called
   local err = user_error(function() local _ = nn.init.calculate_gain("leaky_relu", t) end, "tensor was already freed")
   ok(err:find("calculate_gain: tensor was already freed", 1, true), err)
   user_error(function() local _ = torch.amp.GradScaler(t) end, "GradScaler: unsupported device Tensor")
+end)
+
+test("a module option's repr (nn_common.pyval) of a cyclic or very deep table ends, with (...)", function()
+  local pyval = require("tensh.nn.common").pyval
+  eq(pyval({2, 3}), "(2, 3)")
+  eq(pyval({5}), "(5,)")
+  eq(pyval({}), "()")
+  eq(pyval({1, {true, 0.5}, "x"}), "(1, (True, 0.5), x)")
+  local c = {1}
+  c[2] = c
+  eq(pyval(c), "(1, (...))")
+  local shared = {7}
+  eq(pyval({shared, shared}), "((7,), (7,))", "a shared table is not a cycle")
+  local deep = {}
+  for _ = 1, 100000 do deep = {deep} end
+  eq(pyval(deep), ("("):rep(100) .. "(...)" .. (",)"):rep(100))
+  local m = nn.AdaptiveAvgPool2d({3, 4})
+  eq(m:extra_repr(), "output_size=(3, 4)")
 end)
 
 T.run()
