@@ -26,7 +26,14 @@ function size_methods.numel(s)
   for _, v in ipairs(rawget(s, "_dims")) do n = n * v end
   return n
 end
+-- A metamethod called by hand (getmetatable(x).__len(5)) names what it expected.
+local function check_self(mt, what, v)
+  if getmetatable(v) ~= mt then
+    error(("%s: expected a %s, got %s"):format(what, mt.__name, torch.is_tensor(v) and "Tensor" or type(v)), 3)
+  end
+end
 size_mt.__index = function(s, k)
+  check_self(size_mt, "torch.Size.__index", s)
   if math.type(k) == "integer" then
     local dims = rawget(s, "_dims")
     local n = #dims
@@ -38,14 +45,24 @@ size_mt.__index = function(s, k)
   return size_methods[k]
 end
 size_mt.__newindex = function() error("torch.Size is immutable", 2) end
-size_mt.__len = function(s) return #rawget(s, "_dims") end
+size_mt.__len = function(s)
+  check_self(size_mt, "torch.Size.__len", s)
+  return #rawget(s, "_dims")
+end
+-- a Size equals a Size or a plain list of the same dims (s == {2, 3}, as
+-- PyTorch's Size equals a tuple); anything else is unequal
+local function dims_of(v)
+  if getmetatable(v) == size_mt then return rawget(v, "_dims") end
+  if type(v) == "table" and getmetatable(v) == nil then return v end
+end
 size_mt.__eq = function(a, b)
-  local x, y = rawget(a, "_dims"), rawget(b, "_dims")
-  if #x ~= #y then return false end
+  local x, y = dims_of(a), dims_of(b)
+  if not x or not y or #x ~= #y then return false end
   for i = 1, #x do if x[i] ~= y[i] then return false end end
   return true
 end
 size_mt.__tostring = function(s)
+  check_self(size_mt, "torch.Size.__tostring", s)
   return "torch.Size([" .. table.concat(rawget(s, "_dims"), ", ") .. "])"
 end
 size_mt.__name = "torch.Size"
@@ -65,8 +82,13 @@ torch.Size = function(t)
 end
 
 -- torch.device("cuda:1"): fields type and index; prints as "cuda:1"
-device_mt.__tostring = function(d) return d._str end
-device_mt.__eq = function(a, b) return a._str == b._str end
+device_mt.__tostring = function(d)
+  check_self(device_mt, "torch.device.__tostring", d)
+  return d._str
+end
+device_mt.__eq = function(a, b)
+  return getmetatable(a) == device_mt and getmetatable(b) == device_mt and a._str == b._str
+end
 device_mt.__index = function(_, k) return nil end
 device_mt.__name = "torch.device"
 torch.device = function(s, index)
