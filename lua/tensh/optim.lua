@@ -13,31 +13,31 @@ local is_plain_table, shallow_copy, sorted_keys, show = U.is_plain_table, U.shal
 
 -- ---- Optimizer: the base class ---------------------------------------------
 
-local Optimizer = {}
+local Optimizer = {__name = "Optimizer"}
 Optimizer.__index = Optimizer
 optim.Optimizer = Optimizer
 
 -- Defines an optimizer class. defaults: hyperparameters and their default
 -- values (a key with default `false` is a flag); validate(name, group) checks
 -- one group's hyperparameters; update(self, group) does one step over a group.
-local OPTIMIZER_CLASS = "optim.Optimizer or an optimizer class (optim.SGD, optim.Adam, ...)"
+local OPTIMIZER_CLASS = "an optimizer class (optim.SGD, optim.Adam, ...)"
 
 function Optimizer.extend(base, name, defaults, validate, update)
   local fn = "optim.Optimizer.extend"
-  U.check_class(fn, "base", base, Optimizer, OPTIMIZER_CLASS)
+  U.check_class(fn, "base", base, Optimizer, "optim.Optimizer or " .. OPTIMIZER_CLASS)
   A.check_type(fn, "name", name, "string")
   A.check_type(fn, "defaults", defaults, "table")
   A.check_type(fn, "validate", validate, "function")
   A.check_type(fn, "update", update, "function")
   local cls = setmetatable({__name = name, defaults = defaults, _validate = validate, _update = update},
-    {__index = base, __call = function(c, params, opts) return c.new(c, params, opts) end})
+    {__index = base, __call = U.class_call("optim.Optimizer.new", Optimizer, OPTIMIZER_CLASS)})
   cls.__index = cls
   cls.__tostring = base.__tostring
   return cls
 end
 
 function Optimizer.new(cls, params, opts)
-  U.check_class("optim.Optimizer.new", "cls", cls, Optimizer, "an optimizer class (optim.SGD, optim.Adam, ...)", true)
+  U.check_class("optim.Optimizer.new", "cls", cls, Optimizer, OPTIMIZER_CLASS, true)
   local name = cls.__name
   opts = check_opts(name, opts, cls.defaults)
   local defaults = {}
@@ -228,6 +228,7 @@ function Optimizer:load_state_dict(sd)
 end
 
 function Optimizer:__tostring()
+  U.check_instance("optim.Optimizer.__tostring", self, Optimizer, "an optimizer (optim.SGD(...), ...)")
   local lines = {self.__name .. " ("}
   for gi, g in ipairs(self.param_groups) do
     lines[#lines + 1] = "Parameter Group " .. (gi - 1)

@@ -52,6 +52,23 @@ function M.check_class(fn, what, v, root, kind, concrete)
   return v
 end
 
+-- The __call of a class made by root.extend: Class(...) is Class.new(Class, ...),
+-- with the class checked first (the metamethod may be called by hand).
+function M.class_call(fn, root, kind)
+  return function(cls, ...)
+    M.check_class(fn, "cls", cls, root, kind, true)
+    return cls.new(cls, ...)
+  end
+end
+
+-- `self` of a method or metamethod that may be called by hand: an instance
+-- of a class made from root.
+function M.check_instance(fn, v, root, kind)
+  local mt = type(v) == "table" and getmetatable(v)
+  if not (mt and derives(mt, root) and not rawequal(mt, root)) then A.raise("%s: expected %s, got %s", fn, kind, A.show(v)) end
+  return v
+end
+
 -- A copy of a plain table and the tables in it; shared tables stay shared
 -- and cycles are kept (as Python's deepcopy) rather than followed forever;
 -- nesting deeper than `max_depth` is refused in fn's name.

@@ -9,7 +9,7 @@ local is_plain_table, shallow_copy, show = U.is_plain_table, U.shallow_copy, U.s
 
 local lr_scheduler = {}
 
-local LRScheduler = {}
+local LRScheduler = {__name = "LRScheduler"}
 LRScheduler.__index = LRScheduler
 lr_scheduler.LRScheduler = LRScheduler
 
@@ -28,11 +28,11 @@ end
 -- in an options table: StepLR(opt, 3, 0.5) or StepLR(opt, {step_size = 3,
 -- gamma = 0.5}); init(self, opts) reads them before the first step;
 -- get_lr(self) -> list of lrs; closed(self) -> list, optional.
-local SCHEDULER_CLASS = "optim.lr_scheduler.LRScheduler or a scheduler class (StepLR, ...)"
+local SCHEDULER_CLASS = "a scheduler class (StepLR, ...)"
 
 function LRScheduler.extend(base, name, params, init, get_lr, closed)
   local fn = "optim.lr_scheduler.LRScheduler.extend"
-  U.check_class(fn, "base", base, LRScheduler, SCHEDULER_CLASS)
+  U.check_class(fn, "base", base, LRScheduler, "optim.lr_scheduler.LRScheduler or " .. SCHEDULER_CLASS)
   A.check_type(fn, "name", name, "string")
   A.check_type(fn, "params", params, "table")
   for i, k in ipairs(params) do A.check_type(fn, ("params[%d]"):format(i), k, "string") end
@@ -45,14 +45,14 @@ function LRScheduler.extend(base, name, params, init, get_lr, closed)
   for _, k in ipairs(names) do allowed[k] = true end
   local cls = setmetatable({__name = name, _allowed = allowed, _params = names, _init = init, get_lr = get_lr,
     _get_closed_form_lr = closed},
-    {__index = base, __call = function(c, opt, ...) return c.new(c, opt, ...) end})
+    {__index = base, __call = U.class_call("optim.lr_scheduler.LRScheduler.new", LRScheduler, SCHEDULER_CLASS)})
   cls.__index = cls
   cls.__tostring = base.__tostring
   return cls
 end
 
 function LRScheduler.new(cls, optimizer, ...)
-  U.check_class("optim.lr_scheduler.LRScheduler.new", "cls", cls, LRScheduler, "a scheduler class (StepLR, ...)", true)
+  U.check_class("optim.lr_scheduler.LRScheduler.new", "cls", cls, LRScheduler, SCHEDULER_CLASS, true)
   local name = cls.__name
   if not is_optimizer(optimizer) then
     fail("%s: expected an optimizer (with param_groups) as argument 1, got %s", name, typename(optimizer))
@@ -131,6 +131,7 @@ function LRScheduler:load_state_dict(sd)
 end
 
 function LRScheduler:__tostring()
+  U.check_instance("optim.lr_scheduler.LRScheduler.__tostring", self, LRScheduler, "a scheduler (StepLR(opt, ...), ...)")
   return ("%s(last_epoch=%d, last_lr=%s)"):format(self.__name, self.last_epoch, show(self._last_lr))
 end
 
