@@ -46,6 +46,9 @@ test("bench and its JSON: wrong arguments, deep and cyclic tables are refused wi
   user_error(function() local _ = B.select_unit("a") end, "select_unit: t (a time in seconds) must be a number, got string")
   user_error(function() local _ = B.trim_sigfig({}, 2) end, "trim_sigfig: x must be a number, got table")
   user_error(function() local _ = B.trim_sigfig(3.14, 0) end, "trim_sigfig: n (the number of significant figures) must be")
+  user_error(function() local _ = B.median(5) end, "median: expected a list of numbers, got number")
+  user_error(function() local _ = B.median({1, "a"}) end, "median: xs[2] must be a number, got string")
+  eq(B.median({3, 1, 2}), 2)
   eq(B.trim_sigfig(3.14159, 2), 3.1)
   eq(B.select_unit(2e-6), "us")
 end)
@@ -124,6 +127,15 @@ test("optimizers and schedulers: classes, groups and state dicts from the wrong 
   user_error(function() local _ = optim.Optimizer:extend("X", {}, 5, print) end,
     "optim.Optimizer.extend: validate must be a function, got 5")
   local sgd = optim.SGD(params, {lr = 0.1})
+  -- the class's __call and the instances' __tostring called by hand
+  user_error(function() local _ = getmetatable(optim.SGD).__call(5, params) end, "optim.Optimizer.new: cls must be an optimizer class")
+  user_error(function() local _ = optim.SGD.__tostring(5) end, "optim.Optimizer.__tostring: expected an optimizer")
+  user_error(function() local _ = optim.SGD.__tostring(optim.SGD) end, "optim.Optimizer.__tostring: expected an optimizer")
+  ok(tostring(sgd):find("^SGD %("), tostring(sgd))
+  user_error(function() local _ = getmetatable(optim.lr_scheduler.StepLR).__call(true, sgd, 1) end,
+    "optim.lr_scheduler.LRScheduler.new: cls must be a scheduler class")
+  user_error(function() local _ = optim.lr_scheduler.StepLR.__tostring({}) end,
+    "optim.lr_scheduler.LRScheduler.__tostring: expected a scheduler")
   local sd = sgd:state_dict()
   sd.param_groups[1].params[1] = 0 / 0
   user_error(function() sgd:load_state_dict(sd) end, "SGD:load_state_dict: param_groups[0].params[1] must be an integer")
@@ -178,6 +190,23 @@ test("a module option's repr (nn_common.pyval) of a cyclic or very deep table en
   eq(pyval(deep), ("("):rep(100) .. "(...)" .. (",)"):rep(100))
   local m = nn.AdaptiveAvgPool2d({3, 4})
   eq(m:extra_repr(), "output_size=(3, 4)")
+end)
+
+test("torch.Size and torch.device: == against other values, metamethods called by hand on other values", function()
+  local s = torch.zeros(2, 3).shape
+  ok(s == {2, 3}, "a Size equals the plain list of its dims, as PyTorch's Size equals a tuple")
+  ok(s ~= {2, 3, 1} and s ~= {3, 2} and s ~= setmetatable({}, {}), "and nothing else")
+  ok(s == torch.Size({2, 3}) and s ~= torch.Size({2}))
+  local smt, dmt = getmetatable(s), getmetatable(torch.device("cpu"))
+  eq(smt.__eq(5, "x"), false)
+  eq(dmt.__eq(torch.device("cpu"), {}), false)
+  ok(torch.device("cpu") == torch.device("cpu") and torch.device("cpu") ~= torch.device("cuda"))
+  user_error(function() local _ = smt.__len(5) end, "torch.Size.__len: expected a torch.Size, got number")
+  user_error(function() local _ = smt.__tostring({}) end, "torch.Size.__tostring: expected a torch.Size, got table")
+  user_error(function() local _ = smt.__index(nil, 0) end, "torch.Size.__index: expected a torch.Size, got nil")
+  user_error(function() local _ = dmt.__tostring(5) end, "torch.device.__tostring: expected a torch.device, got number")
+  eq(tostring(s), "torch.Size([2, 3])")
+  eq(#s, 2)
 end)
 
 T.run()
