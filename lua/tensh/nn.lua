@@ -79,6 +79,17 @@ end
 nn.is_module = is_module
 util.is_module = is_module
 
+-- self of a module metamethod, which a user may call by hand on anything
+-- (getmetatable(m).__call(5)); the hot __index is left unchecked
+local function check_module(what, v)
+  if is_module(v) then return end
+  if type(v) == "table" and rawget(v, "__tensh_module") == true then
+    raise("%s: expected a module, got the class %s (create one with %s(...))", what, tostring(rawget(v, "__name")),
+      tostring(rawget(v, "__name")))
+  end
+  raise("%s: expected a module (such as nn.Linear(2, 2)), got %s", what, A.show(v))
+end
+
 -- Attribute lookup: parameters, buffers, submodules, plain attributes, then
 -- the class (so a user's self.forward = f overrides the method).
 local function instance_index(self, k)
@@ -132,6 +143,7 @@ Module._check_no_cycle = check_no_cycle -- for the containers' own ways in (nn_l
 -- Attribute assignment: modules and parameters are registered (in order),
 -- buffers keep their slot, anything else is a plain attribute.
 local function instance_newindex(self, k, v)
+  check_module("Module.__newindex", self)
   local cls = getmetatable(self)
   if type(k) == "number" and cls.__setitem then return cls.__setitem(self, k, v) end
   local params, bufs, mods, attrs = rawget(self, "_parameters"), rawget(self, "_buffers"),
@@ -164,7 +176,10 @@ local function instance_newindex(self, k, v)
   end
 end
 
-local function instance_call(self, ...) return self:forward(...) end
+local function instance_call(self, ...)
+  check_module("Module.__call", self)
+  return self:forward(...)
+end
 
 -- metamethods are looked up raw, so each class carries its own copies
 local METAMETHODS = {"__index", "__newindex", "__call", "__tostring", "__len", "__pairs", "__getitem", "__setitem",
@@ -207,6 +222,10 @@ local function bind_keywords(cls, init, args, n)
 end
 
 local function construct(cls, ...)
+  if type(cls) ~= "table" or rawget(cls, "__tensh_module") ~= true then
+    raise("nn.Module constructor: expected a module class (nn.Linear, a class made by nn.Module:extend), got %s",
+      A.show(cls))
+  end
   local self = setmetatable({
     _parameters = od_new(), _buffers = od_new(), _modules = od_new(),
     _attrs = {training = true}, _non_persistent = {},
@@ -222,7 +241,12 @@ local function construct(cls, ...)
   return self
 end
 
-local function class_tostring(cls) return "<class " .. rawget(cls, "__name") .. ">" end
+local function class_tostring(cls)
+  if type(cls) ~= "table" or rawget(cls, "__tensh_module") ~= true then
+    raise("nn.Module class __tostring: expected a module class, got %s", A.show(cls))
+  end
+  return "<class " .. rawget(cls, "__name") .. ">"
+end
 
 -- Module:extend("Net"): a subclass; Net(...) constructs and calls Net:init(...).
 function Module.extend(parent, name)
@@ -644,6 +668,7 @@ end
 util.addindent = addindent
 
 function Module:__tostring()
+  check_module("Module.__tostring", self)
   local extra = self:extra_repr()
   local extra_lines = {}
   if extra ~= nil and extra ~= "" then

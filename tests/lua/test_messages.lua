@@ -209,4 +209,19 @@ test("torch.Size and torch.device: == against other values, metamethods called b
   eq(#s, 2)
 end)
 
+test("nn.Module's metamethods called by hand on other values name what they expected", function()
+  local m = nn.Linear(2, 2)
+  local mt = getmetatable(m)
+  user_error(function() local _ = mt.__call(5, torch.zeros(2)) end, "Module.__call: expected a module (such as nn.Linear(2, 2)), got 5")
+  user_error(function() local _ = mt.__call(nn.Linear, torch.zeros(2)) end,
+    "Module.__call: expected a module, got the class Linear (create one with Linear(...))")
+  user_error(function() local _ = mt.__tostring({}) end, "Module.__tostring: expected a module")
+  user_error(function() mt.__newindex(true, "x", 1) end, "Module.__newindex: expected a module")
+  user_error(function() local _ = getmetatable(nn.Linear).__call(5, 2, 2) end, "nn.Module constructor: expected a module class")
+  user_error(function() local _ = getmetatable(nn.Linear).__tostring(5) end, "nn.Module class __tostring: expected a module class")
+  eq(tostring(nn.Linear), "<class Linear>")
+  eq(m(torch.zeros(1, 2)).shape, torch.Size({1, 2}))
+  ok(tostring(m):find("^Linear%(in_features=2"), tostring(m))
+end)
+
 T.run()
