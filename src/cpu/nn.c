@@ -599,8 +599,33 @@ static inline int64_t ad_end(int64_t i, int64_t o, int64_t n) { return ((i + 1) 
 /* forward: x is (N, C, H, W) with strides g->xs, out (N, C, Ho, Wo) contiguous;
  * backward: go is (N, C, Ho, Wo) with strides gs, out (N, C, H, W) contiguous, one
  * plane (n, c) per iteration, so no two threads write one cell */
+/* Output 1x1 (global average pooling, a squeeze-excitation's squeeze) has its own loops:
+ * one plane sum each, vectorised along rows, with no window bounds to compute per plane
+ * (the general loops spent their time on those when planes are 2x2 to 8x8). */
 #define ADAPTIVE(NAME, NAME_BW, T)                                                                 \
+  static void NAME##_global(const geo *g, const T *x, T *out) {                                    \
+    const int64_t planes = g->N * g->C;                                                            \
+    const double inv = 1.0 / (double)(g->H * g->W);                                                \
+    PARALLEL_IF(planes * g->H * g->W)                                                              \
+    for (int64_t pl = 0; pl < planes; pl++) {                                                      \
+      const T *src = x + (pl / g->C) * g->xs[0] + (pl % g->C) * g->xs[1];                          \
+      double s = 0;                                                                                \
+      for (int64_t i = 0; i < g->H; i++) {                                                         \
+        const T *r = src + i * g->xs[2];                                                           \
+        if (g->xs[3] == 1) {                                                                       \
+          _Pragma("omp simd reduction(+ : s)")                                                     \
+          for (int64_t j = 0; j < g->W; j++) s += (double)r[j];                                    \
+        } else                                                                                     \
+          for (int64_t j = 0; j < g->W; j++) s += (double)r[j * g->xs[3]];                         \
+      }                                                                                            \
+      out[pl] = (T)(s * inv);                                                                      \
+    }                                                                                              \
+  }                                                                                                \
   static void NAME(const geo *g, const T *x, T *out) {                                             \
+    if (g->Ho == 1 && g->Wo == 1) {                                                                \
+      NAME##_global(g, x, out);                                                                    \
+      return;                                                                                      \
+    }                                                                                              \
     const int64_t planes = g->N * g->C, L = g->Ho * g->Wo;                                         \
     PARALLEL_IF(planes * g->H * g->W)                                                              \
     for (int64_t pl = 0; pl < planes; pl++) {                                                      \
@@ -623,6 +648,11 @@ static inline int64_t ad_end(int64_t i, int64_t o, int64_t n) { return ((i + 1) 
     for (int64_t pl = 0; pl < planes; pl++) {                                                      \
       const T *src = go + (pl / g->C) * gs[0] + (pl % g->C) * gs[1];                               \
       T *dst = out + pl * HW;                                                                      \
+      if (g->Ho == 1 && g->Wo == 1) { /* global: the plane is one value */                        \
+        const T v = (T)(src[0] / (double)HW);                                                      \
+        for (int64_t k = 0; k < HW; k++) dst[k] = v;                                               \
+        continue;                                                                                  \
+      }                                                                                            \
       memset(dst, 0, sizeof(T) * (size_t)HW);                                                      \
       for (int64_t y = 0; y < g->Ho; y++) {                                                        \
         int64_t h0 = ad_start(y, g->Ho, g->H), h1 = ad_end(y, g->Ho, g->H);                        \

@@ -310,6 +310,25 @@ test("cuda gives the CPU's answers: hardswish, hardsigmoid and a MobileNetV3 tra
   end
 end)
 
+test("global average pooling (the SE layers' squeeze, output 1x1): means, permuted inputs, gradients", function()
+  torch.manual_seed(13)
+  for _, dt in ipairs({"float32", "float64"}) do
+    local tol = dt == "float32" and 1e-6 or 1e-14
+    for _, hw in ipairs({{1, 1}, {2, 2}, {3, 5}, {8, 8}}) do
+      local x = torch.randn(3, 4, hw[1], hw[2], {dtype = dt})
+      local want = x:double():mean({2, 3}, {keepdim = true})
+      close(nn.functional.adaptive_avg_pool2d(x, 1), want, tol, tol, "contiguous " .. dims(hw))
+      -- (N, C, H, W) as a permuted view of an (N, H, W, C) tensor: strided rows
+      local xp = x:permute(0, 2, 3, 1):contiguous():permute(0, 3, 1, 2)
+      close(nn.AdaptiveAvgPool2d({1, 1})(xp), want, tol, tol, "permuted " .. dims(hw))
+    end
+  end
+  G.check("adaptive_avg_pool2d to 1x1", function(t) return nn.functional.adaptive_avg_pool2d(t, 1) end,
+    {T.rand_list({2, 3, 3, 4})}, {tol = 1e-7})
+  G.check("adaptive_avg_pool2d to 1x1, permuted", function(t) return nn.functional.adaptive_avg_pool2d(
+    t:permute(0, 3, 1, 2), 1) end, {T.rand_list({2, 3, 4, 5})}, {tol = 1e-7})
+end)
+
 -- ---- bad input ------------------------------------------------------------------------
 
 test("bad input: clear errors naming the function and what came", function()
