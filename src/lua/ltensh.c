@@ -87,6 +87,7 @@ static void push_dtypes(lua_State *L) {
 void lt_make_metatable(lua_State *L);
 void lt_open_amp(lua_State *L);   /* lamp.c: autocast regions, GradScaler's unscale */
 void lt_open_bench(lua_State *L); /* lbench.c: torch._clock for scripts/bench */
+void lt_open_dist(lua_State *L);  /* ldist.c: torch._dist, MPI collectives for lua/tensh/dist.lua */
 
 int luaopen_tensh(lua_State *L) {
   ts_cpu_backend_init();
@@ -115,6 +116,7 @@ int luaopen_tensh(lua_State *L) {
   lt_open_save(L);
   lt_open_data(L);
   lt_open_bench(L);
+  lt_open_dist(L);
   lt_open_tb(L);
   lt_open_backends(L);
   lt_open_cpu(L);

@@ -6,6 +6,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../dist.h"
 #include "../tensh.h"
 #include "repl.h"
 
@@ -28,6 +30,7 @@ static const char *usage =
     "  -l g=mod  require library 'mod' into global 'g'\n"
     "  -v        show version information\n"
     "  -W        turn warnings on\n"
+    "  --nproc N run the script in N processes through mpirun (first option; dist.get_rank() tells them apart)\n"
     "  -h        show this help\n"
     "  --        stop handling options\n"
     "  -         stop handling options and execute stdin\n"
@@ -72,9 +75,12 @@ int ts_shell_docall(lua_State *L, int nargs, int nres) {
   return st;
 }
 
+/* In a job of several processes an error says which rank it came from. */
 static int report(lua_State *L, int st) {
   if (st != LUA_OK) {
-    fprintf(stderr, "tensh: %s\n", lua_tostring(L, -1));
+    const char *rank = getenv("OMPI_COMM_WORLD_SIZE") ? getenv("OMPI_COMM_WORLD_RANK") : NULL;
+    if (rank) fprintf(stderr, "tensh: rank %s: %s\n", rank, lua_tostring(L, -1));
+    else fprintf(stderr, "tensh: %s\n", lua_tostring(L, -1));
     fflush(stderr);
     lua_pop(L, 1);
   }
@@ -231,7 +237,62 @@ static void fix_blas_core(char **argv) {
   execv("/proc/self/exe", argv); /* on failure, go on with the generic kernels */
 }
 
+/* `tensh --nproc N script.lua args`: N copies of `tensh script.lua args` under
+ * Open MPI's mpirun on this machine, each with its rank (RANK, LOCAL_RANK,
+ * WORLD_SIZE, set by ldist.c from mpirun's variables). Not bound to cores,
+ * OpenMP's threads shared out (OMP_NUM_THREADS = cores / N unless set, as
+ * torchrun sets it), more processes than cores allowed, root allowed (CI and
+ * containers). Returns only on an error. */
+static int run_nproc(int argc, char **argv) {
+  char *end = NULL;
+  long n = argc > 2 ? strtol(argv[2], &end, 10) : 0;
+  if (argc < 3 || !end || *end || n < 1 || n > 4096) {
+    fprintf(stderr, "tensh: --nproc needs a number of processes (1 to 4096), got '%s'\n", argc > 2 ? argv[2] : "");
+    return EXIT_FAILURE;
+  }
+  if (argc < 4) {
+    fprintf(stderr, "tensh: --nproc %ld needs a script to run: tensh --nproc %ld script.lua [args]\n", n, n);
+    return EXIT_FAILURE;
+  }
+  static char self[4096];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) {
+    fprintf(stderr, "tensh: --nproc: cannot find tensh's own path (/proc/self/exe)\n");
+    return EXIT_FAILURE;
+  }
+  self[len] = 0;
+  if (!getenv("OMP_NUM_THREADS")) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN), per = cores / n > 0 ? cores / n : 1;
+    char v[32];
+    snprintf(v, sizeof v, "%ld", per);
+    setenv("OMP_NUM_THREADS", v, 1);
+  }
+  if (geteuid() == 0) {
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  }
+  const char *mpirun = getenv("TENSH_MPIRUN");
+  if (!mpirun || !*mpirun) mpirun = "mpirun";
+  char **av = calloc((size_t)argc + 8, sizeof *av);
+  if (!av) return EXIT_FAILURE;
+  int k = 0;
+  av[k++] = (char *)mpirun;
+  av[k++] = "-np";
+  av[k++] = argv[2];
+  av[k++] = "--oversubscribe";
+  av[k++] = "--bind-to";
+  av[k++] = "none";
+  av[k++] = self;
+  for (int i = 3; i < argc; i++) av[k++] = argv[i];
+  execvp(mpirun, av);
+  fprintf(stderr, "tensh: --nproc runs the processes with Open MPI's mpirun, which could not be started (%s: %s); "
+          "on Debian: apt-get install openmpi-bin\n", mpirun, strerror(errno));
+  free(av);
+  return EXIT_FAILURE;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--nproc") == 0) return run_nproc(argc, argv);
   fix_blas_core(argv);
   for (int i = 1; i < argc && argv[i][0] == '-'; i++) { /* -h answers before anything loads */
     if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
@@ -254,5 +315,6 @@ int main(int argc, char **argv) {
   int code = st == LUA_OK && lua_isinteger(L, -1) ? (int)lua_tointeger(L, -1) : ok ? EXIT_SUCCESS : EXIT_FAILURE;
   report(L, st);
   lua_close(L);
+  if (code != EXIT_SUCCESS) ts_dist_abort(code); /* a rank that failed ends the job: the others never wait for it */
   return code;
 }

@@ -1,0 +1,160 @@
+/* torch._dist: the C half of dist (lua/tensh/dist.lua checks the arguments
+ * across ranks, stages device tensors through host memory and keeps the
+ * public names). Every tensor here is a contiguous CPU tensor. Also sets
+ * RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE from Open MPI's
+ * variables at start-up, as torchrun sets them, so a script reads its rank
+ * before init_process_group under `tensh --nproc` and `mpirun` alike. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../dist.h"
+#include "lt.h"
+
+static ts_tensor *check_host(lua_State *L, int idx, const char *fn) {
+  ts_tensor *t = lt_check(L, idx);
+  if (t->device.type != TS_CPU || !ts_is_contiguous(t))
+    lt_errorf(L, "%s: expected a contiguous CPU tensor (dist.lua stages others)", fn);
+  LT_TRY(L, ts_host_ready(t));
+  return t;
+}
+
+static ts_reduce_op check_op(lua_State *L, int idx) {
+  lua_Integer op = luaL_checkinteger(L, idx);
+  if (op < 0 || op >= TS_REDUCE_COUNT) luaL_argerror(L, idx, "a reduce op code");
+  return (ts_reduce_op)op;
+}
+
+static int check_rank(lua_State *L, int idx) {
+  lua_Integer r = luaL_checkinteger(L, idx);
+  if (r < 0 || r > 1 << 30) luaL_argerror(L, idx, "a rank");
+  return (int)r;
+}
+
+/* os.exit with a failure code, once MPI runs: the whole job ends at once
+ * (MPI_Abort), since exiting normally would wait in MPI_Finalize for ranks
+ * that wait for this one. The original os.exit is upvalue 1. */
+static int guarded_exit(lua_State *L) {
+  int code = lua_isnoneornil(L, 1) ? 0 : lua_isboolean(L, 1) ? (lua_toboolean(L, 1) ? 0 : 1) : (int)luaL_optinteger(L, 1, 1);
+  if (code != 0 && getenv("OMPI_COMM_WORLD_RANK")) {
+    /* said here: mpirun's own banner about MPI_Abort is sometimes lost */
+    fprintf(stderr, "tensh: rank %s: os.exit(%d) ends the whole job\n", getenv("OMPI_COMM_WORLD_RANK"), code);
+    fflush(stderr);
+  }
+  if (code != 0) ts_dist_abort(code);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
+static void guard_exit(lua_State *L) {
+  static int guarded;
+  if (guarded) return;
+  if (lua_getglobal(L, "os") != LUA_TTABLE) return (void)lua_pop(L, 1);
+  guarded = 1;
+  lua_getfield(L, -1, "exit");
+  lua_pushcclosure(L, guarded_exit, 1);
+  lua_setfield(L, -2, "exit");
+  lua_pop(L, 1);
+}
+
+/* _dist.init() -> rank, world_size, MPI's version string */
+static int l_init(lua_State *L) {
+  int rank = 0, size = 1;
+  LT_TRY(L, ts_dist_init(&rank, &size));
+  guard_exit(L);
+  lua_pushinteger(L, rank);
+  lua_pushinteger(L, size);
+  lua_pushstring(L, ts_dist_library_version());
+  return 3;
+}
+
+static int l_barrier(lua_State *L) {
+  LT_TRY(L, ts_dist_barrier());
+  return 0;
+}
+
+static int l_all_reduce(lua_State *L) {
+  ts_tensor *t = check_host(L, 1, "all_reduce");
+  LT_TRY(L, ts_dist_all_reduce(ts_data(t), ts_numel(t), t->dtype, check_op(L, 2)));
+  return 0;
+}
+
+static int l_broadcast(lua_State *L) {
+  ts_tensor *t = check_host(L, 1, "broadcast");
+  LT_TRY(L, ts_dist_broadcast(ts_data(t), ts_numel(t), t->dtype, check_rank(L, 2)));
+  return 0;
+}
+
+/* _dist.all_gather(out, t): out holds world_size * numel(t) elements */
+static int l_all_gather(lua_State *L) {
+  ts_tensor *out = check_host(L, 1, "all_gather"), *t = check_host(L, 2, "all_gather");
+  LT_TRY(L, ts_dist_all_gather(ts_data(t), ts_data(out), ts_numel(t), t->dtype));
+  return 0;
+}
+
+/* _dist.reduce_scatter(out, input, op): input holds world_size * numel(out) elements */
+static int l_reduce_scatter(lua_State *L) {
+  ts_tensor *out = check_host(L, 1, "reduce_scatter"), *in = check_host(L, 2, "reduce_scatter");
+  LT_TRY(L, ts_dist_reduce_scatter(ts_data(in), ts_data(out), ts_numel(out), out->dtype, check_op(L, 3)));
+  return 0;
+}
+
+static int l_send(lua_State *L) {
+  ts_tensor *t = check_host(L, 1, "send");
+  LT_TRY(L, ts_dist_send(ts_data(t), ts_numel(t), t->dtype, check_rank(L, 2), (int)luaL_optinteger(L, 3, 0)));
+  return 0;
+}
+
+static int l_recv(lua_State *L) {
+  ts_tensor *t = check_host(L, 1, "recv");
+  LT_TRY(L, ts_dist_recv(ts_data(t), ts_numel(t), t->dtype, check_rank(L, 2), (int)luaL_optinteger(L, 3, 0)));
+  return 0;
+}
+
+/* _dist.iall_reduce(t, op) -> request id; the caller keeps t alive until wait */
+static int l_iall_reduce(lua_State *L) {
+  ts_tensor *t = check_host(L, 1, "all_reduce");
+  int req = -1;
+  LT_TRY(L, ts_dist_iall_reduce(ts_data(t), ts_numel(t), t->dtype, check_op(L, 2), &req));
+  lua_pushinteger(L, req);
+  return 1;
+}
+
+static int l_test(lua_State *L) {
+  bool done = false;
+  LT_TRY(L, ts_dist_test((int)luaL_checkinteger(L, 1), &done));
+  lua_pushboolean(L, done);
+  return 1;
+}
+
+static int l_wait(lua_State *L) {
+  LT_TRY(L, ts_dist_wait((int)luaL_checkinteger(L, 1)));
+  return 0;
+}
+
+static void copy_env(const char *to, const char *from) {
+  const char *v = getenv(from);
+  if (v && !getenv(to)) setenv(to, v, 0);
+}
+
+void lt_open_dist(lua_State *L) {
+  copy_env("RANK", "OMPI_COMM_WORLD_RANK");
+  copy_env("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE");
+  copy_env("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK");
+  copy_env("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE");
+  static const luaL_Reg fns[] = {{"init", l_init},
+                                 {"barrier", l_barrier},
+                                 {"all_reduce", l_all_reduce},
+                                 {"broadcast", l_broadcast},
+                                 {"all_gather", l_all_gather},
+                                 {"reduce_scatter", l_reduce_scatter},
+                                 {"send", l_send},
+                                 {"recv", l_recv},
+                                 {"iall_reduce", l_iall_reduce},
+                                 {"test", l_test},
+                                 {"wait", l_wait},
+                                 {NULL, NULL}};
+  luaL_newlib(L, fns);
+  lua_setfield(L, -3, "_dist"); /* torch is at -2 before the table */
+}
