@@ -288,6 +288,92 @@ static ts_status deliver_leaf(ts_tensor *leaf, ts_tensor *g, capture *cap) {
   return accumulate_into(&leaf->grad, g, true);
 }
 
+/* ---- post-accumulate-grad hooks ---- */
+
+ts_status (*ts_ag_post_accumulate_hook)(ts_tensor *leaf);
+
+/* The leaves with hooks: a short list (DistributedDataParallel's
+ * parameters), kept here rather than as a tensor field so ts_tensor stays
+ * as it is; a backward without hooked leaves pays one test. */
+static ts_tensor **hooked_set;
+static int nhooked_set, cap_hooked_set;
+
+static bool has_hooks(const ts_tensor *t) {
+  for (int i = 0; i < nhooked_set; i++)
+    if (hooked_set[i] == t) return true;
+  return false;
+}
+
+ts_status ts_ag_set_hooked(ts_tensor *t, bool on) {
+  for (int i = 0; i < nhooked_set; i++)
+    if (hooked_set[i] == t) {
+      if (!on) hooked_set[i] = hooked_set[--nhooked_set];
+      return TS_OK;
+    }
+  if (!on) return TS_OK;
+  if (nhooked_set == cap_hooked_set) {
+    int cap = cap_hooked_set ? 2 * cap_hooked_set : 64;
+    ts_tensor **v = realloc(hooked_set, sizeof *v * (size_t)cap);
+    if (!v) return ts_fail(TS_ERR_OOM, "register_post_accumulate_grad_hook: out of memory");
+    hooked_set = v, cap_hooked_set = cap;
+  }
+  hooked_set[nhooked_set++] = t;
+  return TS_OK;
+}
+
+typedef struct hooked {
+  ts_tensor *leaf;
+  int remaining; /* edges into it from nodes not yet run */
+  bool got;      /* a gradient arrived in this backward */
+} hooked;
+
+typedef struct hook_list {
+  hooked *v;
+  int n, cap;
+} hook_list;
+
+static hooked *find_hooked(hook_list *h, const ts_tensor *leaf) {
+  for (int i = 0; i < h->n; i++)
+    if (h->v[i].leaf == leaf) return &h->v[i];
+  return NULL;
+}
+
+/* the hooked leaves the nodes reach, each with its number of incoming edges */
+static ts_status count_hooked(hook_list *h, const node_list *all) {
+  for (int i = 0; i < all->n; i++)
+    for (int k = 0; k < all->v[i]->nin; k++) {
+      ts_tensor *leaf = all->v[i]->next[k].leaf;
+      if (!leaf || !has_hooks(leaf)) continue;
+      hooked *x = find_hooked(h, leaf);
+      if (!x) {
+        if (h->n == h->cap) {
+          int cap = h->cap ? 2 * h->cap : 16;
+          hooked *v = realloc(h->v, sizeof *v * (size_t)cap);
+          if (!v) return ts_fail(TS_ERR_OOM, "backward: out of memory listing hooked tensors");
+          h->v = v, h->cap = cap;
+        }
+        x = &h->v[h->n++];
+        *x = (hooked){leaf, 0, false};
+      }
+      x->remaining++;
+    }
+  return TS_OK;
+}
+
+/* node n has delivered what it had: a hooked leaf that has now heard from
+ * every node that could reach it runs its hooks */
+static ts_status edges_done(hook_list *h, ts_node *n) {
+  for (int k = 0; k < n->nin; k++) {
+    ts_tensor *leaf = n->next[k].leaf;
+    hooked *x = leaf ? find_hooked(h, leaf) : NULL;
+    if (x && --x->remaining == 0 && x->got) {
+      ts_status st = ts_ag_post_accumulate_hook(leaf);
+      if (st) return st;
+    }
+  }
+  return TS_OK;
+}
+
 static ts_status run_engine(int nroots, ts_tensor *const *roots, ts_tensor *const *root_grads, bool retain,
                             capture *cap) {
   bool prev = ts_grad_enabled();
@@ -296,6 +382,8 @@ static ts_status run_engine(int nroots, ts_tensor *const *roots, ts_tensor *cons
   node_list all = {0};
   ts_status st = collect(&all, nroots, roots);
   if (!st && all.n > 1) qsort(all.v, (size_t)all.n, sizeof *all.v, by_seq_desc); /* qsort(NULL, 0) is undefined */
+  hook_list hooks = {0};
+  if (!st && !cap && ts_ag_post_accumulate_hook && nhooked_set) st = count_hooked(&hooks, &all);
   /* seed the roots */
   for (int r = 0; r < nroots && !st; r++) {
     ts_tensor *root = roots[r], *g = root_grads ? root_grads[r] : NULL, *seed = NULL;
@@ -326,7 +414,10 @@ static ts_status run_engine(int nroots, ts_tensor *const *roots, ts_tensor *cons
   for (int i = 0; i < all.n && !st; i++) {
     ts_node *n = all.v[i];
     ts_tensor *g = n->pending;
-    if (!g) continue;
+    if (!g) {
+      if (hooks.n) st = edges_done(&hooks, n);
+      continue;
+    }
     n->pending = NULL;
     if (st = ts_check_interrupt(), st) {
       ts_tensor_release(g);
@@ -364,8 +455,11 @@ static ts_status run_engine(int nroots, ts_tensor *const *roots, ts_tensor *cons
       ts_tensor_release(gk); /* before delivering: r's count then says whether anything else holds it */
       grads[k] = NULL;
       if (r) st = e->fn ? accumulate(&e->fn->pending, r) : deliver_leaf(e->leaf, r, cap);
+      hooked *x = r && hooks.n && e->leaf ? find_hooked(&hooks, e->leaf) : NULL;
+      if (x) x->got = true;
     }
     if (grads != stack_grads) free(grads);
+    if (!st && hooks.n) st = edges_done(&hooks, n);
   }
   for (int i = 0; i < all.n; i++) { /* on success nothing is pending; on error drop what is */
     ts_tensor_release(all.v[i]->pending);
@@ -376,6 +470,7 @@ static ts_status run_engine(int nroots, ts_tensor *const *roots, ts_tensor *cons
     }
   }
   free(all.v);
+  free(hooks.v);
   ts_autocast_resume(autocast);
   ts_set_grad_enabled(prev);
   return st;

@@ -71,6 +71,17 @@ ts_status ts_ag_saved(ts_node *n, int k, ts_tensor **t);
 void ts_node_retain(ts_node *n);
 void ts_node_release(ts_node *n);
 
+/* Post-accumulate-grad hooks (PyTorch's Tensor.register_post_accumulate_grad_hook):
+ * during a backward, once a leaf marked with ts_ag_set_hooked has received every
+ * contribution to its gradient (the last edge into it from the nodes this
+ * backward visits), the engine calls this with the leaf, its .grad complete.
+ * DistributedDataParallel starts a bucket's all-reduce from it while the
+ * rest of the backward runs. Set by the binding; an error stops the backward.
+ * Not called by autograd.grad, which leaves .grad alone. */
+extern ts_status (*ts_ag_post_accumulate_hook)(ts_tensor *leaf);
+/* Marks t as a leaf with hooks (on) or not; the caller keeps t alive while marked. */
+ts_status ts_ag_set_hooked(ts_tensor *t, bool on);
+
 /* root.backward(grad): grad NULL means ones for a one-element root. */
 ts_status ts_backward(ts_tensor *root, ts_tensor *grad, bool retain_graph);
 /* torch.autograd.grad: gradients of the roots w.r.t. the inputs, without

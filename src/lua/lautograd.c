@@ -54,6 +54,141 @@ bool lt_set_autograd_field(lua_State *L, ts_tensor *t, const char *key) {
   return true;
 }
 
+/* ---- post-accumulate-grad hooks and end-of-backward callbacks ----
+ * registry["tensh.grad_hooks"][leaf pointer] = {count =, next =, [id] = fn}:
+ * the tensor is retained while it has hooks, so its address names it. */
+static lua_State *hook_L; /* the thread running the current backward */
+static int backward_depth;
+
+static ts_status run_hooks(ts_tensor *leaf) {
+  lua_State *L = hook_L;
+  int top = lua_gettop(L);
+  lua_getfield(L, LUA_REGISTRYINDEX, "tensh.grad_hooks");
+  if (lua_rawgetp(L, -1, leaf) != LUA_TTABLE) return lua_settop(L, top), TS_OK;
+  lua_getfield(L, -1, "next");
+  lua_Integer n = lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  for (lua_Integer id = 1; id < n; id++) {
+    if (lua_rawgeti(L, -1, id) != LUA_TFUNCTION) {
+      lua_pop(L, 1);
+      continue;
+    }
+    lt_push_retained(L, leaf);
+    if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+      ts_status st = ts_fail(TS_ERR_ARG, "%s", lua_isstring(L, -1) ? lua_tostring(L, -1) : "error in a grad hook");
+      lua_settop(L, top);
+      return st;
+    }
+  }
+  lua_settop(L, top);
+  return TS_OK;
+}
+
+static int hook_remove(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_getfield(L, 1, "_leaf");
+  ts_tensor *leaf = lua_touserdata(L, -1);
+  lua_getfield(L, 1, "_id");
+  lua_Integer id = lua_tointeger(L, -1);
+  if (!leaf) return 0;
+  lua_getfield(L, LUA_REGISTRYINDEX, "tensh.grad_hooks");
+  if (lua_rawgetp(L, -1, leaf) == LUA_TTABLE && lua_rawgeti(L, -1, id) == LUA_TFUNCTION) {
+    lua_pop(L, 1);
+    lua_pushnil(L);
+    lua_rawseti(L, -2, id);
+    lua_getfield(L, -1, "count");
+    lua_Integer count = lua_tointeger(L, -1) - 1;
+    lua_pop(L, 1);
+    lua_pushinteger(L, count);
+    lua_setfield(L, -2, "count");
+    if (count == 0) { /* the last one: the tensor goes back to normal */
+      lua_pushnil(L);
+      lua_rawsetp(L, -3, leaf);
+      ts_ag_set_hooked(leaf, false);
+      ts_tensor_release(leaf);
+    }
+  }
+  lua_pushnil(L);
+  lua_setfield(L, 1, "_leaf");
+  return 0;
+}
+
+/* t:register_post_accumulate_grad_hook(fn): fn(t) runs in every backward
+ * once t.grad holds the whole gradient of that backward; returns a handle
+ * whose remove() takes the hook off. */
+static int m_register_post_accumulate_grad_hook(lua_State *L) {
+  ts_tensor *t = lt_check(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  if (t->grad_fn || !t->requires_grad)
+    lt_errorf(L, "register_post_accumulate_grad_hook: only a leaf tensor that requires grad can have one (this %s)",
+              t->grad_fn ? "one has a grad_fn" : "one does not require grad");
+  lua_getfield(L, LUA_REGISTRYINDEX, "tensh.grad_hooks");
+  if (lua_rawgetp(L, -1, t) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_createtable(L, 1, 2);
+    lua_pushinteger(L, 1);
+    lua_setfield(L, -2, "next");
+    lua_pushinteger(L, 0);
+    lua_setfield(L, -2, "count");
+    LT_TRY(L, ts_ag_set_hooked(t, true));
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, -3, t);
+    ts_tensor_retain(t);
+  }
+  lua_getfield(L, -1, "next");
+  lua_Integer id = lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  lua_pushvalue(L, 2);
+  lua_rawseti(L, -2, id);
+  lua_pushinteger(L, id + 1);
+  lua_setfield(L, -2, "next");
+  lua_getfield(L, -1, "count");
+  lua_pushinteger(L, lua_tointeger(L, -1) + 1);
+  lua_setfield(L, -3, "count");
+  lua_pop(L, 1);
+  ts_ag_post_accumulate_hook = run_hooks;
+  lua_createtable(L, 0, 3); /* the handle */
+  lua_pushlightuserdata(L, t);
+  lua_setfield(L, -2, "_leaf");
+  lua_pushinteger(L, id);
+  lua_setfield(L, -2, "_id");
+  lua_pushcfunction(L, hook_remove);
+  lua_setfield(L, -2, "remove");
+  return 1;
+}
+
+/* torch.autograd._queue_callback(fn): fn() runs once the current backward
+ * has finished (PyTorch's engine queue_callback); DistributedDataParallel
+ * waits for its last buckets there. */
+static int l_queue_callback(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  if (backward_depth == 0) return lt_errorf(L, "autograd._queue_callback: only valid during a backward (from a hook)");
+  lua_getfield(L, LUA_REGISTRYINDEX, "tensh.ag_callbacks");
+  lua_pushvalue(L, 1);
+  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+  return 0;
+}
+
+/* ts_backward with hooks pointed at this thread; then the queued callbacks, in order */
+static void backward_with_hooks(lua_State *L, ts_tensor *root, ts_tensor *g, bool retain) {
+  lua_State *prev = hook_L;
+  hook_L = L;
+  backward_depth++;
+  ts_status st = ts_backward(root, g, retain);
+  backward_depth--;
+  hook_L = prev;
+  if (backward_depth > 0) { /* a backward inside a hook: callbacks wait for the outer one */
+    LT_TRY(L, st);
+    return;
+  }
+  lua_getfield(L, LUA_REGISTRYINDEX, "tensh.ag_callbacks");
+  lua_newtable(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, "tensh.ag_callbacks");
+  LT_TRY(L, st);
+  for (lua_Integer i = 1; lua_rawgeti(L, -1, i) == LUA_TFUNCTION; i++) lua_call(L, 0, 0);
+  lua_pop(L, 2);
+}
+
 /* t:backward([gradient], [{retain_graph = false}]) */
 static int m_backward(lua_State *L) {
   ts_tensor *t = lt_check(L, 1), *g = NULL;
@@ -66,7 +201,7 @@ static int m_backward(lua_State *L) {
     if (!opts) return luaL_typeerror(L, 2, "tensor or options table");
   }
   bool retain = lt_opt_bool(L, opts, "retain_graph", false);
-  LT_TRY(L, ts_backward(t, g, retain));
+  backward_with_hooks(L, t, g, retain);
   lt_gc_debt(L);
   return 0;
 }
@@ -207,7 +342,7 @@ static int l_autograd_backward(lua_State *L) {
   int no = tensor_list(L, 1, outs, AG_MAX_LIST, "tensors");
   int ng = lua_isnoneornil(L, 2) ? 0 : tensor_list(L, 2, gouts, AG_MAX_LIST, "grad_tensors");
   if (ng && ng != no) lt_errorf(L, "autograd.backward: %d grad_tensors for %d tensors", ng, no);
-  for (int i = 0; i < no; i++) LT_TRY(L, ts_backward(outs[i], ng ? gouts[i] : NULL, i < no - 1));
+  for (int i = 0; i < no; i++) backward_with_hooks(L, outs[i], ng ? gouts[i] : NULL, i < no - 1);
   return 0;
 }
 
@@ -220,7 +355,9 @@ static int gradfn_tostring(lua_State *L) {
 
 void lt_open_autograd(lua_State *L) {
   static const luaL_Reg methods[] = {{"backward", m_backward}, {"detach", m_detach}, {"detach_", m_detach_},
-                                     {"requires_grad_", m_requires_grad_}, {NULL, NULL}};
+                                     {"requires_grad_", m_requires_grad_},
+                                     {"register_post_accumulate_grad_hook", m_register_post_accumulate_grad_hook},
+                                     {NULL, NULL}};
   static const luaL_Reg fns[] = {{"no_grad", l_no_grad}, {"enable_grad", l_enable_grad},
                                  {"set_grad_enabled", l_set_grad_enabled}, {"is_grad_enabled", l_is_grad_enabled},
                                  {NULL, NULL}};
@@ -233,7 +370,12 @@ void lt_open_autograd(lua_State *L) {
   lua_pushcfunction(L, gradfn_tostring);
   lua_setfield(L, -2, "__tostring");
   lua_pop(L, 1);
-  static const luaL_Reg ag[] = {{"grad", l_autograd_grad}, {"backward", l_autograd_backward}, {NULL, NULL}};
+  lua_newtable(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, "tensh.grad_hooks");
+  lua_newtable(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, "tensh.ag_callbacks");
+  static const luaL_Reg ag[] = {{"grad", l_autograd_grad}, {"backward", l_autograd_backward},
+                                {"_queue_callback", l_queue_callback}, {NULL, NULL}};
   luaL_newlib(L, ag);
   lua_setfield(L, -3, "autograd"); /* torch.autograd; torch is below methods */
 }
