@@ -39,6 +39,19 @@ ts_status ts_dist_iall_reduce(void *buf, int64_t count, ts_dtype dt, ts_reduce_o
 ts_status ts_dist_test(int req, bool *done); /* also moves MPI's progress engine */
 ts_status ts_dist_wait(int req);
 
+/* ---- the "nccl" backend (src/dist_nccl.c): CUDA tensors, contiguous, on
+ * their device's current stream; comm is an opaque NCCL communicator ---- */
+#define TS_NCCL_ID_BYTES 128
+#define TS_NCCL_AVG TS_REDUCE_COUNT /* op codes: the ts_reduce_op values, and average */
+bool ts_nccl_available(void); /* a GPU, and libnccl loads */
+ts_status ts_nccl_get_unique_id(uint8_t *id);
+ts_status ts_nccl_init_rank(const uint8_t *id, int nranks, int rank, int device, void **comm);
+ts_status ts_nccl_destroy(void *comm);
+ts_status ts_nccl_all_reduce(void *comm, ts_tensor *t, int op);
+ts_status ts_nccl_broadcast(void *comm, ts_tensor *t, int root);
+ts_status ts_nccl_all_gather(void *comm, ts_tensor *out, const ts_tensor *in);
+ts_status ts_nccl_reduce_scatter(void *comm, ts_tensor *out, const ts_tensor *in, int op);
+
 /* Ends the whole job at once (every rank) with the exit code: what a rank
  * that failed does, so the others never wait for it. Nothing in a world of one. */
 void ts_dist_abort(int code);

@@ -24,7 +24,8 @@ local group -- the default process group: {backend =, rank =, world_size =}
 
 function M.is_available() return true end
 function M.is_mpi_available() return true end
-function M.is_nccl_available() return torch.cuda ~= nil and torch.cuda.is_available() and torch._nccl ~= nil end
+-- a GPU, and libnccl.so.2 loads (never on the simulated device)
+function M.is_nccl_available() return rawget(torch, "_nccl") ~= nil and torch._nccl.available() end
 function M.is_initialized() return group ~= nil end
 function M.is_torchelastic_launched() return os.getenv("TORCHELASTIC_RUN_ID") ~= nil end
 
@@ -75,15 +76,18 @@ function M.init_process_group(backend, opts)
   end
   local g = {backend = backend, rank = rank, world_size = size, mpi_version = version}
   if backend == "nccl" then
-    if not torch._nccl then raise("init_process_group: the \"nccl\" backend needs a CUDA build of tensh") end
-    if not M.is_nccl_available() then
-      raise("init_process_group: the \"nccl\" backend needs a GPU (cuda.is_available() is false)")
+    if not rawget(torch, "_nccl") then
+      raise("init_process_group: the \"nccl\" backend needs a CUDA build of tensh (this one is CPU-only); use \"mpi\"")
+    end
+    if not torch.cuda.is_available() or os.getenv("TENSH_SIM_DEVICES") then
+      raise("init_process_group: the \"nccl\" backend needs a GPU%s; use \"mpi\"",
+        os.getenv("TENSH_SIM_DEVICES") and " (the simulated device has no NCCL)" or " (cuda.is_available() is false)")
     end
     local local_rank = tonumber(os.getenv("LOCAL_RANK") or "") or rank
     local device = opts.device_id and torch.device(opts.device_id).index or (local_rank % torch.cuda.device_count())
     torch.cuda.set_device(device)
     -- rank 0 makes the unique id; MPI hands it to the others
-    local id = torch.zeros(torch._nccl.ID_BYTES, {dtype = torch.uint8})
+    local id = torch.zeros(torch._nccl.ID_BYTES, {dtype = torch.uint8, device = "cpu"})
     if rank == 0 then torch._nccl.get_unique_id(id) end
     C.broadcast(id, 0)
     g.nccl = torch._nccl.init_rank(id, size, rank, device)
@@ -420,6 +424,10 @@ end
 -- for DistributedDataParallel (lua/tensh/nn/ddp.lua): a non-blocking SUM of
 -- a contiguous host buffer every rank builds the same way (no signature check)
 function M._iall_reduce_sum(h) return C.iall_reduce(h, op_codes.SUM) end
+-- the same on a CUDA buffer under "nccl": queued on the device's stream, so
+-- nothing to wait for (later kernels on that stream see the sum)
+function M._nccl_sum(t) torch._nccl.all_reduce(need_group("all_reduce").nccl, t, op_codes.SUM) end
+function M._uses_nccl() return group ~= nil and group.nccl ~= nil end
 M._test, M._wait = C.test, C.wait
 
 torch.distributed = M

@@ -712,5 +712,7 @@ for _, family in ipairs({"linear", "activation", "conv", "pooling", "normalizati
     "rnn"}) do
   for name, cls in pairs(require("tensh.nn." .. family)) do nn[name] = cls end
 end
+-- nn.parallel (torch.nn.parallel): DistributedDataParallel, one process per device
+nn.parallel = {DistributedDataParallel = require("tensh.nn.distributed").DistributedDataParallel}
 
 return nn

@@ -1,6 +1,7 @@
 /* torch._dist: the C half of dist (lua/tensh/dist.lua checks the arguments
  * across ranks, stages device tensors through host memory and keeps the
- * public names). Every tensor here is a contiguous CPU tensor. Also sets
+ * public names). Every tensor here is a contiguous CPU tensor (the nccl
+ * calls take CUDA tensors, checked in src/dist_nccl.c). Also sets
  * RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE from Open MPI's
  * variables at start-up, as torchrun sets them, so a script reads its rank
  * before init_process_group under `tensh --nproc` and `mpirun` alike. */
@@ -133,6 +134,80 @@ static int l_wait(lua_State *L) {
   return 0;
 }
 
+/* ---- torch._nccl: the "nccl" backend's calls (CUDA builds) ---- */
+#ifdef TS_HAVE_CUDA
+static ts_tensor *check_id(lua_State *L, int idx) {
+  ts_tensor *t = lt_check(L, idx);
+  if (t->device.type != TS_CPU || t->dtype != TS_UINT8 || !ts_is_contiguous(t) || ts_numel(t) != TS_NCCL_ID_BYTES)
+    luaL_argerror(L, idx, "a contiguous uint8 CPU tensor of ID_BYTES elements");
+  return t;
+}
+
+static void *check_comm(lua_State *L, int idx) {
+  luaL_checktype(L, idx, LUA_TLIGHTUSERDATA);
+  return lua_touserdata(L, idx);
+}
+
+static int l_nccl_available(lua_State *L) { return lua_pushboolean(L, ts_nccl_available()), 1; }
+
+static int l_nccl_get_unique_id(lua_State *L) {
+  LT_TRY(L, ts_nccl_get_unique_id(ts_data(check_id(L, 1))));
+  return 0;
+}
+
+/* _nccl.init_rank(id, world_size, rank, device) -> communicator */
+static int l_nccl_init_rank(lua_State *L) {
+  void *comm = NULL;
+  LT_TRY(L, ts_nccl_init_rank(ts_data(check_id(L, 1)), (int)luaL_checkinteger(L, 2), check_rank(L, 3),
+                              (int)luaL_checkinteger(L, 4), &comm));
+  lua_pushlightuserdata(L, comm);
+  return 1;
+}
+
+static int l_nccl_destroy(lua_State *L) {
+  LT_TRY(L, ts_nccl_destroy(check_comm(L, 1)));
+  return 0;
+}
+
+static int nccl_op_arg(lua_State *L, int idx) {
+  lua_Integer op = luaL_checkinteger(L, idx);
+  if (op < 0 || op > TS_NCCL_AVG) luaL_argerror(L, idx, "a reduce op code");
+  return (int)op;
+}
+
+static int l_nccl_all_reduce(lua_State *L) {
+  LT_TRY(L, ts_nccl_all_reduce(check_comm(L, 1), lt_check(L, 2), nccl_op_arg(L, 3)));
+  return 0;
+}
+
+static int l_nccl_broadcast(lua_State *L) {
+  LT_TRY(L, ts_nccl_broadcast(check_comm(L, 1), lt_check(L, 2), check_rank(L, 3)));
+  return 0;
+}
+
+static int l_nccl_all_gather(lua_State *L) {
+  LT_TRY(L, ts_nccl_all_gather(check_comm(L, 1), lt_check(L, 2), lt_check(L, 3)));
+  return 0;
+}
+
+static int l_nccl_reduce_scatter(lua_State *L) {
+  LT_TRY(L, ts_nccl_reduce_scatter(check_comm(L, 1), lt_check(L, 2), lt_check(L, 3), nccl_op_arg(L, 4)));
+  return 0;
+}
+
+static void open_nccl(lua_State *L) {
+  static const luaL_Reg fns[] = {{"available", l_nccl_available},     {"get_unique_id", l_nccl_get_unique_id},
+                                 {"init_rank", l_nccl_init_rank},     {"destroy", l_nccl_destroy},
+                                 {"all_reduce", l_nccl_all_reduce},   {"broadcast", l_nccl_broadcast},
+                                 {"all_gather", l_nccl_all_gather},   {"reduce_scatter", l_nccl_reduce_scatter},
+                                 {NULL, NULL}};
+  luaL_newlib(L, fns);
+  lua_pushinteger(L, TS_NCCL_ID_BYTES);
+  lua_setfield(L, -2, "ID_BYTES");
+  lua_setfield(L, -3, "_nccl"); /* torch is at -2 before the table */
+}
+#endif
+
 static void copy_env(const char *to, const char *from) {
   const char *v = getenv(from);
   if (v && !getenv(to)) setenv(to, v, 0);
@@ -157,4 +232,7 @@ void lt_open_dist(lua_State *L) {
                                  {NULL, NULL}};
   luaL_newlib(L, fns);
   lua_setfield(L, -3, "_dist"); /* torch is at -2 before the table */
+#ifdef TS_HAVE_CUDA
+  open_nccl(L);
+#endif
 }

@@ -69,6 +69,28 @@ T.test("collectives in two processes against their definitions", function()
   T.eq(code, 0, "exit code")
 end)
 
+T.test("DistributedDataParallel in two processes equals one process on the full batch", function()
+  need_mpirun()
+  local out, code = run(("%s --nproc 2 dist/ddp.lua"):format(tensh), 300)
+  T.ok(code ~= 124, "timed out (a hang):" .. shows(out))
+  local ok = 0
+  for line in out:gmatch("[^\n]+") do
+    local p, f = line:match("^lua:ddp.lua: (%d+) passed, (%d+) failed")
+    if p then
+      T.ok(tonumber(p) >= 6 and f == "0", "a rank's line: " .. line .. shows(out))
+      ok = ok + 1
+    end
+  end
+  T.eq(ok, 2, "ranks that finished" .. (ok ~= 2 and shows(out) or ""))
+  T.eq(code, 0, "exit code")
+end)
+
+T.test("DistributedDataParallel before init_process_group", function()
+  T.raises(function() nn.parallel.DistributedDataParallel(nn.Linear(2, 2)) end,
+    "DistributedDataParallel: the default process group has not been initialized")
+  T.eq(torch.nn.parallel.DistributedDataParallel, nn.parallel.DistributedDataParallel, "torch.nn.parallel")
+end)
+
 T.test("a rank that errors ends both processes with its message", function()
   need_mpirun()
   local s = script("fails.lua", [[
@@ -148,6 +170,17 @@ T.test("tensh --nproc's own errors", function()
   out, code = run(("env TENSH_MPIRUN=/nonexistent/mpirun %s --nproc 2 x.lua"):format(tensh), 30)
   T.eq(code, 1, "exit code")
   T.ok(out:find("could not be started", 1, true) and out:find("openmpi-bin", 1, true), out)
+end)
+
+T.test("the nccl loader finds libnccl's functions and makes a unique id (no GPU needed)", function()
+  if not rawget(torch, "_nccl") then T.skip("a CPU-only build has no nccl backend") end
+  local id = torch.zeros(torch._nccl.ID_BYTES, {dtype = torch.uint8, device = "cpu"})
+  local ok, err = pcall(torch._nccl.get_unique_id, id)
+  if not ok and tostring(err):find("could not be loaded", 1, true) then T.skip("needs NCCL (libnccl.so.2)") end
+  T.ok(ok, tostring(err))
+  T.ok(id:sum():item() > 0, "an id of zeros")
+  T.raises(function() torch._nccl.get_unique_id(torch.zeros(3, {dtype = torch.uint8, device = "cpu"})) end,
+    "a contiguous uint8 CPU tensor of ID_BYTES elements")
 end)
 
 T.test("the nccl backend", function()
