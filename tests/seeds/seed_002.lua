@@ -142,10 +142,37 @@ close(model.linear.weight, A, 1e-2, 1e-2, "the learnt weight")
 close(model.linear.bias, b, 1e-2, 1e-2, "the learnt bias")
 
 -- ---- DistributedDataParallel (DDP) ---------------------------------------------------------------
--- LATER (several GPUs): torch.distributed and DistributedDataParallel. The article:
---   # Initialize the model
---   model = LinearRegression(2, 5)
---   # Initialize the distributed environment.
---   # Wrap the model with DDP
---   model = nn.parallel.DistributedDataParallelCPU(model)
+-- The article's nn.parallel.DistributedDataParallelCPU is today's DistributedDataParallel on CPU
+-- tensors (PyTorch's "gloo" backend; "mpi" here). Run alone, this process is a world of one;
+-- `tensh --nproc 2 tests/seeds/seed_002.lua` runs the same lines in two processes.
+do
+  -- Initialize the model
+  torch.manual_seed(0)
+  local ddp_net = LinearRegression(2, 5)
+  -- Initialize the distributed environment.
+  dist.init_process_group("mpi")
+  -- Wrap the model with DDP
+  local ddp_model = nn.parallel.DistributedDataParallel(ddp_net)
+  print(ddp_model)
+  eq(tostring(ddp_model), [[
+DistributedDataParallel(
+  (module): LinearRegression(
+    (linear): Linear(in_features=2, out_features=5, bias=True)
+  )
+)]], "print(ddp_model)")
+  -- the same least squares, each rank on its share of the batch: the gradients are averaged
+  local rank, world = dist.get_rank(), dist.get_world_size()
+  local x = torch.randn(16 * world, 2)
+  local y = x:matmul(A:t()) + b
+  local mine, mine_y = x:chunk(world)[rank + 1], y:chunk(world)[rank + 1]
+  local ddp_opt = optim.SGD(ddp_model:parameters(), {lr = 0.5})
+  for _ = 1, 300 do
+    ddp_opt:zero_grad()
+    nn.functional.mse_loss(ddp_model(mine), mine_y):backward()
+    ddp_opt:step()
+  end
+  close(ddp_model.module.linear.weight, A, 1e-2, 1e-2, "DDP learns the weight")
+  eq(ddp_model:state_dict()["module.linear.bias"] ~= nil, true, "state_dict keys start with module.")
+  dist.destroy_process_group()
+end
 print("seed 002: ok")

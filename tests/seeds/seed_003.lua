@@ -235,16 +235,35 @@ do
   --       model = nn.DataParallel(model)
   model:to(device)
   eq(model:parameters()[1].device.type, device.type, "model.to(device)")
-  -- LATER (several GPUs): DistributedDataParallel over NCCL, one process per GPU:
-  --   import torch.distributed as dist
-  --   from torch.nn.parallel import DistributedDataParallel as DDP
-  --   def setup_ddp(rank, world_size):
-  --       dist.init_process_group("nccl", rank=rank, world_size=world_size)
-  --       torch.cuda.set_device(rank)
-  --   def train_ddp(rank, world_size):
-  --       setup_ddp(rank, world_size)
-  --       model = MLP().to(rank)
-  --       ddp_model = DDP(model, device_ids=[rank])
+  -- DistributedDataParallel over NCCL, one process per GPU (`tensh --nproc N`); where there is no
+  -- GPU with NCCL (the CPU, the simulated device) the same lines run over "mpi" and say so.
+  local function setup_ddp(rank, world_size)
+    if dist.is_nccl_available() then
+      dist.init_process_group("nccl", {rank = rank, world_size = world_size})
+      torch.cuda.set_device(rank)
+    else
+      print("seed 003: nccl skipped: needs a GPU and NCCL; DDP runs over the mpi backend")
+      dist.init_process_group("mpi", {rank = rank, world_size = world_size})
+    end
+  end
+  local function train_ddp(rank, world_size)
+    setup_ddp(rank, world_size)
+    local ddp_device = dist.get_backend() == "nccl" and torch.device("cuda", rank) or device
+    local mlp = MLP():to(ddp_device)
+    local ddp_model = nn.parallel.DistributedDataParallel(mlp,
+      {device_ids = ddp_device.type == "cuda" and {ddp_device.index} or nil})
+    -- one step on a random batch: every rank's weights stay equal
+    local x, y = torch.randn(32, 784):to(ddp_device), torch.randint(0, 10, {32}):to(ddp_device)
+    local sgd = optim.SGD(ddp_model:parameters(), {lr = 0.1})
+    nn.CrossEntropyLoss()(ddp_model(x), y):backward()
+    sgd:step()
+    local w = mlp:parameters()[1]:detach():reshape(-1):narrow(0, 0, 8):clone()
+    local mean = w:clone()
+    dist.all_reduce(mean, {op = dist.ReduceOp.AVG})
+    close(w, mean, 1e-6, 1e-6, "DDP keeps the replicas equal")
+    dist.destroy_process_group()
+  end
+  train_ddp(tonumber(os.getenv("RANK") or "0"), tonumber(os.getenv("WORLD_SIZE") or "1"))
 end
 
 -- ---- Common Pitfalls and Best Practices -------------------------------------------------------------
