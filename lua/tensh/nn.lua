@@ -89,6 +89,7 @@ local function check_module(what, v)
   end
   raise("%s: expected a module (such as nn.Linear(2, 2)), got %s", what, A.show(v))
 end
+util.check_module = check_module
 
 -- Attribute lookup: parameters, buffers, submodules, plain attributes, then
 -- the class (so a user's self.forward = f overrides the method).

@@ -219,6 +219,21 @@ test("nn.Module's metamethods called by hand on other values name what they expe
   user_error(function() mt.__newindex(true, "x", 1) end, "Module.__newindex: expected a module")
   user_error(function() local _ = getmetatable(nn.Linear).__call(5, 2, 2) end, "nn.Module constructor: expected a module class")
   user_error(function() local _ = getmetatable(nn.Linear).__tostring(5) end, "nn.Module class __tostring: expected a module class")
+  local seq = nn.Sequential(nn.ReLU())
+  local smt = getmetatable(seq)
+  user_error(function() local _ = smt.__len(5) end, "container __len: expected a module")
+  user_error(function() local _ = smt.__getitem("x", 0) end, "container __getitem: expected a module")
+  user_error(function() smt.__setitem(nil, 0, nn.ReLU()) end, "container __setitem: expected a module")
+  user_error(function() local _ = smt.__pairs(true) end, "container __pairs: expected a module")
+  user_error(function() local _ = nn.ModuleList.__tostring(5) end, "ModuleList.__tostring: expected a module")
+  user_error(function() local _ = nn.ModuleDict.__pairs(5) end, "ModuleDict.__pairs: expected a module")
+  user_error(function() local _ = nn.utils.rnn.PackedSequence.__tostring(5) end,
+    "PackedSequence.__tostring: expected a PackedSequence, got 5")
+  eq(#seq, 1)
+  ok(seq[0] ~= nil)
+  local n = 0
+  for _ in pairs(seq) do n = n + 1 end
+  eq(n, 1)
   eq(tostring(nn.Linear), "<class Linear>")
   eq(m(torch.zeros(1, 2)).shape, torch.Size({1, 2}))
   ok(tostring(m):find("^Linear%(in_features=2"), tostring(m))

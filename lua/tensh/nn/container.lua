@@ -24,15 +24,25 @@ local function position(self, k)
   if k < 0 then k = k + n end
   return keys[k + 1]
 end
-local function getitem(self, k) return rawget(self, "_modules").vals[position(self, k)] end
+-- the containers' metamethods, which a user may call by hand on anything
+local check_module = C.check_module
+local function getitem(self, k)
+  check_module("container __getitem", self)
+  return rawget(self, "_modules").vals[position(self, k)]
+end
 local function setitem(self, k, v)
+  check_module("container __setitem", self)
   if not nn.is_module(v) then raise("%s: only modules can be stored, got %s", self:_get_name(), type(v)) end
   self:_check_no_cycle(tostring(k), v, self:_get_name() .. "[" .. tostring(k) .. "]")
   rawget(self, "_modules").vals[position(self, k)] = v
 end
-local function len(self) return #rawget(self, "_modules").keys end
+local function len(self)
+  check_module("container __len", self)
+  return #rawget(self, "_modules").keys
+end
 -- for i, m in pairs(seq): 0-based positions in order
 local function list_pairs(self)
+  check_module("container __pairs", self)
   local od = rawget(self, "_modules")
   return function(_, i)
     i = i + 1
@@ -141,6 +151,7 @@ function ModuleList:forward()
 end
 -- repeated blocks printed once, as (0-2): 3 x Linear(...) (PyTorch 2's compact form)
 function ModuleList:__tostring()
+  check_module("ModuleList.__tostring", self)
   local od = rawget(self, "_modules")
   if #od.keys == 0 then return self:_get_name() .. "()" end
   local blocks = {}
@@ -196,6 +207,7 @@ function ModuleDict:pop(k)
 end
 ModuleDict.__len = len
 ModuleDict.__pairs = function(self)
+  check_module("ModuleDict.__pairs", self)
   local od, i = rawget(self, "_modules"), 0
   return function()
     i = i + 1

@@ -33,6 +33,9 @@ local function packed(data, batch_sizes, sorted_indices, unsorted_indices)
 end
 local function is_packed(v) return getmetatable(v) == PackedSequence end
 function PackedSequence:__tostring()
+  if getmetatable(self) ~= PackedSequence then
+    raise("PackedSequence.__tostring: expected a PackedSequence, got %s", require("tensh.args").show(self))
+  end
   return ("PackedSequence(data=%s, batch_sizes=%s)"):format(shape_str(self.data), tuple(self.batch_sizes:tolist()))
 end
 function PackedSequence:to(...)
