@@ -212,12 +212,13 @@ static ts_status matmul_impl(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
     st = ts_fail(TS_ERR_ARG, "matmul: tensors have at most %d dims", TS_MAX_DIMS);
     goto done;
   }
-  /* (batch..., M, K) @ (K, N): one GEMM of (batch*M, K) @ (K, N) when a's
-   * leading dims merge without a copy (torch's fold; the linear-layer case) */
+  /* (batch..., M, K) @ (K, N): one GEMM of (batch*M, K) @ (K, N), a's leading dims merged,
+   * by a copy when they do not merge as a view (torch's fold; the linear-layer case: a
+   * batch_first LSTM's output is a transposed view) */
   int64_t rows;
-  if (na >= 3 && nb == 2 && !ts_shape_numel(na - 1, a2->sizes, &rows)) {
+  if (na >= 3 && nb == 2 && !ts_shape_numel(na - 1, a2->sizes, &rows) && K > 0) {
     int64_t fs[2] = {rows, K};
-    if (!ts_view(a2, 2, fs, &fold)) {
+    if (!ts_reshape(a2, 2, fs, &fold)) {
       int64_t fo[2] = {rows, N};
       ts_tensor *r;
       if ((st = ts_tensor_empty(rnd, rs, a->dtype, a->device, &r))) goto done;

@@ -446,4 +446,29 @@ test("wrong argument types", function()
   close(a:matmul(torch.eye(2)), a:tolist(), 0, 0, "usable after errors")
 end)
 
+test("(batch..., M, K) @ (K, N) folded into one GEMM: non-contiguous a, both gradients, finite differences", function()
+  local G = require "gradcheck"
+  -- a batch_first sequence as a transposed view (the fold copies it), b as w:t() (column-major)
+  G.check("matmul (L,N,K)^T01 @ w:t()", function(a, w) return a:transpose(0, 1):matmul(w:t()) end,
+    {T.rand_list({4, 3, 5}), T.rand_list({6, 5})}, {tol = 1e-7})
+  G.check("matmul 4-D @ 2-D", function(a, b) return a:matmul(b) end,
+    {T.rand_list({2, 3, 2, 4}), T.rand_list({4, 3})}, {tol = 1e-7})
+  G.check("matmul permuted 4-D @ 2-D", function(a, b) return a:permute(2, 0, 1, 3):matmul(b) end,
+    {T.rand_list({2, 3, 2, 4}), T.rand_list({4, 3})}, {tol = 1e-7})
+  -- the weight gradient equals the per-batch products summed (float64 reference)
+  local a = torch.randn(5, 7, 3, {dtype = "float64"}):transpose(0, 1)
+  local w = torch.randn(4, 3, {dtype = "float64", requires_grad = true})
+  local g = torch.randn(7, 5, 4, {dtype = "float64"})
+  a:matmul(w:t()):backward(g)
+  local want = torch.zeros(4, 3, {dtype = "float64"})
+  for i = 0, 6 do want = want + g[i]:t():mm(a[i]) end
+  close(w.grad, want, 1e-12, 1e-12, "weight gradient of a Linear over a sequence")
+  T.ok(w.grad:is_contiguous(), "w:t()'s gradient comes back contiguous")
+  -- empty batch and empty K
+  local e = torch.zeros(0, 2, 3, {requires_grad = true})
+  local b = torch.randn(3, 4, {requires_grad = true})
+  e:matmul(b):sum():backward()
+  eq(b.grad:abs():sum():item(), 0, "empty batch: zero gradient")
+end)
+
 T.run()
