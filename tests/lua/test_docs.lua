@@ -25,7 +25,8 @@ test("docs/api.md is embedded and has entries in every section", function()
   ok(#ref.entries > 100, ("only %d entries read from the embedded docs/api.md"):format(#ref.entries))
   local planned = 0
   for _, e in ipairs(ref.entries) do if e.planned then planned = planned + 1 end end
-  ok(planned >= 5, "the Planned section has " .. planned .. " entries")
+  -- the section is read (its entries shrink as names arrive: no fixed count)
+  ok(planned >= 1, "the Planned section has " .. planned .. " entries")
 end)
 
 -- the names of the reference's entries (planned or not) that tensh has (or lacks)
@@ -83,8 +84,10 @@ test("help prints the signature and the paragraph", function()
   ok(s:find("Tensor:sum(dim)", 1, true), "help(t.sum): " .. s)
   s = captured(function() shell.help(optim.SGD(nn.Linear(1, 1):parameters(), {lr = 0.1})) end)
   ok(s:find("optim.SGD(params", 1, true), "help(an optimizer): " .. s)
-  s = captured(function() shell.help("nn.MultiheadAttention") end)
-  ok(s:find("planned", 1, true), "help('nn.MultiheadAttention') says planned: " .. s)
+  local planned_name -- whichever name is still planned when this runs
+  for _, e in ipairs(shell.reference().entries) do if e.planned then planned_name = e.names[1] break end end
+  s = captured(function() shell.help(planned_name) end)
+  ok(s:find("planned", 1, true), ("help('%s') says planned: %s"):format(planned_name, s))
   s = captured(function() shell.help("nn.LSTM") end)
   ok(s:find("nn.LSTM(input_size, hidden_size", 1, true) and not s:find("planned", 1, true), "help('nn.LSTM'): " .. s)
   s = captured(function() shell.help("matmul") end)
