@@ -543,6 +543,8 @@ function SubsetRandomSampler:indices()
 end
 SubsetRandomSampler.iter = RandomSampler.iter
 
+data.DistributedSampler = require("tensh.distributed_sampler")(class, length_of)
+
 -- BatchSampler(sampler, batch_size, drop_last): lists of indices.
 local BatchSampler = class("BatchSampler")
 data.BatchSampler = BatchSampler

@@ -715,5 +715,7 @@ for _, family in ipairs({"linear", "activation", "conv", "pooling", "normalizati
 end
 -- nn.parallel (torch.nn.parallel): DistributedDataParallel, one process per device
 nn.parallel = {DistributedDataParallel = require("tensh.nn.distributed").DistributedDataParallel}
+nn.DataParallel = require("tensh.nn.data_parallel").DataParallel
+nn.parallel.DataParallel = nn.DataParallel -- torch.nn.parallel.DataParallel, as PyTorch
 
 return nn

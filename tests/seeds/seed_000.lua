@@ -146,21 +146,36 @@ if torch.cuda.is_available() then
 end
 
 -- ---- Parallelizing the training process ------------------------------------------------
--- LATER (several GPUs): nn.DataParallel. The article's snippet:
+-- The article's snippet (its isinstance test is garbled in the article; what it
+-- means: several ids in GPU -> gpu_list "0,1" and multi_gpus):
 --   GPU = 0, 1
---   gpu_list = ''
---   multi_gpus = False
---   if isinstance(GPU, int):
---      gpu_list = str(GPU)
---      multi_gpus = True
---      for i, gpu_id in enumerate(GPU):
---          gpu_list += str(gpu_id)
---          if i != len(GPU) - 1:
---              gpu_list += ','
 --   os.environ['CUDA_VISIBLE_DEVICES'] = gpu_list
 --   net = net.cuda()
 --   if multi_gpus:
 --      net = DataParallel(net, device_ids = gpu_list)
+-- CUDA_VISIBLE_DEVICES only reaches a process started afterwards (see above), so
+-- here the ids are kept to the devices this machine has; without a GPU,
+-- DataParallel runs the net as it is.
+do
+  local GPU = {0, 1}
+  local gpu_list = table.concat(GPU, ",")
+  local multi_gpus = #GPU > 1
+  eq(gpu_list, "0,1", "gpu_list")
+  local device_ids = {}
+  for _, id in ipairs(GPU) do
+    if id < torch.cuda.device_count() then device_ids[#device_ids + 1] = id end
+  end
+  local pnet = MobileNetV3()
+  pnet:eval()
+  local batch = torch.randn(6, 3, 32, 32)
+  local whole = pnet(batch)
+  if torch.cuda.is_available() then pnet = pnet:cuda() end
+  if multi_gpus then pnet = nn.DataParallel(pnet, {device_ids = device_ids}) end
+  ok(tostring(pnet):find("^DataParallel%(\n  %(module%): MobileNetV3%(") ~= nil, "print(net) after DataParallel")
+  local out = pnet(batch) -- cut over the devices, gathered on the first
+  eq(tostring(out.device), torch.cuda.is_available() and "cuda:0" or "cpu", "the output's device")
+  close(out, whole, 1e-4, 1e-5, "DataParallel's output is the net's on the whole batch")
+end
 
 -- ---- Running a PyTorch model on GPU ----------------------------------------------------
 -- a checkpoint to load: the trained net's state_dict, saved as safetensors

@@ -112,18 +112,20 @@ LinearRegression(
   (linear): Linear(in_features=2, out_features=5, bias=True)
 )]], "print(model)")
 
--- LATER (several GPUs): model = nn.DataParallel(model, device_ids=[0]), which prints
---   DataParallel(
---     (module): LinearRegression(
---       (linear): Linear(in_features=2, out_features=5, bias=True)
---     )
---   )
+model = nn.DataParallel(model, {device_ids = {0}})
+print(model)
+eq(tostring(model), [[
+DataParallel(
+  (module): LinearRegression(
+    (linear): Linear(in_features=2, out_features=5, bias=True)
+  )
+)]], "print(model) after nn.DataParallel")
 
 -- Move the model and inputs to GPU
 model = model:to(device)
 local input_data = torch.randn(16, 2)
 input_data = input_data:to(device)
-eq(model.linear.weight.device, input_data.device, "model and inputs on one device")
+eq(model.module.linear.weight.device, input_data.device, "model and inputs on one device")
 -- Continue with Training Loop: a few steps of least squares on y = x A^T + b
 local A, b = torch.tensor({{1., -2.}, {0.5, 3.}, {2., 0.}, {-1., 1.}, {0., 0.25}}), torch.tensor({0.1, -0.2, 0.3, 0., 1.})
 local target = (input_data:cpu():matmul(A:t()) + b):to(device)
@@ -138,8 +140,8 @@ for step = 1, 300 do
   last = loss:item()
 end
 ok(last < 1e-3 * first, ("the linear regression converges: loss %.3g -> %.3g"):format(first, last))
-close(model.linear.weight, A, 1e-2, 1e-2, "the learnt weight")
-close(model.linear.bias, b, 1e-2, 1e-2, "the learnt bias")
+close(model.module.linear.weight, A, 1e-2, 1e-2, "the learnt weight")
+close(model.module.linear.bias, b, 1e-2, 1e-2, "the learnt bias")
 
 -- ---- DistributedDataParallel (DDP) ---------------------------------------------------------------
 -- The article's nn.parallel.DistributedDataParallelCPU is today's DistributedDataParallel on CPU

@@ -229,12 +229,19 @@ end
 -- ---- Multi-GPU Training with DataParallel and DistributedDataParallel ----------------------------
 do
   local model = MLP()
-  -- LATER (several GPUs): the article's DataParallel branch
-  --   if torch.cuda.device_count() > 1:
-  --       print(f"Using {torch.cuda.device_count()} GPUs")
-  --       model = nn.DataParallel(model)
+  if torch.cuda.device_count() > 1 then
+    print(("Using %d GPUs"):format(torch.cuda.device_count()))
+    model = nn.DataParallel(model)
+  end
   model:to(device)
   eq(model:parameters()[1].device.type, device.type, "model.to(device)")
+  -- a batch through it: the same output as the MLP alone (eval: no dropout)
+  local parallel = torch.cuda.device_count() > 1
+  local mlp = parallel and model.module or model
+  ok(not parallel or tostring(model):find("^DataParallel%(\n  %(module%): MLP%(") ~= nil, "print(model)")
+  model:eval()
+  local xb = torch.randn(64, 784):to(device)
+  close(model(xb), mlp(xb), 1e-4, 1e-5, "the wrapped model's output is the MLP's")
   -- DistributedDataParallel over NCCL, one process per GPU (`tensh --nproc N`); where there is no
   -- GPU with NCCL (the CPU, the simulated device) the same lines run over "mpi" and say so.
   local function setup_ddp(rank, world_size)

@@ -77,5 +77,20 @@ local picked = logp:gather(1, labels:view(-1, 1))
 close(loss, -picked:mean(), 1e-5, 1e-6, "criterion(outputs, labels)")
 
 -- ---- 5. Data Parallelism ---------------------------------------------------------------------------------
--- LATER (several GPUs): model = nn.DataParallel(model)
+local plain = model
+model = nn.DataParallel(model)
+ok(rawequal(model.module, plain), "model.module is the wrapped model")
+-- the batch is cut over the GPUs (run as it is without one); the output and
+-- the gradients (each replica's summed into the model's) are the whole batch's
+local dp_outputs = model(inputs)
+eq(dp_outputs.device.type, device.type, "DataParallel's output on the first GPU")
+close(dp_outputs, plain(inputs), 1e-5, 1e-6, "DataParallel's output is the model's")
+optimizer:zero_grad()
+criterion(plain(inputs), labels):backward()
+local whole = {}
+for k, p in ipairs(plain:parameters()) do whole[k] = p.grad:clone() end
+optimizer:zero_grad()
+criterion(model(inputs), labels):backward()
+for k, p in ipairs(model:parameters()) do close(p.grad, whole[k], 1e-5, 1e-6, "gradient of parameter " .. k) end
+optimizer:step()
 print("seed 004: ok")
