@@ -872,9 +872,12 @@ static void push_compared(lua_State *L, int idx, const char *elementwise) {
               "Boolean value of Tensor with %s is ambiguous: a comparison operator gives one Lua boolean; "
               "use %s for the elementwise result, then :all() or :any()",
               n == 0 ? "no values" : "more than one value", elementwise);
-  t = lt_host_view(L, t);
+  int top = lua_gettop(L);
+  t = lt_host_view(L, t); /* a device tensor's host copy takes a stack slot */
   int64_t first[TS_MAX_DIMS] = {0};
   push_element(L, t, first);
+  lua_replace(L, top + 1); /* the value alone stays: compare reads the top two */
+  lua_settop(L, top + 1);
 }
 
 static int compare(lua_State *L, int op, const char *elementwise) {
