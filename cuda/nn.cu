@@ -20,6 +20,7 @@
 void tsc_register_nn_conv(ts_kernel *k); // nn_conv.cu
 void tsc_register_nn_pool(ts_kernel *k); // nn_pool.cu
 void tsc_register_rnn(ts_kernel *k);     // rnn.cu
+void tsc_register_attention(ts_kernel *k); // attention.cu
 
 // ---- reduction states ------------------------------------------------------------
 
@@ -356,4 +357,5 @@ extern "C" void tsc_register_nn(ts_kernel *k) {
   tsc_register_nn_conv(k);
   tsc_register_nn_pool(k);
   tsc_register_rnn(k);
+  tsc_register_attention(k);
 }

@@ -30,7 +30,7 @@ typedef struct ts_edge {
   ts_device device;  /* gradients are moved back to it (a tensor moved across devices) */
 } ts_edge;
 
-#define TS_NODE_MAX_SAVED 4
+#define TS_NODE_MAX_SAVED 6
 
 struct ts_node {
   int refcount;

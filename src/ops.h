@@ -211,5 +211,6 @@ ts_status ts_normal_(ts_tensor *t, double mean, double std);
 #include "op_optim.h"
 #include "op_nn.h"
 #include "op_rnn.h"
+#include "op_attention.h"
 
 #endif

@@ -4,9 +4,9 @@
  * single-tensor update uses; a state value read back later in the same step
  * (SGD's and RMSprop's buffers) is the stored one, as PyTorch reads it. This
  * is the reference for cuda/optim.cu, which does the same arithmetic.
- * Adam's common case on float32 (no weight decay, amsgrad or maximize) is
- * the exception: float arithmetic in PyTorch's order, as PyTorch's float32
- * update, vectorised (in double it cost as much as the forward and backward
+ * Adam's common case on float32 (no weight decay but AdamW's decoupled one,
+ * no amsgrad or maximize) is the exception: float arithmetic in PyTorch's
+ * order, as PyTorch's float32 update, vectorised (in double it cost as much as the forward and backward
  * GEMMs of seed 003's step together). */
 #include <math.h>
 #include <omp.h>
@@ -36,22 +36,23 @@
     }                                                                                                 \
   } while (0)
 
-/* m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2, p -= step_size m /
- * (sqrt(v) / bc2_sqrt + eps): PyTorch's mul_/add_, mul_/addcmul_, sqrt/div/
- * add_ and addcdiv_ in float, one pass over the four arrays */
+/* p *= decay (AdamW's p.mul_(1 - lr wd); 1 otherwise), m = b1 m + (1 - b1) g,
+ * v = b2 v + (1 - b2) g^2, p -= step_size m / (sqrt(v) / bc2_sqrt + eps):
+ * PyTorch's mul_/add_, mul_/addcmul_, sqrt/div/add_ and addcdiv_ in float,
+ * one pass over the four arrays */
 __attribute__((target_clones("avx512f", "avx2", "default"))) static void
 adam_f32(float *restrict p, const float *restrict g, float *restrict m, float *restrict v, int64_t n, float b1,
-         float b2, float eps, float step_size, float bc2_sqrt) {
+         float b2, float eps, float step_size, float bc2_sqrt, float decay) {
   for (int64_t j = 0; j < n; j++) {
     float gj = g[j];
     float mj = m[j] * b1 + (1 - b1) * gj, vj = v[j] * b2 + (1 - b2) * (gj * gj);
     m[j] = mj, v[j] = vj;
-    p[j] = p[j] - step_size * (mj / (sqrtf(vj) / bc2_sqrt + eps));
+    p[j] = p[j] * decay - step_size * (mj / (sqrtf(vj) / bc2_sqrt + eps));
   }
 }
 
 static void adam_f32_parallel(ts_tensor *const *t, int64_t n, double b1, double b2, double eps, double step_size,
-                              double bc2_sqrt) {
+                              double bc2_sqrt, double decay) {
   float *p = ts_data(t[0]), *m = ts_data(t[2]), *v = ts_data(t[3]);
   const float *g = ts_data(t[1]);
 #pragma omp parallel if (n > TS_PARALLEL_GRAIN)
@@ -60,7 +61,7 @@ static void adam_f32_parallel(ts_tensor *const *t, int64_t n, double b1, double 
     int64_t chunk = (n + nt - 1) / nt, lo = chunk * id, hi = lo + chunk < n ? lo + chunk : n;
     if (lo < hi)
       adam_f32(p + lo, g + lo, m + lo, v + lo, hi - lo, (float)b1, (float)b2, (float)eps, (float)step_size,
-               (float)bc2_sqrt);
+               (float)bc2_sqrt, (float)decay);
   }
 }
 
@@ -74,8 +75,8 @@ static ts_status k_adam_step(const ts_call *c) {
   for (int k = 0; k + per <= c->nin; k += per) {
     ts_tensor *const *t = c->in + k;
     int64_t n = ts_numel(t[0]);
-    if (t[0]->dtype == TS_FLOAT32 && per == 4 && wd == 0 && !maximize)
-      adam_f32_parallel(t, n, b1, b2, eps, step_size, bc2_sqrt);
+    if (t[0]->dtype == TS_FLOAT32 && per == 4 && (wd == 0 || decoupled) && !maximize)
+      adam_f32_parallel(t, n, b1, b2, eps, step_size, bc2_sqrt, decoupled ? 1 - lr * wd : 1);
     else if (t[0]->dtype == TS_FLOAT32) ADAM_LOOP(float);
     else ADAM_LOOP(double);
   }

@@ -88,6 +88,7 @@ void lt_open_linalg(lua_State *L);
 void lt_open_index(lua_State *L);
 void lt_open_nn_ops(lua_State *L);
 void lt_open_rnn(lua_State *L);
+void lt_open_attention(lua_State *L);
 void lt_open_print(lua_State *L);
 void lt_open_cuda(lua_State *L);
 void lt_open_save(lua_State *L);

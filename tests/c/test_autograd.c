@@ -162,6 +162,15 @@ static ts_status p_rnn_mode(ts_rnn_mode mode, int64_t G, ts_tensor *x, ts_tensor
 static ts_status p_lstm(ts_tensor *x, ts_tensor **y) { return p_rnn_mode(TS_RNN_LSTM, 4, x, y); }
 static ts_status p_gru(ts_tensor *x, ts_tensor **y) { return p_rnn_mode(TS_RNN_GRU, 3, x, y); }
 static ts_status p_rnn(ts_tensor *x, ts_tensor **y) { return p_rnn_mode(TS_RNN_TANH, 1, x, y); }
+/* fused attention with x (2, 3, 4, 4) as query, key and value (6 batches of 4 x 4), causal */
+static ts_status p_sdpa(ts_tensor *x, ts_tensor **y) {
+  int64_t s3[3] = {6, 4, 4};
+  ts_tensor *v = NULL;
+  ts_status st = ts_view(x, 3, s3, &v);
+  if (!st) st = ts_sdpa(v, v, v, NULL, 0, true, 0.5, y);
+  ts_tensor_release(v);
+  return st;
+}
 
 void test_autograd_registry_all(void) {
   static const struct { const char *op; diff_probe probe; } diff[] = {
@@ -172,7 +181,7 @@ void test_autograd_registry_all(void) {
       {"im2col", p_conv_dense}, {"col2im", p_conv_dense}, {"conv2d_forward", p_conv_dense}, {"conv2d_depthwise", p_conv},
       {"max_pool2d", p_maxpool}, {"avg_pool2d", p_avgpool}, {"adaptive_avg_pool2d", p_adaptive},
       {"batch_norm_stats", p_bn}, {"batch_norm_elemt", p_bn}, {"lstm_cell", p_lstm}, {"gru_cell", p_gru},
-      {"rnn_cell", p_rnn}};
+      {"rnn_cell", p_rnn}, {"sdpa_forward", p_sdpa}};
   /* not differentiable: creation and random fills, integer/bool results, data-dependent
    * index ops, kernels that only compute other ops' gradients, the optimizer step */
   static const char *const none[] = {
@@ -180,7 +189,7 @@ void test_autograd_registry_all(void) {
       "masked_scatter", "conv2d_depthwise_backward", "avg_pool2d_backward", "adaptive_avg_pool2d_backward",
       "batch_norm_backward_reduce", "batch_norm_backward_elemt", "max_pool2d_backward", "adam_step", "sgd_step",
       "rmsprop_step", "conv2d_backward_input", "conv2d_backward_weight", "amp_non_finite_check_and_unscale",
-      "lstm_cell_backward", "gru_cell_backward", "rnn_cell_backward"};
+      "lstm_cell_backward", "gru_cell_backward", "rnn_cell_backward", "sdpa_backward"};
   for (int op = 0; op < TS_OP_COUNT; op++) {
     ts_op_kind k = ts_ops[op].kind;
     if (k == TS_KIND_UNARY || k == TS_KIND_UNARY_FLOAT || k == TS_KIND_UNARY_BOOL || k == TS_KIND_BINARY ||

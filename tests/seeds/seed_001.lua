@@ -302,37 +302,30 @@ LSTM(
 end
 
 -- ---- Transformers and Attention Mechanisms --------------------------------------------------
--- The article omits Encoder and Decoder ("implementation details omitted for brevity").
--- GAP: nn.MultiheadAttention, nn.TransformerEncoderLayer and nn.TransformerDecoderLayer
--- (API.md's layer list) are not in tensh yet; with them Encoder would hold
---   self.layers = nn.TransformerEncoder(nn.TransformerEncoderLayer(hidden_size, num_heads), num_layers)
--- Until then each is one head of scaled dot-product attention written with
--- matmul and softmax, enough for the Transformer class to run as the article has it.
-local function attention(q, k, v) -- (B, Tq, H), (B, Tk, H), (B, Tk, H) -> (B, Tq, H)
-  local scores = q:matmul(k:transpose(1, 2)) / math.sqrt(q.shape[-1])
-  return nn.functional.softmax(scores, -1):matmul(v)
-end
+-- The article omits Encoder and Decoder ("implementation details omitted for brevity");
+-- here they are built of the real layers, as a PyTorch user would fill them in:
+-- nn.TransformerEncoder over nn.TransformerEncoderLayer, nn.TransformerDecoder over
+-- nn.TransformerDecoderLayer (self-attention, then attention to the encoder's output).
 local Encoder = nn.Module:extend("Encoder")
 function Encoder:init(input_size, num_layers, num_heads, hidden_size)
   self.embed = nn.Linear(input_size, hidden_size)
-  self.q, self.k, self.v = nn.Linear(hidden_size, hidden_size), nn.Linear(hidden_size, hidden_size),
-    nn.Linear(hidden_size, hidden_size)
+  self.layers = nn.TransformerEncoder(nn.TransformerEncoderLayer(hidden_size, num_heads,
+    {dim_feedforward = 4 * hidden_size, batch_first = true}), num_layers)
 end
 function Encoder:forward(src)
-  local x = self.embed(src)
-  return x + attention(self.q(x), self.k(x), self.v(x)) -- self-attention
+  return self.layers(self.embed(src))
 end
 local Decoder = nn.Module:extend("Decoder")
 function Decoder:init(output_size, num_layers, num_heads, hidden_size)
   self.embed = nn.Linear(output_size, hidden_size)
-  self.q, self.k, self.v = nn.Linear(hidden_size, hidden_size), nn.Linear(hidden_size, hidden_size),
-    nn.Linear(hidden_size, hidden_size)
+  self.layers = nn.TransformerDecoder(nn.TransformerDecoderLayer(hidden_size, num_heads,
+    {dim_feedforward = 4 * hidden_size, batch_first = true}), num_layers)
   self.out = nn.Linear(hidden_size, output_size)
 end
 function Decoder:forward(tgt, encoder_output)
-  local x = self.embed(tgt)
-  x = x + attention(self.q(x), self.k(encoder_output), self.v(encoder_output)) -- attends to the input
-  return self.out(x)
+  local T = tgt.shape[1]
+  local mask = nn.Transformer.generate_square_subsequent_mask(T, {device = tgt.device})
+  return self.out(self.layers(self.embed(tgt), encoder_output, {tgt_mask = mask}))
 end
 
 local Transformer = nn.Module:extend("Transformer")
@@ -346,13 +339,23 @@ function Transformer:forward(src, tgt)
   return output
 end
 do
-  local tr = Transformer(6, 4, 1, 1, 16):to(device)
+  local tr = Transformer(6, 4, 2, 4, 16):to(device)
   local src, tgt = torch.randn(2, 7, 6, {device = device}), torch.randn(2, 5, 4, {device = device})
   local out = tr(src, tgt)
   eq(out.shape, torch.Size({2, 5, 4}), "Transformer output (batch, target length, output_size)")
-  -- attention weights are a softmax: each row sums to 1
-  local w = nn.functional.softmax(torch.randn(2, 5, 7), -1)
-  close(w:sum(-1), torch.ones(2, 5), 1e-5, 1e-6, "softmax rows")
+  -- the decoder's attention to the encoder: weights are a softmax over the 7 source steps
+  -- (in eval mode: in training they come after dropout, as PyTorch's)
+  tr:eval()
+  local attn = tr.decoder.layers.layers[0].multihead_attn
+  local _, w = attn(torch.randn(2, 5, 16, {device = device}), torch.randn(2, 7, 16, {device = device}),
+    torch.randn(2, 7, 16, {device = device}))
+  eq(w.shape, torch.Size({2, 5, 7}), "attention weights (batch, target, source)")
+  close(w:sum(-1), torch.ones(2, 5, {device = device}), 1e-5, 1e-6, "softmax rows")
+  -- the target mask is causal: changing a later target step leaves earlier outputs alone
+  local tgt2 = tgt:clone()
+  tgt2:select(1, 4):fill_(5)
+  close(tr(src, tgt2):narrow(1, 0, 4), tr(src, tgt):narrow(1, 0, 4), 1e-5, 1e-6, "causal decoder")
+  tr:train()
   out:sum():backward()
   for name, p in tr:named_parameters() do ok(p.grad ~= nil, "a gradient for " .. name) end
 end

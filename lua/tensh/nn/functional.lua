@@ -153,6 +153,15 @@ function F.linear(x, w, b)
   check_tensor("linear", w, "weight")
   if b ~= nil then check_tensor("linear", b, "bias") end
   if x:dim() == 2 and b ~= nil then return torch.addmm(b, x, w:t()) end
+  if x:dim() > 2 and w:dim() == 2 then
+    -- (*, in) as rows of one GEMM: a batched matmul would compute the weight's
+    -- gradient per batch and sum it (a (batch, out, in) temporary)
+    local shape = x.shape:totable()
+    shape[#shape] = w.shape[0]
+    local rows = x:reshape(-1, x.shape[-1])
+    local y = b ~= nil and torch.addmm(b, rows, w:t()) or rows:mm(w:t())
+    return y:view(shape)
+  end
   local y = x:matmul(w:t())
   if b ~= nil then y = y + b end
   return y

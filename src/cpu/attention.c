@@ -1,0 +1,135 @@
+/* CPU kernels of fused scaled dot-product attention (contracts in
+ * src/ops_attention.def). Forward: each block of BQ queries meets the keys in
+ * blocks of BK: one GEMM for the block's scores, the mask, an online softmax
+ * (running max and sum per query; the partial output is rescaled when the max
+ * grows), dropout, one GEMM into the output. Only a BQ x BK block of scores
+ * exists at a time. Backward (flash attention's): each block of scores is
+ * recomputed and turned into probabilities by the saved log-sum-exp; five
+ * GEMMs per pair of blocks give dv, the probabilities' gradient, dq and dk.
+ * Threads split the forward by (batch, query block), the backward by batch
+ * (a batch's dk and dv gather over all its queries). */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "vmath.h"
+
+enum { BQ = 64, BK = 128 };
+
+typedef struct attn_args {
+  int64_t B, L, S, E, Ev;
+  const void *q, *k, *v, *mask, *dout, *lse, *delta;
+  void *o, *dq, *dk, *dv;
+  int64_t ms[3]; /* the mask's strides */
+  bool causal;
+  double p, scale;
+  uint64_t seed, offset;
+} attn_args;
+
+/* u[l][g] = lane l of ts_philox(seed, base + g), g < n <= BK / 4: the same
+ * values, with the rounds written out so that the counters run in vector lanes
+ * (a call per draw of ts_philox did not vectorise and cost as much as the
+ * attention's GEMMs at dropout 0.1) */
+__attribute__((target_clones("avx2", "default"))) static void philox_groups(uint64_t seed, uint64_t base, int64_t n,
+                                                                             uint32_t u[4][BK / 4]) {
+  const uint32_t s0 = (uint32_t)seed, s1 = (uint32_t)(seed >> 32);
+#pragma omp simd
+  for (int64_t g = 0; g < n; g++) {
+    const uint64_t ctr = base + (uint64_t)g;
+    uint32_t c0 = (uint32_t)ctr, c1 = (uint32_t)(ctr >> 32), c2 = 0, c3 = 0, k0 = s0, k1 = s1;
+#pragma GCC unroll 10
+    for (int r = 0; r < 10; r++) {
+      const uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+      const uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+      c1 = (uint32_t)p1, c3 = (uint32_t)p0, c0 = n0, c2 = n2;
+      k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
+    }
+    u[0][g] = c0, u[1][g] = c1, u[2][g] = c2, u[3][g] = c3;
+  }
+}
+
+#define T float
+#define SFX _f32
+#define GEMM cblas_sgemm
+#define EXPT ts_expf
+#include "attention_impl.h"
+#undef T
+#undef SFX
+#undef GEMM
+#undef EXPT
+
+#define T double
+#define SFX _f64
+#define GEMM cblas_dgemm
+#define EXPT exp
+#include "attention_impl.h"
+#undef T
+#undef SFX
+#undef GEMM
+#undef EXPT
+
+static attn_args args_of(const ts_call *c, int q, int k, int v, int mask) {
+  ts_tensor *const *in = c->in;
+  attn_args a = {.B = in[q]->sizes[0], .L = in[q]->sizes[1], .S = in[k]->sizes[1], .E = in[q]->sizes[2],
+                 .Ev = in[v]->sizes[2], .q = ts_data(in[q]), .k = ts_data(in[k]), .v = ts_data(in[v]),
+                 .causal = c->i[2] != 0, .p = c->f[0], .scale = c->f[1], .seed = (uint64_t)c->i[0],
+                 .offset = (uint64_t)c->i[1]};
+  if (c->nin > mask) {
+    const ts_tensor *m = in[mask];
+    a.mask = ts_data(m);
+    for (int d = 0; d < 3; d++) a.ms[d] = m->strides[d];
+  }
+  return a;
+}
+
+static ts_status k_sdpa_forward(const ts_call *c) {
+  attn_args a = args_of(c, 0, 1, 2, 3);
+  a.o = ts_data(c->out[0]), a.lse = ts_data(c->out[1]);
+  const bool dbl = c->in[0]->dtype == TS_FLOAT64;
+  const int64_t nb = (a.L + BQ - 1) / BQ, tasks = a.B * nb;
+  const size_t elem = dbl ? sizeof(double) : sizeof(float);
+  bool oom = false;
+#pragma omp parallel if (tasks > 1 && a.L * a.S * a.E * a.B > TS_PARALLEL_GRAIN) reduction(|| : oom)
+  {
+    void *scratch = malloc(elem * (2 * BQ * BK + 2 * BQ));
+    if (!scratch) oom = true;
+#pragma omp for schedule(dynamic)
+    for (int64_t t = 0; t < tasks; t++) {
+      if (!scratch) continue;
+      const int64_t b = t / nb, i0 = (t % nb) * BQ, nq = i0 + BQ < a.L ? BQ : a.L - i0;
+      if (dbl) forward_block_f64(&a, b, i0, nq, scratch);
+      else forward_block_f32(&a, b, i0, nq, scratch);
+    }
+    free(scratch);
+  }
+  return oom ? ts_fail(TS_ERR_OOM, "sdpa_forward: out of memory for the score blocks") : TS_OK;
+}
+
+static ts_status k_sdpa_backward(const ts_call *c) {
+  attn_args a = args_of(c, 1, 2, 3, 6);
+  a.dout = ts_data(c->in[0]), a.lse = ts_data(c->in[4]), a.delta = ts_data(c->in[5]);
+  a.dq = ts_data(c->out[0]), a.dk = ts_data(c->out[1]), a.dv = ts_data(c->out[2]);
+  const bool dbl = c->in[0]->dtype == TS_FLOAT64;
+  const size_t elem = dbl ? sizeof(double) : sizeof(float);
+  bool oom = false;
+#pragma omp parallel if (a.B > 1 && a.L * a.S * a.E * a.B > TS_PARALLEL_GRAIN) reduction(|| : oom)
+  {
+    void *scratch = malloc(elem * 3 * BQ * BK);
+    if (!scratch) oom = true;
+#pragma omp for schedule(dynamic)
+    for (int64_t b = 0; b < a.B; b++) {
+      if (!scratch) continue;
+      if (dbl) backward_batch_f64(&a, b, scratch);
+      else backward_batch_f32(&a, b, scratch);
+    }
+    free(scratch);
+  }
+  return oom ? ts_fail(TS_ERR_OOM, "sdpa_backward: out of memory for the score blocks") : TS_OK;
+}
+
+void ts_cpu_register_attention(ts_kernel *k) {
+  k[TS_OP_SDPA_FORWARD] = k_sdpa_forward;
+  k[TS_OP_SDPA_BACKWARD] = k_sdpa_backward;
+}

@@ -1,0 +1,157 @@
+/* The CPU kernels of fused attention for one element type, included twice by
+ * attention.c with T (float or double), SFX (the name suffix), GEMM (cblas_sgemm
+ * or cblas_dgemm) and EXPT (the exponential) defined. See attention.c. */
+
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+#define FN_(name) CAT(name, SFX)
+
+/* scores (nq, nk) of queries i0.. against keys j0..: mask added, future keys
+ * (causal) -inf; row stride ld */
+static void FN_(add_mask)(const attn_args *a, int64_t b, int64_t i0, int64_t nq, int64_t j0, int64_t nk, T *s,
+                          int64_t ld) {
+  const T *m = a->mask;
+  for (int64_t r = 0; r < nq; r++) {
+    T *row = s + r * ld;
+    const int64_t i = i0 + r;
+    if (m) {
+      const T *mr = m + b * a->ms[0] + i * a->ms[1] + j0 * a->ms[2];
+      const int64_t st = a->ms[2];
+      for (int64_t c = 0; c < nk; c++) row[c] += mr[c * st];
+    }
+    if (a->causal)
+      for (int64_t c = i - j0 + 1 < 0 ? 0 : i - j0 + 1; c < nk; c++) row[c] = (T)-INFINITY;
+  }
+}
+
+/* the dropout factors of queries i0.., keys j0.. (j0 % 4 == 0): keep / (1 - p) or 0,
+ * into f (nq rows of ld >= nk rounded up to 4). One Philox draw gives four keys;
+ * the draws of a row are independent, so the loop vectorises. */
+static void FN_(drop_factors)(const attn_args *a, int64_t b, int64_t i0, int64_t nq, int64_t j0, int64_t nk, T *f,
+                              int64_t ld) {
+  const T rs = a->p < 1 ? (T)(1 / (1 - a->p)) : 0;
+  const float pf = (float)a->p;
+  const int64_t groups = (nk + 3) / 4;
+  uint32_t u[4][BK / 4];
+  for (int64_t r = 0; r < nq; r++) {
+    T *row = f + r * ld;
+    const uint64_t base = a->offset + (uint64_t)((b * a->L + i0 + r) * ts_sdpa_row_counters(a->S) + j0 / 4);
+    philox_groups(a->seed, base, groups, u);
+    for (int64_t g = 0; g < groups; g++)
+      for (int l = 0; l < 4; l++) row[4 * g + l] = ts_uniform_f32(u[l][g]) >= pf ? rs : 0;
+  }
+}
+
+/* x (nq, nk) *= f elementwise (both of row stride ld) */
+static void FN_(scale_by)(int64_t nq, int64_t nk, T *x, const T *f, int64_t ld) {
+  for (int64_t r = 0; r < nq; r++) {
+    T *xr = x + r * ld;
+    const T *fr = f + r * ld;
+#pragma omp simd
+    for (int64_t c = 0; c < nk; c++) xr[c] *= fr[c];
+  }
+}
+
+/* queries [i0, i0 + nq) of batch b: o and lse. scratch: 2*BQ*BK + 2*BQ */
+static void FN_(forward_block)(const attn_args *a, int64_t b, int64_t i0, int64_t nq, T *scratch) {
+  const int64_t E = a->E, Ev = a->Ev, S = a->S;
+  const T *q = (const T *)a->q + (b * a->L + i0) * E, *k = (const T *)a->k + b * S * E;
+  const T *v = (const T *)a->v + b * S * Ev;
+  T *o = (T *)a->o + (b * a->L + i0) * Ev, *lse = (T *)a->lse + b * a->L + i0;
+  T *s = scratch, *f = s + BQ * BK, *m = f + BQ * BK, *l = m + BQ;
+  for (int64_t r = 0; r < nq; r++) m[r] = (T)-INFINITY, l[r] = 0;
+  memset(o, 0, sizeof(T) * (size_t)(nq * Ev));
+  const int64_t jend = a->causal ? (i0 + nq < S ? i0 + nq : S) : S;
+  for (int64_t j0 = 0; j0 < jend; j0 += BK) {
+    const int64_t nk = j0 + BK < S ? BK : S - j0;
+    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)E, (T)a->scale, q, (int)E, k + j0 * E,
+         (int)E, 0, s, BK);
+    FN_(add_mask)(a, b, i0, nq, j0, nk, s, BK);
+    for (int64_t r = 0; r < nq; r++) {
+      T *row = s + r * BK, mx = (T)-INFINITY, sum = 0;
+      for (int64_t c = 0; c < nk; c++) mx = row[c] > mx ? row[c] : mx;
+      const T mn = mx > m[r] ? mx : m[r], shift = mn == (T)-INFINITY ? 0 : mn;
+      const T corr = EXPT(m[r] - shift);
+#pragma omp simd reduction(+ : sum)
+      for (int64_t c = 0; c < nk; c++) {
+        T e = EXPT(row[c] - shift);
+        row[c] = e;
+        sum += e;
+      }
+      l[r] = l[r] * corr + sum, m[r] = mn;
+      if (corr != 1) {
+        T *orow = o + r * Ev;
+        for (int64_t e = 0; e < Ev; e++) orow[e] *= corr;
+      }
+    }
+    if (a->p > 0) {
+      FN_(drop_factors)(a, b, i0, nq, j0, nk, f, BK);
+      FN_(scale_by)(nq, nk, s, f, BK);
+    }
+    GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)Ev, (int)nk, 1, s, BK, v + j0 * Ev, (int)Ev, 1, o,
+         (int)Ev);
+  }
+  for (int64_t r = 0; r < nq; r++) {
+    const T inv = 1 / l[r]; /* l = 0: every key masked, o = 0 * inf = NaN as the math gives */
+    T *orow = o + r * Ev;
+    for (int64_t e = 0; e < Ev; e++) orow[e] *= inv;
+    lse[r] = m[r] + (T)log(l[r]);
+  }
+}
+
+/* batch b's gradients. scratch: 3*BQ*BK. Keys in blocks (outer), queries in
+ * blocks (inner): dk, dv of the key block gather over every query block, dq
+ * of each query block over the key blocks. */
+static void FN_(backward_batch)(const attn_args *a, int64_t b, T *scratch) {
+  const int64_t E = a->E, Ev = a->Ev, S = a->S, L = a->L;
+  const T *q = (const T *)a->q + b * L * E, *k = (const T *)a->k + b * S * E, *v = (const T *)a->v + b * S * Ev;
+  const T *dO = (const T *)a->dout + b * L * Ev, *lse = (const T *)a->lse + b * L, *delta = (const T *)a->delta + b * L;
+  T *dq = (T *)a->dq + b * L * E, *dk = (T *)a->dk + b * S * E, *dv = (T *)a->dv + b * S * Ev;
+  T *p = scratch, *pd = p + BQ * BK, *f = pd + BQ * BK;
+  memset(dq, 0, sizeof(T) * (size_t)(L * E));
+  memset(dk, 0, sizeof(T) * (size_t)(S * E));
+  memset(dv, 0, sizeof(T) * (size_t)(S * Ev));
+  for (int64_t j0 = 0; j0 < S; j0 += BK) {
+    const int64_t nk = j0 + BK < S ? BK : S - j0;
+    for (int64_t i0 = a->causal ? j0 / BQ * BQ : 0; i0 < L; i0 += BQ) {
+      const int64_t nq = i0 + BQ < L ? BQ : L - i0;
+      GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)E, (T)a->scale, q + i0 * E, (int)E,
+           k + j0 * E, (int)E, 0, p, BK);
+      FN_(add_mask)(a, b, i0, nq, j0, nk, p, BK);
+      for (int64_t r = 0; r < nq; r++) {
+        T *row = p + r * BK;
+        const T sh = lse[i0 + r];
+#pragma omp simd
+        for (int64_t c = 0; c < nk; c++) row[c] = EXPT(row[c] - sh);
+      }
+      const T *pv = p; /* the probabilities that met v: dropped ones where dropout runs */
+      if (a->p > 0) { /* the same factors as the forward's, drawn once for pv and dpv */
+        FN_(drop_factors)(a, b, i0, nq, j0, nk, f, BK);
+        for (int64_t r = 0; r < nq; r++) memcpy(pd + r * BK, p + r * BK, sizeof(T) * (size_t)nk);
+        FN_(scale_by)(nq, nk, pd, f, BK);
+        pv = pd;
+      }
+      /* dv_j += pv^T do_i */
+      GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)Ev, (int)nq, 1, pv, BK, dO + i0 * Ev, (int)Ev, 1,
+           dv + j0 * Ev, (int)Ev);
+      /* dpv = do_i v_j^T, into pd: the gradient of the dropped probabilities */
+      GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)Ev, 1, dO + i0 * Ev, (int)Ev, v + j0 * Ev,
+           (int)Ev, 0, pd, BK);
+      if (a->p > 0) FN_(scale_by)(nq, nk, pd, f, BK);
+      for (int64_t r = 0; r < nq; r++) { /* ds = p * (dp - delta), in pd */
+        T *dr = pd + r * BK;
+        const T *pr = p + r * BK, de = delta[i0 + r];
+#pragma omp simd
+        for (int64_t c = 0; c < nk; c++) dr[c] = pr[c] * (dr[c] - de);
+      }
+      GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)E, (int)nk, (T)a->scale, pd, BK, k + j0 * E,
+           (int)E, 1, dq + i0 * E, (int)E);
+      GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)E, (int)nq, (T)a->scale, pd, BK, q + i0 * E,
+           (int)E, 1, dk + j0 * E, (int)E);
+    }
+  }
+}
+
+#undef FN_
+#undef CAT
+#undef CAT_
