@@ -271,6 +271,16 @@ case({name = "recurrent layers", ops = {"lstm_cell", "lstm_cell_backward", "gru_
         return {o1 + o2 + o3 + o4, h1, c1, h2}
       end, shapes = {{4, 3, 12}}, layouts = {"contig", "strided"}})
 
+-- fused attention: x (B 2, L 5, 8) as query, key and value, with a float mask and causal
+case({name = "scaled dot-product attention", ops = {"sdpa_forward", "sdpa_backward"}, dtypes = {"float32", "float64"},
+      grad = true, tol = {float32 = 1e-4},
+      fn = function(x)
+        local mask = (torch.arange(25, {device = x.device}):to(x.dtype):view(5, 5) * 0.7):sin()
+        local a = F.scaled_dot_product_attention(x, x:narrow(1, 1, 4), x:narrow(1, 0, 4), {attn_mask = mask:narrow(1, 0, 4)})
+        local b = F.scaled_dot_product_attention(x, x, x, {is_causal = true, scale = 0.5})
+        return {a, b}
+      end, shapes = {{2, 5, 8}}, layouts = {"contig", "strided"}})
+
 -- optimizers: the fused steps, from the same parameters and gradients
 local function optim_case(make)
   return function(p, g)
