@@ -234,6 +234,13 @@ test("nn.Module's metamethods called by hand on other values name what they expe
   local n = 0
   for _ in pairs(seq) do n = n + 1 end
   eq(n, 1)
+  -- an RNN's methods called on the class table rather than an instance
+  user_error(function() local _ = nn.GRU:forward(torch.zeros(2, 3)) end,
+    "forward: expected a module, got the class GRU (create one with GRU(...))")
+  user_error(function() local _ = nn.GRUCell:forward(torch.zeros(2, 3)) end, "forward: expected a module, got the class GRUCell")
+  user_error(function() nn.LSTM:reset_parameters() end, "reset_parameters: expected a module, got the class LSTM")
+  user_error(function() local _ = nn.GRU:extra_repr() end, "extra_repr: expected a module, got the class GRU")
+  ok(tostring(nn.GRU(2, 3)):find("GRU(2, 3)", 1, true))
   eq(tostring(nn.Linear), "<class Linear>")
   eq(m(torch.zeros(1, 2)).shape, torch.Size({1, 2}))
   ok(tostring(m):find("^Linear%(in_features=2"), tostring(m))

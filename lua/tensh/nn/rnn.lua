@@ -14,6 +14,7 @@ local nn = require "tensh.nn"
 local C = require "tensh.nn.common"
 local Module, Parameter, F, init = nn.Module, nn.Parameter, nn.functional, nn.init
 local raise, args, pyval, tuple, shape_str = C.raise, C.args, C.pyval, C.tuple, C.shape_str
+local check_module = C.check_module -- self is a module, not the class (nn.GRU:forward(x))
 local check_int, factory = C.check_int, C.factory
 local is_tensor = torch.is_tensor
 
@@ -158,11 +159,13 @@ local function base_init(self, kind, ...)
 end
 
 function RNNBase:reset_parameters()
+  check_module("reset_parameters", self)
   local stdv = 1 / math.sqrt(self.hidden_size)
   for _, name in ipairs(self._flat_weights_names) do init.uniform_(self[name], -stdv, stdv) end
 end
 
 function RNNBase:extra_repr()
+  check_module("extra_repr", self)
   local s = ("%d, %d"):format(self.input_size, self.hidden_size)
   if self.proj_size ~= 0 then s = s .. (", proj_size=%d"):format(self.proj_size) end
   if self.num_layers ~= 1 then s = s .. (", num_layers=%d"):format(self.num_layers) end
@@ -242,6 +245,7 @@ local function run_layers(self, x, bs, h0, c0)
 end
 
 function RNNBase:forward(input, hx)
+  check_module("forward", self)
   local name = self:_get_name()
   local lstm = self.mode == "LSTM"
   local dirs = self.bidirectional and 2 or 1
@@ -382,11 +386,13 @@ local function cell_init(self, kind, ...)
 end
 
 function RNNCellBase:reset_parameters()
+  check_module("reset_parameters", self)
   local stdv = 1 / math.sqrt(self.hidden_size)
   for _, p in ipairs(self:parameters()) do init.uniform_(p, -stdv, stdv) end
 end
 
 function RNNCellBase:extra_repr()
+  check_module("extra_repr", self)
   local s = ("%d, %d"):format(self.input_size, self.hidden_size)
   if self.bias ~= true then s = s .. ", bias=" .. pyval(self.bias) end
   if self.nonlinearity and self.nonlinearity ~= "tanh" then s = s .. ", nonlinearity=" .. self.nonlinearity end
@@ -394,6 +400,7 @@ function RNNCellBase:extra_repr()
 end
 
 function RNNCellBase:forward(input, hx)
+  check_module("forward", self)
   local name = self:_get_name()
   local lstm = self.mode == "LSTM"
   if not is_tensor(input) then raise("%s: expected a tensor input, got %s", name, type(input)) end
