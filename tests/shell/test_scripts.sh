@@ -88,5 +88,20 @@ else
   skip "train_fashion_mnist" "Debian's dataset-fashion-mnist is not installed ($fm)"
 fi
 
+# DistributedDataParallel in two processes, on tiny settings: it trains (the
+# accuracy against one process is in the notes, from full runs)
+if ! want "ddp_fashion_mnist"; then :
+elif ! command -v mpirun >/dev/null; then
+  skip "ddp_fashion_mnist" "needs Open MPI's mpirun (apt-get install openmpi-bin libopenmpi3)"
+elif [ -f "$fm/train-images-idx3-ubyte.gz" ] || [ -f "$fm/train-images-idx3-ubyte" ]; then
+  check "ddp_fashion_mnist, 2 processes" "final test accuracy: [5-9][0-9]\.[0-9]+ %" -- \
+    "$tensh" --nproc 2 scripts/ddp_fashion_mnist.lua --limit 600 --batch-size 100 --epochs 2 --out "$tmp/ddp.safetensors"
+  grep -q "over 2 processes (mpi, cpu)" "$tmp/out" && passed=$((passed + 1)) ||
+    fail "ddp_fashion_mnist says its processes" "no 'over 2 processes (mpi, cpu)' line" "$tmp/out"
+  [ -f "$tmp/ddp.safetensors" ] && passed=$((passed + 1)) || fail "ddp_fashion_mnist --out" "no $tmp/ddp.safetensors"
+else
+  skip "ddp_fashion_mnist" "Debian's dataset-fashion-mnist is not installed ($fm)"
+fi
+
 echo "$name: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
