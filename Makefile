@@ -164,7 +164,7 @@ $(BUILD)/%.o: %.c
 # the Lua library is embedded in the binary, so tensh runs from anywhere
 $(BUILD)/embed: tools/embed.c
 	@mkdir -p $(dir $@)
-	$(call say,CC,$<)$(CC) -O1 -o $@ $<
+	$(call say,CC,$<)$(CC) -O1 $(LUA_CFLAGS) -o $@ $< $(LUA_LIBS)
 
 # docs/api.md goes in too, as the module tensh.api_doc (a Lua string), for
 # help() at the prompt

@@ -89,7 +89,7 @@ def main(argv):
             target = f"<= {r['target']:.3g}: " + ("met" if r["meets_target"] else "NOT met")
         elif "target_ms" in r:
             target = f"< {r['target_ms']:g} ms: " + ("met" if r["meets_target"] else "NOT met")
-        cpu = f" (CPU {fmt(r['tensh_cpu_median'])})" if r.get("cpu_ratio") else ""
+        cpu = f" (CPU {fmt(r['tensh_cpu_median'])})" if r["tensh_cpu_median"] and r["case"] not in WALL_ONLY else ""
         pcpu = f" (CPU {fmt(r['pytorch_cpu_median'])})" if r.get("cpu_ratio") else ""
         eq = "" if "equal_terms" not in r else ("yes" if r["equal_terms"] else f"NO {r['terms']}")
         print(f"| {r['case']} | {fmt(r['tensh_median'])}{cpu} | {fmt(r.get('pytorch_median'))}{pcpu} | "

@@ -7,7 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-extern const struct { const char *name; const char *src; size_t len; } ts_lua_modules[];
+extern const struct { const char *name; const char *src; size_t len; const char *bc; size_t bclen; } ts_lua_modules[];
+
+/* embedded module i as a function on the stack: its bytecode (compiled at
+ * build time by tools/embed.c under this chunk name), or its source where
+ * this Lua reads another bytecode format (tensh.so under another lua5.4) */
+static int load_embedded(lua_State *L, int i, const char *chunk) {
+  if (luaL_loadbufferx(L, ts_lua_modules[i].bc, ts_lua_modules[i].bclen, chunk, "b") == LUA_OK) return LUA_OK;
+  lua_pop(L, 1);
+  return luaL_loadbufferx(L, ts_lua_modules[i].src, ts_lua_modules[i].len, chunk, "t");
+}
 
 /* package.searchers entry: finds the embedded tensh.* Lua modules */
 static int embedded_searcher(lua_State *L) {
@@ -18,7 +27,7 @@ static int embedded_searcher(lua_State *L) {
     snprintf(chunk, sizeof chunk, "@lua/%s.lua", name);
     for (char *c = chunk + 5; *c; c++)
       if (*c == '.' && strcmp(c, ".lua") != 0) *c = '/';
-    if (luaL_loadbufferx(L, ts_lua_modules[i].src, ts_lua_modules[i].len, chunk, "t")) return lua_error(L);
+    if (load_embedded(L, i, chunk)) return lua_error(L);
     lua_pushstring(L, name);
     return 2;
   }
@@ -130,8 +139,7 @@ int luaopen_tensh(lua_State *L) {
   for (int i = 0;; i++) {
     if (!ts_lua_modules[i].name) return luaL_error(L, "tensh: embedded prelude missing (broken build)");
     if (strcmp(ts_lua_modules[i].name, "tensh.prelude") != 0) continue;
-    if (luaL_loadbufferx(L, ts_lua_modules[i].src, ts_lua_modules[i].len, "@lua/tensh/prelude.lua", "t"))
-      return lua_error(L);
+    if (load_embedded(L, i, "@lua/tensh/prelude.lua")) return lua_error(L);
     break;
   }
   lua_pushvalue(L, torch);

@@ -1,6 +1,7 @@
 -- What start-up does and does not do (issue 12: start-up under 20 ms): the
--- embedded tensh.* modules are served before any file-system search, and
--- oneDNN is opened by the first convolution, not at start.
+-- embedded tensh.* modules are served before any file-system search, from
+-- bytecode that keeps their lines, and oneDNN is opened by the first
+-- convolution, not at start.
 local T = require "harness"
 local test, eq, ok = T.test, T.eq, T.ok
 local build = os.getenv("TENSH_BUILD") or "../../build"
@@ -30,6 +31,15 @@ test("an embedded module is found before LUA_PATH is searched", function()
   -- a module that is not embedded still comes from the path
   local okm, err = pcall(require, "tensh.no_such_module")
   ok(not okm and tostring(err):find("no embedded module 'tensh.no_such_module'", 1, true), tostring(err))
+end)
+
+test("embedded modules (bytecode since tools/embed.c compiles them) keep their file names and lines", function()
+  local info = debug.getinfo(nn.Linear.forward, "S")
+  eq(info.source, "@lua/tensh/nn/linear.lua", "the chunk name tracebacks print")
+  ok(info.linedefined > 1, "line numbers kept (the dump is not stripped): " .. info.linedefined)
+  local out = run('local m = nn.Linear(1, 2) m:forward("x")')
+  ok(out:find("lua/tensh/nn/linear.lua:%d+: in method 'forward'"), "a traceback names file and line:\n" .. out)
+  ok(out:find("expected a tensor input, got string", 1, true), "and the message")
 end)
 
 test("libdnnl is opened by the first convolution, not at start", function()
