@@ -117,7 +117,7 @@ static inline unsigned tsc_blocks(int64_t n, int threads = TSC_THREADS, int per_
 
 // ---- dtypes ---------------------------------------------------------------
 // Storage types: float, double, __half, __nv_bfloat16, int64_t, int32_t,
-// uint8_t, bool. Arithmetic on float16 and bfloat16 runs in float (opmath).
+// int16_t, int8_t, uint8_t, bool. Arithmetic on float16 and bfloat16 runs in float (opmath).
 template <typename T> struct tsc_opmath { using type = T; };
 template <> struct tsc_opmath<__half> { using type = float; };
 template <> struct tsc_opmath<__nv_bfloat16> { using type = float; };
@@ -132,7 +132,8 @@ template <> struct tsc_is_float<__nv_bfloat16> { static constexpr bool value = t
 // Conversion between any two storage/opmath types, as the CPU casts
 // (src/cpu/copy.c, ts_store_f64): float16 and bfloat16 through float (round
 // to nearest even; double rounds to float first), to bool as != 0, float to
-// integer truncating, to uint8 through int64 (-1.0 -> 255, as torch).
+// integer truncating, to the narrow integers through int64 (-1.0 -> 255 in
+// uint8, as torch; 200.0 -> -56 in int8, as the CPU).
 template <typename T> struct tsc_conv {
   template <typename F> __host__ __device__ static T from(F v) { return static_cast<T>(v); }
   __host__ __device__ static T from(__half v) { return static_cast<T>(__half2float(v)); }
@@ -163,6 +164,16 @@ template <> struct tsc_conv<uint8_t> {
   __host__ __device__ static uint8_t from(__half v) { return (uint8_t)(int64_t)__half2float(v); }
   __host__ __device__ static uint8_t from(__nv_bfloat16 v) { return (uint8_t)(int64_t)__bfloat162float(v); }
 };
+// The narrow signed integers: floats through int64, as uint8 above.
+template <typename N> struct tsc_conv_narrow {
+  template <typename F> __host__ __device__ static N from(F v) { return static_cast<N>(v); }
+  __host__ __device__ static N from(float v) { return (N)(int64_t)v; }
+  __host__ __device__ static N from(double v) { return (N)(int64_t)v; }
+  __host__ __device__ static N from(__half v) { return (N)(int64_t)__half2float(v); }
+  __host__ __device__ static N from(__nv_bfloat16 v) { return (N)(int64_t)__bfloat162float(v); }
+};
+template <> struct tsc_conv<int8_t> : tsc_conv_narrow<int8_t> {};
+template <> struct tsc_conv<int16_t> : tsc_conv_narrow<int16_t> {};
 template <typename To, typename From> __host__ __device__ inline To tsc_cast(From v) { return tsc_conv<To>::from(v); }
 
 // Calls f(T{}) with T the storage type of dt; f returns a ts_status. Use a
@@ -175,6 +186,8 @@ template <typename F> ts_status tsc_dispatch(ts_dtype dt, F &&f) {
   case TS_BFLOAT16: return f(__nv_bfloat16{});
   case TS_INT64: return f(int64_t{});
   case TS_INT32: return f(int32_t{});
+  case TS_INT16: return f(int16_t{});
+  case TS_INT8: return f(int8_t{});
   case TS_UINT8: return f(uint8_t{});
   case TS_BOOL: return f(bool{});
   default: return ts_fail(TS_ERR_DTYPE, "unknown dtype %d on cuda", (int)dt);

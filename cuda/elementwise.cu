@@ -132,11 +132,14 @@ struct f_gelu {
     return mul_rn(mul_rn((C)0.5, x), add_rn((C)1, m_erf(mul_rn(x, (C)0.7071067811865476))));
   }
 };
+// Integers compare with their bounds in int64, as the CPU: an int8 clamped
+// to [-1000, 1000] is unchanged, to [200, 300] becomes (int8)200.
+template <typename C> using clamp_t = std::conditional_t<is_int_v<C>, int64_t, C>;
 template <typename C> struct f_clamp {
   int64_t flags; // bit 1: lo; bit 2: hi
-  C lo, hi;
+  clamp_t<C> lo, hi;
   // lo wins over hi (lo > hi gives lo), NaN x stays NaN, as the CPU
-  __device__ C operator()(C x) const { return ((flags & 1) && x < lo) ? lo : ((flags & 2) && x > hi) ? hi : x; }
+  __device__ C operator()(C x) const { return (C)(((flags & 1) && x < lo) ? lo : ((flags & 2) && x > hi) ? hi : x); }
 };
 template <typename C> struct f_pow_scalar {
   C p; // the exponent: (C)f[0]; integers: (int64_t)f[0]
@@ -309,7 +312,7 @@ ts_status k_unary(const ts_call *c) {
   case TS_OP_CLAMP:
     return by_dtype<DF | DI>(c, dt, [&](auto t) {
       using C = tsc_ew_t<decltype(t)>;
-      return unary<decltype(t)>(c, f_clamp<C>{c->i[0], (C)c->f[0], (C)c->f[1]});
+      return unary<decltype(t)>(c, f_clamp<C>{c->i[0], (clamp_t<C>)c->f[0], (clamp_t<C>)c->f[1]});
     });
   case TS_OP_POW_SCALAR:
     return by_dtype<DF | DI>(c, dt, [&](auto t) {

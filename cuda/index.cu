@@ -288,8 +288,9 @@ __global__ void index_rows_kernel(char *a, const int64_t *idx, const char *b, ts
 }
 
 // Scatter-add: integers wrap (two's complement atomics), float16/bfloat16
-// add in hardware, uint8 through a CAS on the aligned word, bool as a
-// logical or (as the CPU's add_elem).
+// add in hardware, uint8, int8 and int16 through a CAS on the aligned word
+// (a wrapping add is the same bits signed or not), bool as a logical or (as
+// the CPU's add_elem).
 __device__ __forceinline__ void byte_update(uint8_t *p, uint8_t s, bool logical) {
   unsigned int *w = (unsigned int *)((uintptr_t)p & ~(uintptr_t)3);
   unsigned shift = (unsigned)((uintptr_t)p & 3) * 8;
@@ -303,7 +304,24 @@ __device__ __forceinline__ void byte_update(uint8_t *p, uint8_t s, bool logical)
   } while (old != assumed);
 }
 
+__device__ __forceinline__ void half_word_add(uint16_t *p, uint16_t s) {
+  unsigned int *w = (unsigned int *)((uintptr_t)p & ~(uintptr_t)3);
+  unsigned shift = (unsigned)((uintptr_t)p & 2) * 8;
+  unsigned old = *(volatile unsigned *)w, assumed;
+  do {
+    unsigned h = (old >> shift) & 0xffffu, nh = (h + s) & 0xffffu;
+    assumed = old;
+    old = atomicCAS(w, assumed, (assumed & ~(0xffffu << shift)) | (nh << shift));
+  } while (old != assumed);
+}
+
 template <typename T> __device__ __forceinline__ void atomic_add_elem(T *p, T v, bool) { atomicAdd(p, v); }
+template <> __device__ __forceinline__ void atomic_add_elem<int8_t>(int8_t *p, int8_t v, bool) {
+  byte_update((uint8_t *)p, (uint8_t)v, false);
+}
+template <> __device__ __forceinline__ void atomic_add_elem<int16_t>(int16_t *p, int16_t v, bool) {
+  half_word_add((uint16_t *)p, (uint16_t)v);
+}
 template <> __device__ __forceinline__ void atomic_add_elem<int64_t>(int64_t *p, int64_t v, bool) {
   atomicAdd((unsigned long long *)p, (unsigned long long)v);
 }

@@ -249,6 +249,8 @@ template <> struct gemm_acc<__half> { using type = float; };
 template <> struct gemm_acc<__nv_bfloat16> { using type = float; };
 template <> struct gemm_acc<int64_t> { using type = uint64_t; };
 template <> struct gemm_acc<int32_t> { using type = uint64_t; };
+template <> struct gemm_acc<int16_t> { using type = uint64_t; };
+template <> struct gemm_acc<int8_t> { using type = uint64_t; };
 template <> struct gemm_acc<uint8_t> { using type = uint64_t; };
 
 #define TILE 16

@@ -36,10 +36,13 @@ template <> struct rstore<__nv_bfloat16> {
   __device__ static __nv_bfloat16 f64(double v) { return __float2bfloat16_rn(__double2float_rn(v)); }
   __device__ static __nv_bfloat16 i64(int64_t v) { return f64(__ll2double_rn(v)); }
 };
-template <> struct rstore<uint8_t> {
-  __device__ static uint8_t f64(double v) { return (uint8_t)(int64_t)v; }
-  __device__ static uint8_t i64(int64_t v) { return (uint8_t)v; }
+template <typename N> struct rstore_narrow { // the 8- and 16-bit integers: doubles through int64
+  __device__ static N f64(double v) { return (N)(int64_t)v; }
+  __device__ static N i64(int64_t v) { return (N)v; }
 };
+template <> struct rstore<uint8_t> : rstore_narrow<uint8_t> {};
+template <> struct rstore<int8_t> : rstore_narrow<int8_t> {};
+template <> struct rstore<int16_t> : rstore_narrow<int16_t> {};
 template <> struct rstore<bool> {
   __device__ static bool f64(double v) { return v != 0; }
   __device__ static bool i64(int64_t v) { return v != 0; }

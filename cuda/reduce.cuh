@@ -124,7 +124,7 @@ __device__ __forceinline__ int tsr_esize(ts_dtype dt) {
   switch (dt) {
   case TS_FLOAT64: case TS_INT64: return 8;
   case TS_FLOAT32: case TS_INT32: return 4;
-  case TS_FLOAT16: case TS_BFLOAT16: return 2;
+  case TS_FLOAT16: case TS_BFLOAT16: case TS_INT16: return 2;
   default: return 1;
   }
 }
@@ -137,6 +137,8 @@ __device__ inline void tsr_store_f64(char *p, ts_dtype dt, double v) {
   case TS_BFLOAT16: *(__nv_bfloat16 *)p = __float2bfloat16_rn((float)v); break;
   case TS_INT64: *(int64_t *)p = (int64_t)v; break;
   case TS_INT32: *(int32_t *)p = (int32_t)v; break;
+  case TS_INT16: *(int16_t *)p = (int16_t)(int64_t)v; break;
+  case TS_INT8: *(int8_t *)p = (int8_t)(int64_t)v; break;
   case TS_UINT8: *(uint8_t *)p = (uint8_t)(int64_t)v; break;
   case TS_BOOL: *(uint8_t *)p = v != 0; break;
   default: break;
@@ -147,6 +149,8 @@ __device__ inline void tsr_store_i64(char *p, ts_dtype dt, int64_t v) {
   switch (dt) {
   case TS_INT64: *(int64_t *)p = v; break;
   case TS_INT32: *(int32_t *)p = (int32_t)v; break;
+  case TS_INT16: *(int16_t *)p = (int16_t)v; break;
+  case TS_INT8: *(int8_t *)p = (int8_t)v; break;
   case TS_UINT8: *(uint8_t *)p = (uint8_t)v; break;
   case TS_BOOL: *(uint8_t *)p = v != 0; break;
   default: tsr_store_f64(p, dt, (double)v); break;

@@ -68,6 +68,14 @@ struct key_i32 {
   using T = uint32_t; using K = uint32_t; static constexpr int bits = 32;
   __device__ static uint64_t map(T b) { return b ^ 0x80000000u; }
 };
+struct key_i16 {
+  using T = uint16_t; using K = uint16_t; static constexpr int bits = 16;
+  __device__ static uint64_t map(T b) { return (uint16_t)(b ^ 0x8000u); }
+};
+struct key_i8 { // 16-bit keys sorted on 8 bits, as uint8
+  using T = uint8_t; using K = uint16_t; static constexpr int bits = 8;
+  __device__ static uint64_t map(T b) { return (uint8_t)(b ^ 0x80u); }
+};
 struct key_u8 { // CUB has no 8-bit keys worth having: 16-bit keys sorted on 8 bits
   using T = uint8_t; using K = uint16_t; static constexpr int bits = 8;
   __device__ static uint64_t map(T b) { return b; }
@@ -271,6 +279,8 @@ ts_status tsc_sort_kernel(const ts_call *c) {
   case TS_BFLOAT16: return sort_typed<key_bf16>(x, vals, inds, dim, desc);
   case TS_INT64: return sort_typed<key_i64>(x, vals, inds, dim, desc);
   case TS_INT32: return sort_typed<key_i32>(x, vals, inds, dim, desc);
+  case TS_INT16: return sort_typed<key_i16>(x, vals, inds, dim, desc);
+  case TS_INT8: return sort_typed<key_i8>(x, vals, inds, dim, desc);
   case TS_UINT8: return sort_typed<key_u8>(x, vals, inds, dim, desc);
   case TS_BOOL: return sort_typed<key_bool>(x, vals, inds, dim, desc);
   default: return ts_fail(TS_ERR_DTYPE, "%s: unknown dtype %d on cuda", ts_ops[c->op].name, (int)x->dtype);

@@ -122,7 +122,8 @@ static ts_status load(void) {
   static const char *const type_names[TS_DTYPE_COUNT] = {
       [TS_FLOAT32] = "ompi_mpi_float",     [TS_FLOAT64] = "ompi_mpi_double",  [TS_FLOAT16] = "ompi_mpi_uint16_t",
       [TS_BFLOAT16] = "ompi_mpi_uint16_t", [TS_INT64] = "ompi_mpi_int64_t",  [TS_INT32] = "ompi_mpi_int32_t",
-      [TS_UINT8] = "ompi_mpi_uint8_t",     [TS_BOOL] = "ompi_mpi_c_bool"};
+      [TS_UINT8] = "ompi_mpi_uint8_t",     [TS_BOOL] = "ompi_mpi_c_bool",    [TS_INT8] = "ompi_mpi_int8_t",
+      [TS_INT16] = "ompi_mpi_int16_t"};
   for (int d = 0; d < TS_DTYPE_COUNT; d++) types[d] = object(type_names[d]);
   ops[TS_REDUCE_SUM] = object("ompi_mpi_op_sum");
   ops[TS_REDUCE_PRODUCT] = object("ompi_mpi_op_prod");

@@ -73,6 +73,7 @@ static int nccl_type(ts_dtype dt) {
   case TS_BFLOAT16: return NCCL_BFLOAT16;
   case TS_INT64: return NCCL_INT64;
   case TS_INT32: return NCCL_INT32;
+  case TS_INT8: return NCCL_INT8;
   case TS_UINT8: case TS_BOOL: return NCCL_UINT8;
   default: return NCCL_UINT8;
   }
@@ -92,6 +93,8 @@ static void *stream_of(const ts_tensor *t) { return (void *)ts_cuda_current_stre
 static ts_status check_cuda(const char *fn, const ts_tensor *t) {
   if (t->device.type != TS_CUDA || !ts_is_contiguous(t))
     return ts_fail(TS_ERR_DEVICE, "%s: the \"nccl\" backend takes contiguous CUDA tensors", fn);
+  if (t->dtype == TS_INT16) /* NCCL has no 16-bit integer type (PyTorch refuses it too) */
+    return ts_fail(TS_ERR_DTYPE, "%s: the \"nccl\" backend has no int16; convert first, e.g. t:int()", fn);
   return TS_OK;
 }
 

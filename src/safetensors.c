@@ -27,7 +27,7 @@
 
 static const struct { ts_dtype dt; const char *code; } dtype_codes[] = {
     {TS_FLOAT64, "F64"}, {TS_FLOAT32, "F32"}, {TS_FLOAT16, "F16"}, {TS_BFLOAT16, "BF16"},
-    {TS_INT64, "I64"},   {TS_INT32, "I32"},   {TS_UINT8, "U8"},   {TS_BOOL, "BOOL"},
+    {TS_INT64, "I64"},   {TS_INT32, "I32"},   {TS_INT16, "I16"}, {TS_INT8, "I8"}, {TS_UINT8, "U8"},   {TS_BOOL, "BOOL"},
 };
 #define NCODES (int)(sizeof dtype_codes / sizeof *dtype_codes)
 

@@ -62,6 +62,8 @@ typedef enum ts_dtype {
   TS_INT32,
   TS_UINT8,
   TS_BOOL,
+  TS_INT8, /* after bool: the older dtypes keep their numbers */
+  TS_INT16,
   TS_DTYPE_COUNT
 } ts_dtype;
 

@@ -12,7 +12,7 @@ for _, name in ipairs(dtype_names) do
 end
 torch._floating_dtypes = floating -- "torch.float32" -> true, for tensh.args.is_floating_dtype
 torch.float, torch.double, torch.half = torch.float32, torch.float64, torch.float16
-torch.long, torch.int = torch.int64, torch.int32
+torch.long, torch.int, torch.short = torch.int64, torch.int32, torch.int16
 
 -- torch.Size: dims count from 0 (s[0]), #s is the rank, == compares.
 local size_methods = {}

@@ -30,7 +30,9 @@
   CVT(cvt_##SRC##_i64, SS, LD, int64_t, TS_ST_SAME, C)                  \
   CVT(cvt_##SRC##_i32, SS, LD, int32_t, TS_ST_SAME, C)                  \
   CVT(cvt_##SRC##_u8, SS, LD, uint8_t, TS_ST_SAME, C)                   \
-  CVT(cvt_##SRC##_b, SS, LD, uint8_t, ST_BOOLV, C)
+  CVT(cvt_##SRC##_b, SS, LD, uint8_t, ST_BOOLV, C)                      \
+  CVT(cvt_##SRC##_i8, SS, LD, int8_t, TS_ST_SAME, C)                    \
+  CVT(cvt_##SRC##_i16, SS, LD, int16_t, TS_ST_SAME, C)
 
 FOR_DST(f32, float, TS_LD_SAME, float)
 FOR_DST(f64, double, TS_LD_SAME, double)
@@ -40,13 +42,16 @@ FOR_DST(i64, int64_t, TS_LD_SAME, int64_t)
 FOR_DST(i32, int32_t, TS_LD_SAME, int64_t)
 FOR_DST(u8, uint8_t, TS_LD_SAME, int64_t)
 FOR_DST(b, uint8_t, LD_BOOLV, int64_t)
+FOR_DST(i8, int8_t, TS_LD_SAME, int64_t)
+FOR_DST(i16, int16_t, TS_LD_SAME, int64_t)
 
 #define ROW(SRC)                                                                          \
   {cvt_##SRC##_f32, cvt_##SRC##_f64, cvt_##SRC##_f16, cvt_##SRC##_bf16, cvt_##SRC##_i64, \
-   cvt_##SRC##_i32, cvt_##SRC##_u8,  cvt_##SRC##_b}
+   cvt_##SRC##_i32, cvt_##SRC##_u8,  cvt_##SRC##_b,    cvt_##SRC##_i8,   cvt_##SRC##_i16}
 /* [source][destination], in ts_dtype order */
 static const ts_loop cvt[TS_DTYPE_COUNT][TS_DTYPE_COUNT] = {ROW(f32), ROW(f64), ROW(f16), ROW(bf16),
-                                                             ROW(i64), ROW(i32), ROW(u8),  ROW(b)};
+                                                             ROW(i64), ROW(i32), ROW(u8),  ROW(b),
+                                                             ROW(i8),  ROW(i16)};
 
 /* Same dtype: byte copies, memcpy when both sides are dense. */
 static void copy_bytes(char **d, const int64_t *s, int64_t n, void *ctx) {

@@ -85,6 +85,8 @@
 #define U_I(OP, EXPR)                                                \
   LOOP1(OP##_i64, int64_t, int64_t, TS_LD_SAME, TS_ST_SAME, EXPR)    \
   LOOP1(OP##_i32, int32_t, int64_t, TS_LD_SAME, TS_ST_SAME, EXPR)    \
+  LOOP1(OP##_i16, int16_t, int64_t, TS_LD_SAME, TS_ST_SAME, EXPR)    \
+  LOOP1(OP##_i8, int8_t, int64_t, TS_LD_SAME, TS_ST_SAME, EXPR)      \
   LOOP1(OP##_u8, uint8_t, int64_t, TS_LD_SAME, TS_ST_SAME, EXPR)
 #define U_B(OP, EXPR) LOOP1(OP##_b, uint8_t, int64_t, TS_LD_SAME, TS_ST_SAME, EXPR)
 
@@ -96,6 +98,8 @@
 #define B_I(OP, OS, ST, EXPR)                                          \
   LOOP2(OP##_i64, int64_t, OS, int64_t, TS_LD_SAME, ST, EXPR)          \
   LOOP2(OP##_i32, int32_t, OS, int64_t, TS_LD_SAME, ST, EXPR)          \
+  LOOP2(OP##_i16, int16_t, OS, int64_t, TS_LD_SAME, ST, EXPR)          \
+  LOOP2(OP##_i8, int8_t, OS, int64_t, TS_LD_SAME, ST, EXPR)            \
   LOOP2(OP##_u8, uint8_t, OS, int64_t, TS_LD_SAME, ST, EXPR)
 #define B_B(OP, OS, ST, EXPR) LOOP2(OP##_b, uint8_t, OS, int64_t, TS_LD_SAME, ST, EXPR)
 
@@ -108,6 +112,8 @@
 #define B_I_SAME(OP, EXPR)                                                   \
   LOOP2(OP##_i64, int64_t, int64_t, int64_t, TS_LD_SAME, TS_ST_SAME, EXPR)   \
   LOOP2(OP##_i32, int32_t, int32_t, int64_t, TS_LD_SAME, TS_ST_SAME, EXPR)   \
+  LOOP2(OP##_i16, int16_t, int16_t, int64_t, TS_LD_SAME, TS_ST_SAME, EXPR)   \
+  LOOP2(OP##_i8, int8_t, int8_t, int64_t, TS_LD_SAME, TS_ST_SAME, EXPR)      \
   LOOP2(OP##_u8, uint8_t, uint8_t, int64_t, TS_LD_SAME, TS_ST_SAME, EXPR)
 #define B_B_SAME(OP, EXPR) LOOP2(OP##_b, uint8_t, uint8_t, int64_t, TS_LD_SAME, TS_ST_SAME, EXPR)
 
@@ -189,6 +195,7 @@ U_I(pow_scalar, ipow(x, (int64_t)ctx->f[0], ctx))
 LNOT(lnot_f32, float, TS_LD_SAME) LNOT(lnot_f64, double, TS_LD_SAME)
 LNOT(lnot_f16, uint16_t, TS_LD_F16) LNOT(lnot_bf16, uint16_t, TS_LD_BF16)
 LNOT(lnot_i64, int64_t, TS_LD_SAME) LNOT(lnot_i32, int32_t, TS_LD_SAME)
+LNOT(lnot_i16, int16_t, TS_LD_SAME) LNOT(lnot_i8, int8_t, TS_LD_SAME)
 LNOT(lnot_u8, uint8_t, TS_LD_SAME) LNOT(lnot_b, uint8_t, TS_LD_SAME)
 
 /* ---- binary ---- */
@@ -215,7 +222,9 @@ static ts_loop add1_loops[TS_DTYPE_COUNT]; /* add with alpha 1: the common case,
 
 #define SET_F(TAB, OP) \
   TAB[TS_FLOAT32] = OP##_f32, TAB[TS_FLOAT64] = OP##_f64, TAB[TS_FLOAT16] = OP##_f16, TAB[TS_BFLOAT16] = OP##_bf16
-#define SET_I(TAB, OP) TAB[TS_INT64] = OP##_i64, TAB[TS_INT32] = OP##_i32, TAB[TS_UINT8] = OP##_u8
+#define SET_I(TAB, OP)                                                                          \
+  TAB[TS_INT64] = OP##_i64, TAB[TS_INT32] = OP##_i32, TAB[TS_INT16] = OP##_i16, TAB[TS_INT8] = OP##_i8, \
+  TAB[TS_UINT8] = OP##_u8
 #define SET_FI(TAB, OP) SET_F(TAB, OP), SET_I(TAB, OP)
 #define SET_FIB(TAB, OP) SET_FI(TAB, OP), TAB[TS_BOOL] = OP##_b
 

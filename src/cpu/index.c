@@ -26,7 +26,8 @@ static inline bool elem_nonzero(const char *p, ts_dtype dt) {
   case TS_BFLOAT16: return ts_bf16_to_float(*(const uint16_t *)p) != 0;
   case TS_INT64: return *(const int64_t *)p != 0;
   case TS_INT32: return *(const int32_t *)p != 0;
-  default: return *(const uint8_t *)p != 0;
+  case TS_INT16: return *(const int16_t *)p != 0;
+  default: return *(const uint8_t *)p != 0; /* int8, uint8, bool */
   }
 }
 
@@ -43,6 +44,8 @@ static inline void add_elem(char *dst, const char *src, ts_dtype dt) {
     break;
   case TS_INT64: *(int64_t *)dst = (int64_t)((uint64_t) * (int64_t *)dst + (uint64_t) * (const int64_t *)src); break;
   case TS_INT32: *(int32_t *)dst = (int32_t)((uint32_t) * (int32_t *)dst + (uint32_t) * (const int32_t *)src); break;
+  case TS_INT16: *(int16_t *)dst = (int16_t)((uint16_t) * (int16_t *)dst + (uint16_t) * (const int16_t *)src); break;
+  case TS_INT8: *(int8_t *)dst = (int8_t)((uint8_t) * (int8_t *)dst + (uint8_t) * (const int8_t *)src); break;
   case TS_UINT8: *(uint8_t *)dst = (uint8_t)(*(uint8_t *)dst + *(const uint8_t *)src); break;
   default: *(uint8_t *)dst = *(uint8_t *)dst || *(const uint8_t *)src; break;
   }

@@ -66,12 +66,15 @@ GEMM_LOOP(loop_f16, uint16_t, float, TS_LD_F16, TS_ST_F16, (float)CV_F)
 GEMM_LOOP(loop_bf16, uint16_t, float, TS_LD_BF16, TS_ST_BF16, (float)CV_F)
 GEMM_LOOP(loop_i64, int64_t, uint64_t, TS_LD_SAME, TS_ST_SAME, CV_I)
 GEMM_LOOP(loop_i32, int32_t, uint64_t, TS_LD_SAME, TS_ST_SAME, CV_I)
+GEMM_LOOP(loop_i16, int16_t, uint64_t, TS_LD_SAME, TS_ST_SAME, CV_I)
+GEMM_LOOP(loop_i8, int8_t, uint64_t, TS_LD_SAME, TS_ST_SAME, CV_I)
 GEMM_LOOP(loop_u8, uint8_t, uint64_t, TS_LD_SAME, TS_ST_SAME, CV_I)
 
 typedef void (*gemm_loop)(const ts_tensor *, const ts_tensor *, ts_tensor *, double, double);
 static const gemm_loop loops[TS_DTYPE_COUNT] = {
     [TS_FLOAT32] = loop_f32, [TS_FLOAT64] = loop_f64, [TS_FLOAT16] = loop_f16, [TS_BFLOAT16] = loop_bf16,
-    [TS_INT64] = loop_i64,   [TS_INT32] = loop_i32,   [TS_UINT8] = loop_u8,
+    [TS_INT64] = loop_i64,   [TS_INT32] = loop_i32,   [TS_INT16] = loop_i16, [TS_INT8] = loop_i8,
+    [TS_UINT8] = loop_u8,
 };
 
 /* ---- BLAS --------------------------------------------------------------- */

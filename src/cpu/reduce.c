@@ -141,6 +141,8 @@ static void gather_d(ts_dtype dt, const char *src, int64_t ks, int64_t rs, int w
   case TS_BFLOAT16: GATHER(uint16_t, ts_bf16_to_float, dst); break;
   case TS_INT64: GATHER(int64_t, (double), dst); break;
   case TS_INT32: GATHER(int32_t, ID, dst); break;
+  case TS_INT16: GATHER(int16_t, ID, dst); break;
+  case TS_INT8: GATHER(int8_t, ID, dst); break;
   case TS_UINT8: case TS_BOOL: GATHER(uint8_t, ID, dst); break;
   default: break;
   }
@@ -150,6 +152,8 @@ static void gather_i(ts_dtype dt, const char *src, int64_t ks, int64_t rs, int w
   switch (dt) {
   case TS_INT64: GATHER(int64_t, ID, dst); break;
   case TS_INT32: GATHER(int32_t, ID, dst); break;
+  case TS_INT16: GATHER(int16_t, ID, dst); break;
+  case TS_INT8: GATHER(int8_t, ID, dst); break;
   default: GATHER(uint8_t, ID, dst); break; /* uint8, bool */
   }
 }

@@ -804,6 +804,8 @@ CAST_METHOD(half, TS_FLOAT16)
 CAST_METHOD(bfloat16, TS_BFLOAT16)
 CAST_METHOD(long, TS_INT64)
 CAST_METHOD(int, TS_INT32)
+CAST_METHOD(short, TS_INT16)
+CAST_METHOD(char, TS_INT8)
 CAST_METHOD(byte, TS_UINT8)
 CAST_METHOD(bool, TS_BOOL)
 
@@ -903,7 +905,7 @@ void lt_open_tensor(lua_State *L) {
       {"nelement", m_numel}, {"element_size", m_element_size}, {"is_contiguous", m_is_contiguous},
       {"get_device", m_get_device}, {"item", m_item}, {"tolist", m_tolist}, {"contiguous", m_contiguous},
       {"clone", m_clone}, {"to", m_to}, {"float", m_float}, {"double", m_double}, {"half", m_half},
-      {"bfloat16", m_bfloat16}, {"long", m_long}, {"int", m_int}, {"byte", m_byte}, {"bool", m_bool},
+      {"bfloat16", m_bfloat16}, {"long", m_long}, {"int", m_int}, {"short", m_short}, {"char", m_char}, {"byte", m_byte}, {"bool", m_bool},
       {"cpu", m_cpu}, {"cuda", m_cuda}, {"pin_memory", m_pin_memory}, {"is_pinned", m_is_pinned}, {"copy_", m_copy_}, {"fill_", m_fill_}, {"zero_", m_zero_},
       {"storage_offset", m_storage_offset}, {"data_ptr", m_data_ptr}, {"type", m_type}, {NULL, NULL}};
   static const luaL_Reg fns[] = {{"is_tensor", l_is_tensor}, {NULL, NULL}};

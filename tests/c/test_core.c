@@ -38,6 +38,11 @@ void test_promotion(void) {
   CHECK(ts_promote(TS_FLOAT16, TS_BFLOAT16) == TS_FLOAT32);
   CHECK(ts_promote(TS_UINT8, TS_BOOL) == TS_UINT8);
   CHECK(ts_promote(TS_INT64, TS_INT32) == TS_INT64);
+  CHECK(ts_promote(TS_UINT8, TS_INT8) == TS_INT16);  /* torch: the smallest type holding both */
+  CHECK(ts_promote(TS_INT8, TS_BOOL) == TS_INT8);
+  CHECK(ts_promote(TS_INT16, TS_UINT8) == TS_INT16);
+  CHECK(ts_promote(TS_INT16, TS_INT32) == TS_INT32);
+  CHECK(ts_promote(TS_INT8, TS_BFLOAT16) == TS_BFLOAT16);
   ts_tensor *a;
   int64_t sz[1] = {3};
   CHECK_OK(ts_tensor_empty(1, sz, TS_INT32, TS_DEVICE_CPU, &a));

@@ -99,7 +99,7 @@ void test_safetensors_parse_errors(void) {
       {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}} x", 4, "bytes after its JSON object"},
       {"{\"a\":1}", 0, "expected an object"},
       {"{\"a\":{\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "non-string \"dtype\""},
-      {"{\"a\":{\"dtype\":\"I8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1, "unsupported dtype 'I8'"},
+      {"{\"a\":{\"dtype\":\"U16\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1, "unsupported dtype 'U16'"},
       {"{\"a\":{\"dtype\":\"F32\",\"shape\":3,\"data_offsets\":[0,4]}}", 4, "non-list \"shape\""},
       {"{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, "non-negative integers"},
       {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", 4, "non-negative integers"},

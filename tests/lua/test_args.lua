@@ -56,7 +56,7 @@ test("one wording for options across nn, losses, optim, nn.utils and data", func
 end)
 
 test("dtype constants come from the C enum", function()
-  for _, d in ipairs({"float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8", "bool"}) do
+  for _, d in ipairs({"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"}) do
     eq(torch[d], "torch." .. d, d)
     eq(torch.zeros(1, {dtype = torch[d]}).dtype, torch[d], d .. " round trip")
     -- floating point: 0.5 survives the conversion

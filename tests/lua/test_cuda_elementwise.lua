@@ -11,8 +11,8 @@ local function need_cuda()
 end
 
 local FLOATS = {"float32", "float64", "float16", "bfloat16"}
-local INTS = {"int64", "int32", "uint8"}
-local ALL = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8", "bool"}
+local INTS = {"int64", "int32", "int16", "int8", "uint8"}
+local ALL = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"}
 
 local function is_float(dt) return dt == "float32" or dt == "float64" or dt == "float16" or dt == "bfloat16" end
 
@@ -29,7 +29,7 @@ end
 local function sample(shape, dt)
   if dt == "bool" then return torch.randint(0, 2, shape):bool() end
   if dt == "uint8" then return torch.randint(0, 256, shape):to("uint8") end
-  if dt == "int64" or dt == "int32" then return torch.randint(-100, 100, shape):to(dt) end
+  if dt == "int64" or dt == "int32" or dt == "int16" or dt == "int8" then return torch.randint(-100, 100, shape):to(dt) end
   return (torch.randn(shape) * 3):to(dt)
 end
 
@@ -74,7 +74,7 @@ end)
 
 test("cuda unary ops with parameters: clamp, pow, gelu tanh", function()
   need_cuda()
-  for _, dt in ipairs({"float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8"}) do
+  for _, dt in ipairs({"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8"}) do
     local x = sample({6, 8}, dt)
     for _, l in ipairs(LAYOUTS) do
       local a, ac = l[2](x), l[2](x:cuda())
@@ -175,7 +175,7 @@ end)
 
 test("cuda binary ops with Lua numbers and cpu 0-dim tensors on either side", function()
   need_cuda()
-  for _, dt in ipairs({"float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8"}) do
+  for _, dt in ipairs({"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8"}) do
     local a = sample({6, 8}, dt)
     local ac = a:cuda()
     local w = dt .. " "

@@ -12,7 +12,7 @@ local function need_cuda()
   if not (cuda and cuda.is_available()) then T.skip("no CUDA device") end
 end
 
-local ALL = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8", "bool"}
+local ALL = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"}
 local FLOATS = {"float32", "float64", "float16", "bfloat16"}
 
 local function shape_of(t) local s = {} for i = 0, t:dim() - 1 do s[#s + 1] = t:size(i) end return s end
@@ -233,6 +233,14 @@ test("cuda scatter_add: wrapping integers, uint8 and bool bytes, half precisions
   local idx = torch.tensor({0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7})
   local add = torch.full({16}, 30, {dtype = "uint8"})
   same(b:cuda():scatter_add(0, idx:cuda(), add:cuda()), b:scatter_add(0, idx, add), "uint8 wraps")
+  for _, dt in ipairs({"int8", "int16"}) do -- every byte / half word of a word at once, wrapping
+    local top = dt == "int8" and 127 or 32767
+    local n = torch.full({8}, top - 10, {dtype = dt})
+    local inc = torch.full({16}, 7, {dtype = dt})
+    local want = n:scatter_add(0, idx, inc)
+    eq(want[0]:item(), top - 10 + 14 - 2 * (top + 1), dt .. " scatter_add wraps on the cpu")
+    same(n:cuda():scatter_add(0, idx:cuda(), inc:cuda()), want, dt .. " wraps")
+  end
   local i32 = torch.full({2}, 2147483647, {dtype = "int32"})
   same(i32:cuda():scatter_add(0, torch.tensor({0, 0}):cuda(), torch.tensor({1, 1}, {dtype = "int32"}):cuda()),
     i32:scatter_add(0, torch.tensor({0, 0}), torch.tensor({1, 1}, {dtype = "int32"})), "int32 wraps")
@@ -389,7 +397,7 @@ end)
 
 test("cuda topk: largest and smallest, k from 0 to n, ties in index order", function()
   need_cuda()
-  for _, dt in ipairs({"float32", "float16", "int64", "uint8"}) do
+  for _, dt in ipairs({"float32", "float16", "int64", "int16", "int8", "uint8"}) do
     local x = rnd({40, 60}, dt, -3, 3)
     for _, largest in ipairs({true, false}) do
       for _, k in ipairs({0, 1, 7, 60}) do
@@ -472,8 +480,10 @@ test("cuda rand, randn, randint, randperm: the CPU's values for the same seed", 
       dt == "float64" and 1e-14 or 0)
   end
   for _, r in ipairs({{0, 10}, {-5, 5}, {-(1 << 62), 1 << 62}, {0, 2}}) do
-    for _, dt in ipairs({"int64", "int32", "float32", "uint8"}) do
-      if dt ~= "uint8" or (r[1] >= 0 and r[2] <= 256) then
+    for _, dt in ipairs({"int64", "int32", "int16", "int8", "float32", "uint8"}) do
+      local fits = dt == "uint8" and r[1] >= 0 and r[2] <= 256 or dt == "int8" and r[1] >= -128 and r[2] <= 128 or
+                   dt == "int16" and r[1] >= -32768 and r[2] <= 32768 or dt ~= "uint8" and dt ~= "int8" and dt ~= "int16"
+      if fits then
         same_draw(function() return torch.randint(r[1], r[2], {1000}, {dtype = dt}) end,
           function() return torch.randint(r[1], r[2], {1000}, {dtype = dt, device = "cuda"}) end,
           ("randint [%d, %d) %s"):format(r[1], r[2], dt))

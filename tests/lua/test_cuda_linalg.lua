@@ -11,9 +11,9 @@ local function need_cuda()
 end
 
 local FLOATS = {"float32", "float64", "float16", "bfloat16"}
-local INTS = {"int64", "int32", "uint8"}
+local INTS = {"int64", "int32", "int16", "int8", "uint8"}
 -- rtol = atol per dtype: float32 in full precision, the half types round once
-local TOL = {float32 = 1e-5, float64 = 1e-12, float16 = 1e-2, bfloat16 = 2e-2, int64 = 0, int32 = 0, uint8 = 0}
+local TOL = {float32 = 1e-5, float64 = 1e-12, float16 = 1e-2, bfloat16 = 2e-2, int64 = 0, int32 = 0, int16 = 0, int8 = 0, uint8 = 0}
 
 -- A CPU tensor of dtype dt and shape s: normal values for floats (rounded to
 -- the dtype first, so both devices see the same inputs), integers in a range
@@ -22,6 +22,8 @@ local function make(dt, s)
   if dt == "int64" then return torch.randint(-1099511627776, 1099511627776, s) end -- 2^40: products wrap
   if dt == "int32" then return torch.randint(-100000, 100000, s):to("int32") end
   if dt == "uint8" then return torch.randint(0, 256, s):to("uint8") end
+  if dt == "int16" then return torch.randint(-32768, 32768, s):to("int16") end
+  if dt == "int8" then return torch.randint(-128, 128, s):to("int8") end
   return torch.randn(s):to(dt)
 end
 

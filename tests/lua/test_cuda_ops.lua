@@ -17,7 +17,7 @@ local function need_cuda()
 end
 
 local FLOATS = {"float32", "float64", "float16", "bfloat16"}
-local INTS = {"int64", "int32", "uint8"}
+local INTS = {"int64", "int32", "int16", "int8", "uint8"}
 local TOL = {float64 = 1e-12, float32 = 2e-5, float16 = 2e-3, bfloat16 = 1.6e-2}
 
 -- ---- inputs ------------------------------------------------------------------------------
@@ -26,7 +26,7 @@ local GEN = {
   any = function(shape, dt)
     if dt == "bool" then return torch.randint(0, 2, shape, {device = "cpu"}):bool() end
     if dt == "uint8" then return torch.randint(0, 20, shape, {device = "cpu"}):to("uint8") end
-    if dt == "int64" or dt == "int32" then return torch.randint(-9, 10, shape, {device = "cpu"}):to(dt) end
+    if dt == "int64" or dt == "int32" or dt == "int16" or dt == "int8" then return torch.randint(-9, 10, shape, {device = "cpu"}):to(dt) end
     return torch.randn(shape, {device = "cpu"}):to(dt)
   end,
   positive = function(shape, dt) return (torch.rand(shape, {device = "cpu"}) * 3 + 0.25):to(dt) end,

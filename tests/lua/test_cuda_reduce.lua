@@ -11,7 +11,7 @@ local function need_cuda()
   if not (cuda and cuda.is_available()) then T.skip("no CUDA device") end
 end
 
-local ALL = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8", "bool"}
+local ALL = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"}
 local FLOATS = {"float32", "float64", "float16", "bfloat16"}
 local function is_float(dt) return dt:find("float") ~= nil end
 

@@ -56,7 +56,9 @@ end
 function F.gelu(x, ...)
   check_tensor("gelu", x)
   local a = args("gelu", {"approximate"}, ...)
-  return torch.gelu(x, {approximate = a.approximate or "none"})
+  local ap = a.approximate or "none"
+  if ap ~= "none" and ap ~= "tanh" then raise("gelu: approximate must be 'none' or 'tanh', got %s", A.show(ap)) end
+  return torch.gelu(x, {approximate = ap})
 end
 
 function F.silu(x, ...)
