@@ -169,6 +169,10 @@ int luaopen_tensh(lua_State *L) {
     lua_setglobal(L, globals[g]);
   }
   add_setenv(L);
+  /* the functions composed in Lua (torch.flip, t:tril, ...): lua/tensh/tensor_extra.lua */
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "tensh.tensor_extra");
+  lua_call(L, 1, 0);
   /* last: the library's tables raise on a missing name (lua/tensh/strict.lua) */
   lua_getglobal(L, "require");
   lua_pushliteral(L, "tensh.strict");
