@@ -878,8 +878,7 @@ static void push_compared(lua_State *L, int idx, const char *elementwise) {
   t = lt_host_view(L, t); /* a device tensor's host copy takes a stack slot */
   int64_t first[TS_MAX_DIMS] = {0};
   push_element(L, t, first);
-  lua_replace(L, top + 1); /* the value alone stays: compare reads the top two */
-  lua_settop(L, top + 1);
+  if (lua_gettop(L) > top + 1) lua_replace(L, top + 1); /* the value alone stays: compare reads the top two */
 }
 
 static int compare(lua_State *L, int op, const char *elementwise) {
