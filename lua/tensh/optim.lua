@@ -45,7 +45,7 @@ function Optimizer.new(cls, params, opts)
   for k, v in pairs(opts) do defaults[k] = shallow_copy(v) end
   cls._validate(name, defaults)
   local self = setmetatable({defaults = defaults, param_groups = A.list({}, "param_groups"), state = {}}, cls)
-  if torch.is_tensor(params) or type(params) ~= "table" then
+  if torch.is_tensor(params) or type(params) ~= "table" or typename(params) == "torch.Size" then
     fail("%s: params should be a list of tensors or a list of parameter groups, but got %s", name, typename(params))
   end
   if #params == 0 then fail("%s: optimizer got an empty parameter list", name) end

@@ -78,6 +78,8 @@ test("nn.functional: arguments the C op would misread are checked in the user's 
     "nn.functional.softmax: dtype must be a dtype (torch.float32, \"float64\", ...), got 5")
   T.close(F.log_softmax(x, 1, nil, "float64"), x:double():log_softmax(1), 1e-12, 1e-12)
   eq(F.softmax(x, {dim = 0, dtype = torch.float64}).dtype, "torch.float64")
+  user_error(function() local _ = F.gelu(x, 5) end, "gelu: approximate must be 'none' or 'tanh', got 5")
+  T.close(F.gelu(x, "tanh"), torch.gelu(x, {approximate = "tanh"}), 0, 0)
   user_error(function() local _ = F.one_hot(torch.tensor({0, 1}), "a") end,
     "nn.functional.one_hot: num_classes must be an integer, got string")
   eq(tostring(F.one_hot(torch.tensor({0, 1}), 3)), tostring(torch.tensor({{1, 0, 0}, {0, 1, 0}})))
@@ -126,6 +128,7 @@ test("optimizers and schedulers: classes, groups and state dicts from the wrong 
     "optim.Optimizer.extend: base must be optim.Optimizer or an optimizer class")
   user_error(function() local _ = optim.Optimizer:extend("X", {}, 5, print) end,
     "optim.Optimizer.extend: validate must be a function, got 5")
+  user_error(function() local _ = optim.SGD(torch.Size({2})) end, "SGD: params should be a list of tensors or a list of parameter groups, but got torch.Size")
   local sgd = optim.SGD(params, {lr = 0.1})
   -- the class's __call and the instances' __tostring called by hand
   user_error(function() local _ = getmetatable(optim.SGD).__call(5, params) end, "optim.Optimizer.new: cls must be an optimizer class")
