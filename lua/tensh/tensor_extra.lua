@@ -319,6 +319,9 @@ torch.get_default_dtype = function() return torch.float32 end
 both("roll", function(t, shifts, dims)
   if shifts == nil then raise("roll: missing argument 'shifts'") end
   if type(shifts) ~= "table" then shifts = {shifts} end
+  for i, s in ipairs(shifts) do
+    if math.type(s) ~= "integer" then raise("roll: shifts must be integers, got %s at position %d", A.show(s), i) end
+  end
   if dims == nil then -- over the flattened tensor, then the shape back
     if #shifts ~= 1 then raise("roll: with no dims, shifts must be one number, got %d", #shifts) end
     return t:reshape(-1):roll(shifts[1], 0):reshape(t.shape)
