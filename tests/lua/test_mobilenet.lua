@@ -341,6 +341,10 @@ test("bad input: clear errors naming the function and what came", function()
   raises(function() models.mobilenet_v3_small({width_mult = 0}) end,
     "mobilenet_v3_small: width_mult must be a positive number, got 0", "width_mult")
   raises(function() models.mobilenet_v3_small({num_classes = 0}) end, "num_classes", "num_classes")
+  local adjust = models.InvertedResidualConfig.adjust_channels
+  eq(adjust(16, 0.75), 16, "adjust_channels rounds 12 up to a multiple of 8")
+  raises(function() adjust("16", 1.0) end, "InvertedResidualConfig.adjust_channels: channels must be an integer, got string", "channels")
+  raises(function() adjust(16, -1) end, "InvertedResidualConfig.adjust_channels: width_mult must be a positive number, got -1", "width_mult")
   raises(function() models.mobilenet_v3_large({dropout = 2}) end,
     "MobileNetV3: dropout must be a probability between 0 and 1, got 2", "dropout")
   raises(function() models.mobilenet_v3_small({weights = "IMAGENET1K_V1"}) end,

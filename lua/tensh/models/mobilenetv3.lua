@@ -53,7 +53,10 @@ M.InvertedResidualConfig = setmetatable(InvertedResidualConfig, {__call = functi
     dilation = check_int(fn, "dilation", a.dilation or 1, 1),
   }, InvertedResidualConfig)
 end})
-function InvertedResidualConfig.adjust_channels(channels, width_mult) return make_divisible(channels * width_mult, 8) end
+function InvertedResidualConfig.adjust_channels(channels, width_mult)
+  local fn = "InvertedResidualConfig.adjust_channels"
+  return make_divisible(check_int(fn, "channels", channels, 0) * check_width(fn, width_mult), 8)
+end
 
 local function is_config(c) return getmetatable(c) == InvertedResidualConfig end
 
