@@ -172,9 +172,10 @@ end
 -- truthiness hook: a tensor in `if` is always true). Code written the PyTorch
 -- way calls :item() on the result, so booleans answer :item() with themselves;
 -- indexing a boolean any other way is the error it always was.
+local function boolean_item(self) return self end
 debug.setmetatable(false, {
   __index = function(b, key)
-    if key == "item" then return function(self) return self end end
+    if key == "item" then return boolean_item end
     raise("attempt to index a boolean value (key '%s'); a boolean has only :item() (x:any() and x:all() without a dim give Lua booleans)", tostring(key))
   end,
 })
