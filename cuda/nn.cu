@@ -1,6 +1,6 @@
 // CUDA kernels of the nn family (contracts in src/ops_nn.def; the CPU
-// reference is src/cpu/nn.c). This file holds batch norm and the family's
-// registration; convolution kernels live in nn_conv.cu, pooling in nn_pool.cu.
+// reference is src/cpu/nn.c). This file holds batch and layer norm and the
+// family's registration; convolution kernels live in nn_conv.cu, pooling in nn_pool.cu.
 //
 // Batch norm sees x as (N, C, S) contiguous and per-channel vectors (C)
 // contiguous, float32 or float64. The per-channel reductions (statistics,
@@ -35,6 +35,13 @@ __device__ __forceinline__ welford merge(const welford &a, const welford &b) {
   return {n, a.mean + d * (b.n / n), a.m2 + b.m2 + d * d * (a.n * (b.n / n))};
 }
 
+__device__ __forceinline__ void welford_add(welford &s, double v) {
+  s.n += 1;
+  const double d = v - s.mean;
+  s.mean += d / s.n;
+  s.m2 += d * (v - s.mean);
+}
+
 __device__ __forceinline__ welford shfl_down(const welford &s, int off) {
   return {__shfl_down_sync(0xffffffffu, s.n, off), __shfl_down_sync(0xffffffffu, s.mean, off),
           __shfl_down_sync(0xffffffffu, s.m2, off)};
@@ -58,13 +65,7 @@ template <typename T> struct stats_op {
   T *mean, *var; // (C)
   __device__ chan channel(int64_t) const { return {}; }
   __device__ static acc zero() { return {0, 0, 0}; }
-  __device__ void add(acc &s, const chan &, int64_t off) const {
-    const double v = (double)x[off];
-    s.n += 1;
-    const double d = v - s.mean;
-    s.mean += d / s.n;
-    s.m2 += d * (v - s.mean);
-  }
+  __device__ void add(acc &s, const chan &, int64_t off) const { welford_add(s, (double)x[off]); }
   __device__ void finish(int64_t c, const acc &s) const {
     mean[c] = (T)(s.n > 0 ? s.mean : NAN_D);
     var[c] = (T)(s.n > 0 ? s.m2 / s.n : NAN_D);
@@ -349,11 +350,119 @@ static ts_status k_batch_norm_backward_elemt(const ts_call *c) {
                           N, C, S, al, "batch_norm_backward_elemt");
 }
 
+// ---- layer norm ----------------------------------------------------------------------
+// x and go (M, D) contiguous, one row per normalised group; w, b, gw, gb (D); mean, rstd
+// (M). A block takes a row at a time: its statistics (Welford) or backward sums in double
+// merged over the block, then the elementwise pass in T with the row's constants rounded
+// to T, as the CPU (src/cpu/nn.c). gw and gb are column sums: bn_reduce's column pass.
+
+template <typename T>
+__global__ void ln_forward_kernel(const T *x, const T *w, const T *b, double eps, T *y, T *mean, T *rstd,
+                                  int64_t M, int64_t D) {
+  __shared__ T row[2]; // the row's mean and rstd
+  for (int64_t i = blockIdx.x; i < M; i += gridDim.x) { // block-uniform
+    const T *xr = x + i * D;
+    welford s = {0, 0, 0};
+    for (int64_t j = threadIdx.x; j < D; j += blockDim.x) welford_add(s, (double)xr[j]);
+    s = block_merge(s);
+    if (threadIdx.x == 0) {
+      row[0] = mean[i] = (T)(s.n > 0 ? s.mean : NAN_D);
+      row[1] = rstd[i] = (T)(1 / sqrt((s.n > 0 ? s.m2 / s.n : NAN_D) + eps));
+    }
+    __syncthreads();
+    const T mt = row[0], rt = row[1];
+    T *yr = y + i * D;
+    for (int64_t j = threadIdx.x; j < D; j += blockDim.x) yr[j] = (xr[j] - mt) * rt * w[j] + b[j];
+    __syncthreads(); // row[] is written again for the next row
+  }
+}
+
+// gx = rstd * (g - mean(g) - xhat * mean(g * xhat)) per row, g = go * w
+template <typename T>
+__global__ void ln_backward_kernel(const T *go, const T *x, const T *mean, const T *rstd, const T *w, T *gx,
+                                   int64_t M, int64_t D) {
+  __shared__ T row[2]; // mean(g) and mean(g * xhat)
+  for (int64_t i = blockIdx.x; i < M; i += gridDim.x) { // block-uniform
+    const T *gr = go + i * D, *xr = x + i * D, mt = mean[i], rt = rstd[i];
+    sums2 s = {0, 0};
+    for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
+      const T g = gr[j] * w[j];
+      s.a += (double)g, s.d += (double)g * (double)((xr[j] - mt) * rt);
+    }
+    s = block_merge(s);
+    if (threadIdx.x == 0) row[0] = (T)(s.a / (double)D), row[1] = (T)(s.d / (double)D);
+    __syncthreads();
+    const T ca = row[0], cb = row[1];
+    T *q = gx + i * D;
+    for (int64_t j = threadIdx.x; j < D; j += blockDim.x) q[j] = rt * (gr[j] * w[j] - ca - (xr[j] - mt) * rt * cb);
+    __syncthreads();
+  }
+}
+
+// gw = column sums of go * xhat, gb = those of go, over x as (N = M, C = D, S = 1)
+template <typename T> struct ln_param_grad_op {
+  using acc = sums2;
+  struct chan {};
+  const T *go, *x, *mean, *rstd; // go, x (M, D); mean, rstd (M)
+  int64_t D;
+  T *gw, *gb; // (D), either may be NULL
+  __device__ chan channel(int64_t) const { return {}; }
+  __device__ static acc zero() { return {0, 0}; }
+  __device__ void add(acc &s, const chan &, int64_t off) const {
+    const int64_t i = off / D;
+    const T g = go[off];
+    s.a += (double)g;
+    s.d += (double)g * (double)((x[off] - mean[i]) * rstd[i]);
+  }
+  __device__ void finish(int64_t c, const acc &s) const {
+    if (gb) gb[c] = (T)s.a;
+    if (gw) gw[c] = (T)s.d;
+  }
+};
+
+static unsigned row_blocks(int64_t M) { return (unsigned)(M < 65535 * 8 ? M : 65535 * 8); }
+
+template <typename T> static ts_status layer_norm(const ts_call *c) {
+  ts_tensor *const *in = c->in;
+  const int64_t M = ts_numel(c->out[1]), D = ts_numel(in[1]);
+  if (M == 0) return TS_OK;
+  ln_forward_kernel<T><<<row_blocks(M), BN_THREADS, 0, tsc_stream()>>>(P<T>(in[0]), P<T>(in[1]), P<T>(in[2]),
+                                                                        c->f[0], P<T>(c->out[0]), P<T>(c->out[1]),
+                                                                        P<T>(c->out[2]), M, D);
+  return tsc_after_launch("layer_norm");
+}
+
+template <typename T> static ts_status layer_norm_backward(const ts_call *c) {
+  ts_tensor *const *in = c->in;
+  const int64_t M = ts_numel(in[2]), D = ts_numel(in[4]);
+  T *gx = c->out[0] ? P<T>(c->out[0]) : NULL, *gw = c->out[1] ? P<T>(c->out[1]) : NULL,
+    *gb = c->out[2] ? P<T>(c->out[2]) : NULL;
+  if (gx && M > 0) {
+    ln_backward_kernel<T><<<row_blocks(M), BN_THREADS, 0, tsc_stream()>>>(P<T>(in[0]), P<T>(in[1]), P<T>(in[2]),
+                                                                           P<T>(in[3]), P<T>(in[4]), gx, M, D);
+    ts_status st = tsc_after_launch("layer_norm_backward");
+    if (st) return st;
+  }
+  if (!gw && !gb) return TS_OK;
+  return bn_reduce(ln_param_grad_op<T>{P<T>(in[0]), P<T>(in[1]), P<T>(in[2]), P<T>(in[3]), D, gw, gb}, M, D, 1,
+                   "layer_norm_backward");
+}
+
+static ts_status k_layer_norm(const ts_call *c) {
+  return c->in[0]->dtype == TS_FLOAT32 ? layer_norm<float>(c) : layer_norm<double>(c);
+}
+
+static ts_status k_layer_norm_backward(const ts_call *c) {
+  return c->in[0]->dtype == TS_FLOAT32 ? layer_norm_backward<float>(c) : layer_norm_backward<double>(c);
+}
+
 extern "C" void tsc_register_nn(ts_kernel *k) {
   k[TS_OP_BATCH_NORM_STATS] = k_batch_norm_stats;
   k[TS_OP_BATCH_NORM_ELEMT] = k_batch_norm_elemt;
   k[TS_OP_BATCH_NORM_BACKWARD_REDUCE] = k_batch_norm_backward_reduce;
   k[TS_OP_BATCH_NORM_BACKWARD_ELEMT] = k_batch_norm_backward_elemt;
+  k[TS_OP_LAYER_NORM] = k_layer_norm;
+  k[TS_OP_LAYER_NORM_BACKWARD] = k_layer_norm_backward;
   tsc_register_nn_conv(k);
   tsc_register_nn_pool(k);
   tsc_register_rnn(k);

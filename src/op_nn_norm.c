@@ -1,29 +1,8 @@
 /* The op layer for batch and layer normalisation (contracts in op_nn.h),
  * forward and backward: batch norm runs the BATCH_NORM_* kernels, layer norm
- * is composed from reductions and elementwise ops. float16/bfloat16 are
+ * the LAYER_NORM ones (one pass over the rows each way). float16/bfloat16 are
  * computed in float32 and rounded once at the end. */
 #include "op_nn_common.h"
-
-/* The backward of y = xhat * w + b through xhat = (x - mean) * rstd over the
- * reduced dims: gx = rstd * (gxhat - mean(gxhat) - xhat * mean(gxhat * xhat)),
- * gxhat = grad_out * w. All operands broadcast against xhat. */
-static ts_status norm_backward(ts_tensor *gxhat, ts_tensor *xhat, ts_tensor *rstd, int nd, const int64_t *dims,
-                               ts_tensor **out) {
-  tmps k = {.n = 0};
-  ts_tensor **a = tmp(&k), **p = tmp(&k), **b = tmp(&k), **t = tmp(&k), **u = tmp(&k), **v = tmp(&k);
-  ts_status st;
-  TRY(ts_mean(gxhat, nd, dims, true, a));
-  TRY(ts_binary(TS_OP_MUL, gxhat, xhat, p));
-  TRY(ts_mean(*p, nd, dims, true, b));
-  TRY(ts_binary(TS_OP_MUL, xhat, *b, t));
-  TRY(ts_binary(TS_OP_SUB, gxhat, *a, u));
-  TRY(ts_binary_out(TS_OP_SUB, *u, *t, *u));
-  TRY(ts_binary(TS_OP_MUL, *u, rstd, v));
-  *out = take(v);
-done:
-  tmps_free(&k);
-  return st;
-}
 
 static ts_status check_param(const char *fn, const char *what, const ts_tensor *t, int64_t C) {
   if (!t) return TS_OK;
@@ -209,6 +188,13 @@ static ts_status ln_check(const char *fn, ts_tensor *x, int nd, const int64_t *s
   return TS_OK;
 }
 
+/* (M, D) contiguous in the compute dtype */
+static ts_status ln_rows(ts_tensor *t, int64_t M, int64_t D, ts_tensor **tc, ts_tensor **t2, ts_tensor **out) {
+  ts_status st = to_compute(t, tc);
+  if (!st) st = ts_reshape(*tc, 2, (int64_t[]){M, D}, t2);
+  return st ? st : ts_contiguous(*t2, out);
+}
+
 static ts_status layer_norm_impl(ts_tensor *x, int nd, const int64_t *shape, ts_tensor *w, ts_tensor *b, double eps,
                         ts_tensor **out, ts_tensor **saved_mean, ts_tensor **saved_rstd) {
   const char *fn = "layer_norm";
@@ -217,26 +203,18 @@ static ts_status layer_norm_impl(ts_tensor *x, int nd, const int64_t *shape, ts_
   if (st) return st;
   const ts_dtype cd = compute_dtype(x->dtype);
   tmps k = {.n = 0};
-  ts_tensor **xc = tmp(&k), **x2 = tmp(&k), **mean = tmp(&k), **var = tmp(&k), **ve = tmp(&k), **rstd = tmp(&k),
-            **xm = tmp(&k), **y = tmp(&k), **wc = tmp(&k), **w1 = tmp(&k), **bc = tmp(&k), **b1 = tmp(&k),
-            **yv = tmp(&k), **fy = tmp(&k), **fm = tmp(&k), **fr = tmp(&k);
-  TRY(to_compute(x, xc));
-  TRY(ts_reshape(*xc, 2, (int64_t[]){M, D}, x2));
-  TRY(ts_mean(*x2, 1, (int64_t[]){1}, true, mean));
-  TRY(ts_var(*x2, 1, (int64_t[]){1}, 0, true, var));
-  TRY(add_s(*var, eps, ve));
-  TRY(ts_unary(TS_OP_RSQRT, *ve, rstd));
-  TRY(ts_binary(TS_OP_SUB, *x2, *mean, xm));
-  TRY(ts_binary(TS_OP_MUL, *xm, *rstd, y));
-  if (w) {
-    TRY(ts_to_dtype(w, cd, wc));
-    TRY(ts_reshape(*wc, 1, &D, w1));
-    TRY(ts_binary_out(TS_OP_MUL, *y, *w1, *y));
-  }
-  if (b) {
-    TRY(ts_to_dtype(b, cd, bc));
-    TRY(ts_reshape(*bc, 1, &D, b1));
-    TRY(ts_binary_out(TS_OP_ADD, *y, *b1, *y));
+  ts_tensor **xc = tmp(&k), **x2 = tmp(&k), **xr = tmp(&k), **wc = tmp(&k), **bc = tmp(&k), **y = tmp(&k),
+            **mean = tmp(&k), **rstd = tmp(&k), **yv = tmp(&k), **fy = tmp(&k), **fm = tmp(&k), **fr = tmp(&k);
+  TRY(ln_rows(x, M, D, xc, x2, xr));
+  TRY(bn_param(w, 1, D, cd, x->device, wc));
+  TRY(bn_param(b, 0, D, cd, x->device, bc));
+  TRY(ts_tensor_empty(2, (int64_t[]){M, D}, cd, x->device, y));
+  TRY(ts_tensor_empty(1, &M, cd, x->device, mean));
+  TRY(ts_tensor_empty(1, &M, cd, x->device, rstd));
+  {
+    ts_tensor *in[3] = {*xr, *wc, *bc};
+    ts_call c = {.op = TS_OP_LAYER_NORM, .nin = 3, .in = in, .out = {*y, *mean, *rstd}, .f = {eps}};
+    TRY(ts_dispatch(&c));
   }
   TRY(ts_view(*y, x->ndim, x->sizes, yv));
   TRY(ts_to_dtype(*yv, x->dtype, fy));
@@ -266,46 +244,40 @@ ts_status ts_layer_norm_backward(ts_tensor *go, ts_tensor *x, int nd, const int6
   if (ts_numel(mean) != M || ts_numel(rstd) != M)
     return ts_fail(TS_ERR_SHAPE, "%s: expected saved_mean and saved_rstd of %lld elements, got shapes %s and %s", fn,
                    (long long)M, shape_of(mean).s, shape_of(rstd).s);
-  if ((st = check_float(fn, "grad_output", go))) return st;
+  if ((st = check_float(fn, "grad_output", go)) || (st = check_float(fn, "saved_mean", mean)) ||
+      (st = check_float(fn, "saved_rstd", rstd)))
+    return st;
+  ts_tensor *all[5] = {go, x, mean, rstd, w};
+  if ((st = ts_check_same_device(fn, w ? 5 : 4, all))) return st;
   const ts_dtype cd = compute_dtype(x->dtype), pdt = w ? w->dtype : x->dtype;
   tmps k = {.n = 0};
-  ts_tensor **xc = tmp(&k), **x2 = tmp(&k), **gc = tmp(&k), **g2 = tmp(&k), **mc = tmp(&k), **m2 = tmp(&k),
-            **rc = tmp(&k), **r2 = tmp(&k), **xm = tmp(&k), **xhat = tmp(&k), **p = tmp(&k), **rw = tmp(&k),
-            **rb = tmp(&k), **wc = tmp(&k), **w1 = tmp(&k), **gxh = tmp(&k), **r = tmp(&k), **rv = tmp(&k),
-            **fx = tmp(&k), **rwv = tmp(&k), **rbv = tmp(&k), **fw = tmp(&k), **fb = tmp(&k);
-  TRY(to_compute(x, xc));
-  TRY(ts_reshape(*xc, 2, (int64_t[]){M, D}, x2));
-  TRY(ts_to_dtype(go, cd, gc));
-  TRY(ts_reshape(*gc, 2, (int64_t[]){M, D}, g2));
-  TRY(ts_to_dtype(mean, cd, mc));
-  TRY(ts_reshape(*mc, 2, (int64_t[]){M, 1}, m2));
-  TRY(ts_to_dtype(rstd, cd, rc));
-  TRY(ts_reshape(*rc, 2, (int64_t[]){M, 1}, r2));
-  TRY(ts_binary(TS_OP_SUB, *x2, *m2, xm));
-  TRY(ts_binary(TS_OP_MUL, *xm, *r2, xhat));
+  ts_tensor **xc = tmp(&k), **x2 = tmp(&k), **xr = tmp(&k), **gc = tmp(&k), **g2 = tmp(&k), **gr = tmp(&k),
+            **mc = tmp(&k), **rc = tmp(&k), **wc = tmp(&k), **r = tmp(&k), **rw = tmp(&k), **rb = tmp(&k),
+            **rv = tmp(&k), **rwv = tmp(&k), **rbv = tmp(&k), **fx = tmp(&k), **fw = tmp(&k), **fb = tmp(&k);
+  TRY(ln_rows(x, M, D, xc, x2, xr));
+  TRY(ln_rows(go, M, D, gc, g2, gr));
+  TRY(bn_param(mean, 0, M, cd, x->device, mc));
+  TRY(bn_param(rstd, 0, M, cd, x->device, rc));
+  TRY(bn_param(w, 1, D, cd, x->device, wc));
+  if (need[0]) TRY(ts_tensor_empty(2, (int64_t[]){M, D}, cd, x->device, r));
+  if (need[1]) TRY(ts_tensor_empty(1, &D, cd, x->device, rw));
+  if (need[2]) TRY(ts_tensor_empty(1, &D, cd, x->device, rb));
+  {
+    ts_tensor *in[5] = {*gr, *xr, *mc, *rc, *wc};
+    ts_call c = {.op = TS_OP_LAYER_NORM_BACKWARD, .nin = 5, .in = in, .out = {*r, *rw, *rb}};
+    if (need[0] || need[1] || need[2]) TRY(ts_dispatch(&c));
+  }
+  if (need[0]) {
+    TRY(ts_view(*r, x->ndim, x->sizes, rv));
+    TRY(ts_to_dtype(*rv, x->dtype, fx));
+  }
   if (need[1]) {
-    TRY(ts_binary(TS_OP_MUL, *g2, *xhat, p));
-    TRY(ts_sum(*p, 1, (int64_t[]){0}, false, rw));
     TRY(ts_view(*rw, nd, shape, rwv));
     TRY(ts_to_dtype(*rwv, pdt, fw));
   }
   if (need[2]) {
-    TRY(ts_sum(*g2, 1, (int64_t[]){0}, false, rb));
     TRY(ts_view(*rb, nd, shape, rbv));
     TRY(ts_to_dtype(*rbv, pdt, fb));
-  }
-  if (need[0]) {
-    if (w) {
-      TRY(ts_to_dtype(w, cd, wc));
-      TRY(ts_reshape(*wc, 1, &D, w1));
-      TRY(ts_binary(TS_OP_MUL, *g2, *w1, gxh));
-    } else {
-      ts_tensor_retain(*g2);
-      *gxh = *g2;
-    }
-    TRY(norm_backward(*gxh, *xhat, *r2, 1, (int64_t[]){1}, r));
-    TRY(ts_view(*r, x->ndim, x->sizes, rv));
-    TRY(ts_to_dtype(*rv, x->dtype, fx));
   }
   if (need[0]) *gx = take(fx);
   if (need[1]) *gw = take(fw);

@@ -28,6 +28,7 @@ return {
   max_pool2d = "aten::max_pool2d_with_indices", max_pool2d_backward = "aten::max_pool2d_with_indices_backward",
   avg_pool2d = "aten::avg_pool2d", avg_pool2d_backward = "aten::avg_pool2d_backward",
   adaptive_avg_pool2d = "aten::_adaptive_avg_pool2d", adaptive_avg_pool2d_backward = "aten::_adaptive_avg_pool2d_backward",
+  layer_norm = "aten::native_layer_norm", layer_norm_backward = "aten::native_layer_norm_backward",
   sum = "aten::sum", prod = "aten::prod", max = "aten::max", min = "aten::min", var = "aten::var",
   norm = "aten::linalg_vector_norm", all = "aten::all", any = "aten::any", logsumexp = "aten::logsumexp",
   cumsum = "aten::cumsum", softmax = "aten::_softmax", log_softmax = "aten::_log_softmax",

@@ -7,6 +7,7 @@
 #include "cpu.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -766,6 +767,88 @@ static ts_status k_adaptive_avg_pool2d_backward(const ts_call *c) {
 BATCHNORM(f32, float)
 BATCHNORM(f64, double)
 
+/* ---- layer norm ---------------------------------------------------------------------
+ * x and go are (M, D) contiguous, one row per normalised group; w, b, gw, gb (D); mean
+ * and rstd (M). A row's statistics and its backward sums accumulate in double; the
+ * elementwise formulas run in T with the row's constants rounded to T, as cuda/nn.cu. */
+
+#define LAYERNORM(SUF, T)                                                                          \
+  __attribute__((target_clones("avx2", "default"))) static void ln_row_##SUF(                     \
+      int64_t D, const T *restrict x, const T *restrict w, const T *restrict b, double eps,        \
+      T *restrict y, T *mean, T *rstd) {                                                           \
+    double s = 0, v = 0;                                                                           \
+    _Pragma("omp simd reduction(+ : s)")                                                           \
+    for (int64_t j = 0; j < D; j++) s += x[j];                                                     \
+    const double m = D > 0 ? s / (double)D : NAN;                                                  \
+    _Pragma("omp simd reduction(+ : v)")                                                           \
+    for (int64_t j = 0; j < D; j++) {                                                              \
+      const double d = (double)x[j] - m;                                                           \
+      v += d * d;                                                                                  \
+    }                                                                                              \
+    const T mt = (T)m, rt = (T)(1 / sqrt((D > 0 ? v / (double)D : NAN) + eps));                    \
+    for (int64_t j = 0; j < D; j++) y[j] = (x[j] - mt) * rt * w[j] + b[j];                         \
+    *mean = mt, *rstd = rt;                                                                        \
+  }                                                                                                \
+  static void ln_forward_##SUF(int64_t M, int64_t D, const T *x, const T *w, const T *b,           \
+                               double eps, T *y, T *mean, T *rstd) {                               \
+    _Pragma("omp parallel for schedule(static) if (M * D > TS_PARALLEL_GRAIN)")                    \
+    for (int64_t i = 0; i < M; i++) ln_row_##SUF(D, x + i * D, w, b, eps, y + i * D, mean + i, rstd + i); \
+  }                                                                                                \
+  /* gx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = go * w, for one row; adds go * xhat   \
+   * and go into the row-sum accumulators aw, ab when they are not NULL */                        \
+  __attribute__((target_clones("avx2", "default"))) static void ln_bw_row_##SUF(                  \
+      int64_t D, const T *restrict go, const T *restrict x, T mt, T rt, const T *restrict w,       \
+      T *restrict gx, double *restrict aw, double *restrict ab) {                                  \
+    if (aw)                                                                                        \
+      _Pragma("omp simd")                                                                          \
+      for (int64_t j = 0; j < D; j++) aw[j] += (double)go[j] * (double)((x[j] - mt) * rt);         \
+    if (ab)                                                                                        \
+      _Pragma("omp simd")                                                                          \
+      for (int64_t j = 0; j < D; j++) ab[j] += (double)go[j];                                      \
+    if (!gx) return;                                                                               \
+    double sg = 0, sgx = 0;                                                                        \
+    _Pragma("omp simd reduction(+ : sg, sgx)")                                                     \
+    for (int64_t j = 0; j < D; j++) {                                                              \
+      const T g = go[j] * w[j];                                                                    \
+      sg += (double)g, sgx += (double)g * (double)((x[j] - mt) * rt);                              \
+    }                                                                                              \
+    const T ca = (T)(sg / (double)D), cb = (T)(sgx / (double)D);                                   \
+    for (int64_t j = 0; j < D; j++) gx[j] = rt * (go[j] * w[j] - ca - (x[j] - mt) * rt * cb);      \
+  }                                                                                                \
+  /* Rows split evenly over the threads; each thread sums its rows' gw, gb terms into its own    \
+   * double accumulators (acc: threads x 2 x D), then the columns add them up. */                 \
+  static void ln_backward_##SUF(int64_t M, int64_t D, const T *go, const T *x, const T *mean,      \
+                                const T *rstd, const T *w, T *gx, T *gw, T *gb, double *acc,       \
+                                int nt_max) {                                                      \
+    int used = 1;                                                                                  \
+    _Pragma("omp parallel num_threads(nt_max) if (nt_max > 1)")                                    \
+    {                                                                                              \
+      const int nt = omp_get_num_threads(), id = omp_get_thread_num();                             \
+      if (id == 0) used = nt;                                                                      \
+      double *base = acc ? acc + (size_t)id * 2 * (size_t)D : NULL;                               \
+      double *aw = gw ? base : NULL, *ab = gb ? base + D : NULL;                                   \
+      if (aw) memset(aw, 0, sizeof(double) * (size_t)D);                                          \
+      if (ab) memset(ab, 0, sizeof(double) * (size_t)D);                                          \
+      const int64_t lo = M * id / nt, hi = M * (id + 1) / nt;                                      \
+      for (int64_t i = lo; i < hi; i++)                                                            \
+        ln_bw_row_##SUF(D, go + i * D, x + i * D, mean[i], rstd[i], w, gx ? gx + i * D : NULL, aw, ab); \
+    }                                                                                              \
+    if (!gw && !gb) return;                                                                        \
+    _Pragma("omp parallel for schedule(static) if ((int64_t)used * D > TS_PARALLEL_GRAIN)")        \
+    for (int64_t j = 0; j < D; j++) {                                                              \
+      double sw = 0, sb = 0;                                                                       \
+      for (int t = 0; t < used; t++) {                                                             \
+        const double *a = acc + (size_t)t * 2 * (size_t)D;                                         \
+        sw += gw ? a[j] : 0, sb += gb ? a[D + j] : 0;                                              \
+      }                                                                                            \
+      if (gw) gw[j] = (T)sw;                                                                       \
+      if (gb) gb[j] = (T)sb;                                                                       \
+    }                                                                                              \
+  }
+
+LAYERNORM(f32, float)
+LAYERNORM(f64, double)
+
 /* x (N, C, S) from a tensor's sizes: S the product of the trailing dims */
 static void bn_dims(const ts_tensor *x, int64_t *N, int64_t *C, int64_t *S) {
   *N = x->sizes[0], *C = x->sizes[1], *S = 1;
@@ -811,6 +894,38 @@ static ts_status k_batch_norm_backward_elemt(const ts_call *c) {
   else
     bn_bw_elemt_f64(N, C, S, D(in[0]), D(in[1]), D(in[2]), D(in[3]), D(in[4]), D(in[5]), D(in[6]), c->f[0],
                     D(c->out[0]));
+  return ts_check_interrupt();
+}
+
+/* in x, w, b; out y, mean, rstd; f[0] eps */
+static ts_status k_layer_norm(const ts_call *c) {
+  ts_tensor *const *in = c->in;
+  const int64_t M = ts_numel(c->out[1]), D = ts_numel(in[1]);
+  if (in[0]->dtype == TS_FLOAT32)
+    ln_forward_f32(M, D, D(in[0]), D(in[1]), D(in[2]), c->f[0], D(c->out[0]), D(c->out[1]), D(c->out[2]));
+  else ln_forward_f64(M, D, D(in[0]), D(in[1]), D(in[2]), c->f[0], D(c->out[0]), D(c->out[1]), D(c->out[2]));
+  return ts_check_interrupt();
+}
+
+/* in go, x, mean, rstd, w; out gx, gw, gb, each when not NULL */
+static ts_status k_layer_norm_backward(const ts_call *c) {
+  ts_tensor *const *in = c->in;
+  const int64_t M = ts_numel(in[2]), D = ts_numel(in[4]);
+  ts_tensor *gx = c->out[0], *gw = c->out[1], *gb = c->out[2];
+  /* enough threads that each has rows to sum, and no more than the team */
+  int nt = M * D > TS_PARALLEL_GRAIN ? omp_get_max_threads() : 1;
+  if (nt > M) nt = M > 0 ? (int)M : 1;
+  double *acc = NULL;
+  if (gw || gb) {
+    acc = malloc(sizeof(double) * 2 * (size_t)D * (size_t)nt + 1);
+    if (!acc) return ts_fail(TS_ERR_OOM, "layer_norm_backward: out of memory for %d x %lld row sums", nt, (long long)D);
+  }
+#define P(t) ((t) ? D(t) : NULL)
+  if (in[0]->dtype == TS_FLOAT32)
+    ln_backward_f32(M, D, D(in[0]), D(in[1]), D(in[2]), D(in[3]), D(in[4]), P(gx), P(gw), P(gb), acc, nt);
+  else ln_backward_f64(M, D, D(in[0]), D(in[1]), D(in[2]), D(in[3]), D(in[4]), P(gx), P(gw), P(gb), acc, nt);
+#undef P
+  free(acc);
   return ts_check_interrupt();
 }
 
@@ -860,6 +975,8 @@ void ts_cpu_register_nn(ts_kernel *k) {
   k[TS_OP_BATCH_NORM_ELEMT] = k_batch_norm_elemt;
   k[TS_OP_BATCH_NORM_BACKWARD_REDUCE] = k_batch_norm_backward_reduce;
   k[TS_OP_BATCH_NORM_BACKWARD_ELEMT] = k_batch_norm_backward_elemt;
+  k[TS_OP_LAYER_NORM] = k_layer_norm;
+  k[TS_OP_LAYER_NORM_BACKWARD] = k_layer_norm_backward;
   k[TS_OP_MAX_POOL2D_BACKWARD] = k_max_pool2d_backward;
   k[TS_OP_IM2COL] = k_im2col;
   k[TS_OP_COL2IM] = k_col2im;

@@ -258,6 +258,18 @@ case({name = "batch_norm", ops = {"batch_norm_stats", "batch_norm_elemt", "batch
         return {F.batch_norm(x, rm, rv, nil, nil, true), rm, rv}
       end, shapes = {{4, 3, 5, 5}, {6, 2}}, layouts = {"contig", "strided"}})
 
+-- layer norm over the last dim, with weight and bias; the output weighted by a fixed pattern so
+-- that x's gradient is not the near-zero gradient of a plain sum
+case({name = "layer_norm", ops = {"layer_norm", "layer_norm_backward"}, dtypes = {"float32", "float64"}, grad = true,
+      tol = {float32 = 1e-4}, nin = 3,
+      shapes_of = function(shape, k) return k == 1 and shape or {shape[#shape]} end,
+      fn = function(x, w, b)
+        local D = x:size(-1)
+        local y, mean, rstd = torch.layer_norm(x, {D}, w, b, 1e-5)
+        local pattern = (torch.arange(x:numel(), {device = x.device}):to(x.dtype):view(x.shape) * 0.61):sin()
+        return {y * pattern, mean, rstd}
+      end, shapes = {{4, 3, 5}, {6, 1}, {0, 4}, {40, 300}}, layouts = {"contig", "strided"}})
+
 -- the recurrent cells through the recurrence op: x (L 4, N 3, 12) is the input projection
 case({name = "recurrent layers", ops = {"lstm_cell", "lstm_cell_backward", "gru_cell", "gru_cell_backward",
                                        "rnn_cell", "rnn_cell_backward"}, dtypes = {"float32", "float64"}, grad = true,

@@ -691,6 +691,48 @@ test("layer_norm forward and backward", function()
   raises(function() torch.layer_norm(torch.randn(2, 4):long(), 4) end, "layer_norm: expected a floating-point input, got int64")
 end)
 
+-- float32 rows long and many enough that the kernel splits them over threads and sums the
+-- weight and bias gradients per thread: values against the float64 Lua loops, and each gradient
+-- alone (the others not needed) equal to the one computed with all three
+test("layer_norm float32 on many rows against float64 loops", function()
+  local M, D = 1031, 96
+  local x, w, b, R = rand_flat({M, D}, -3, 5), rand_flat({D}), rand_flat({D}), rand_flat({M, D})
+  local xt, wt, bt = tensor(x, {M, D}, "float32"), tensor(w, {D}, "float32"), tensor(b, {D}, "float32")
+  local y, mean, rstd = torch.layer_norm(xt, D, wt, bt, 1e-5)
+  close(y, ln_ref(x, M, D, w, b, 1e-5), 1e-4, 1e-4, "forward")
+  -- references in Lua doubles: gw = sum go * xhat, gb = sum go, gx per row
+  local rgw, rgb, rgx = {}, {}, {}
+  for d = 1, D do rgw[d], rgb[d] = 0, 0 end
+  for m = 0, M - 1 do
+    local s, v = 0, 0
+    for d = 1, D do s = s + x[m * D + d] end
+    local mu = s / D
+    for d = 1, D do v = v + (x[m * D + d] - mu) ^ 2 end
+    local r = 1 / math.sqrt(v / D + 1e-5)
+    local sg, sgx = 0, 0
+    for d = 1, D do
+      local xh, g = (x[m * D + d] - mu) * r, R[m * D + d]
+      rgw[d], rgb[d] = rgw[d] + g * xh, rgb[d] + g
+      sg, sgx = sg + g * w[d], sgx + g * w[d] * xh
+    end
+    for d = 1, D do
+      local xh = (x[m * D + d] - mu) * r
+      rgx[m * D + d] = r * (R[m * D + d] * w[d] - sg / D - xh * sgx / D)
+    end
+  end
+  local Rt = tensor(R, {M, D}, "float32")
+  local gx, gw, gb = torch._backward.layer_norm(Rt, xt, D, mean, rstd, wt)
+  close(gx, rgx, 1e-3, 1e-4, "grad_input")
+  close(gw, rgw, 1e-4, 1e-3, "grad_weight")
+  close(gb, rgb, 1e-4, 1e-3, "grad_bias")
+  for k, want in ipairs({gx, gw, gb}) do
+    local ins = {xt:clone(), wt:clone(), bt:clone()}
+    ins[k]:requires_grad_(true)
+    torch.layer_norm(ins[1], D, ins[2], ins[3], 1e-5):mul(Rt):sum():backward()
+    close(ins[k].grad, want, 0, 0, "gradient " .. k .. " alone")
+  end
+end)
+
 -- ---- embedding ------------------------------------------------------------------------
 
 test("embedding gathers rows; backward accumulates duplicates and skips padding_idx", function()
