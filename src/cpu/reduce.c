@@ -485,11 +485,51 @@ static ts_status reduce_chunked(const kx *k) {
   return TS_OK;
 }
 
+/* Sums (or means) of the columns of a row-major float32 matrix into a contiguous vector:
+ * dim 0 of a (R, N) tensor, a Linear layer's bias gradient. The engine above would stage
+ * 16 columns at a time, reading across rows; here each thread owns a block of columns and
+ * adds row after row into double accumulators, so the loads run along the rows and
+ * vectorise. In double, the order of a float32 column's terms does not show in the
+ * rounded result, and the block split depends on the thread count only. */
+#define COL_BLOCK_MAX 512
+__attribute__((target_clones("avx2", "default"))) static void sum_column_block(const float *restrict x, int64_t rs,
+                                                                                int64_t R, int64_t w,
+                                                                                double *restrict acc) {
+  for (int64_t j = 0; j < w; j++) acc[j] = 0;
+  for (int64_t r = 0; r < R; r++) {
+    const float *row = x + r * rs;
+    for (int64_t j = 0; j < w; j++) acc[j] += (double)row[j];
+  }
+}
+
+static bool sum_columns_f32(const kx *k) {
+  if (k->op != TS_OP_SUM || k->ints || k->nops != 2 || k->nd != 1 || k->st[0][0] != 1 || k->st[1][0] != 1 ||
+      k->dt[0] != TS_FLOAT32 || k->dt[1] != TS_FLOAT32)
+    return false;
+  const int64_t N = k->sizes[0], R = k->R;
+  if (N < 16 || R < 2) return false;
+  const int nt = k->nlines * R >= TS_PARALLEL_GRAIN ? max_threads() : 1;
+  int64_t w = ((N + nt - 1) / nt + 15) / 16 * 16;
+  w = w > COL_BLOCK_MAX ? COL_BLOCK_MAX : w;
+  const int64_t nblocks = (N + w - 1) / w;
+  const float *x = (const float *)k->base[0];
+  float *out = (float *)k->base[1];
+#pragma omp parallel for schedule(static) if (nt > 1 && nblocks > 1)
+  for (int64_t b = 0; b < nblocks; b++) {
+    double acc[COL_BLOCK_MAX];
+    const int64_t j0 = b * w, bw = min64(w, N - j0);
+    sum_column_block(x + j0, k->rs, R, bw, acc);
+    for (int64_t j = 0; j < bw; j++) out[j0 + j] = (float)(k->flag ? acc[j] / (double)R : acc[j]); /* mean: as store() */
+  }
+  return true;
+}
+
 static ts_status k_reduce(const ts_call *c) {
   kx k;
   kx_init(&k, c);
   int64_t ntiles = tile_count(&k, TILE_W);
   if (ntiles == 0) return TS_OK;
+  if (sum_columns_f32(&k)) return ts_check_interrupt();
   int nthreads = max_threads();
   if (nthreads > 1 && k.R >= 2 * CHUNK && ntiles < 2 * nthreads) return reduce_chunked(&k);
   bool par = ntiles > 1 && k.nlines * k.R >= TS_PARALLEL_GRAIN;
