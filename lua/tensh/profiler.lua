@@ -55,8 +55,11 @@ local function check_profile_opts(opts)
     with_stack = opts.with_stack or false, cuda = cuda_on}
 end
 
+-- profile() starts recording (Lua has no `with`: `local prof <close> = profile()` is
+-- the usual form); a PyTorch script's `prof = profile(); prof:start()` then restarts it,
+-- so the events are those after start(), as in PyTorch
 function Profile:start()
-  if self._running then raise("profiler.profile: already started") end
+  if self._running then torch._profiler_stop() end
   torch._profiler_start(self._opts)
   self._running = true
   self._events = nil

@@ -231,6 +231,19 @@ test("<close> form, one profiler at a time, and off records nothing", function()
   raises(function() profiler.record_function(5) end, "record_function: name must be a string, got number")
   -- a scope opened without a profiler is harmless
   do local s <close> = profiler.record_function("idle") end
+  -- PyTorch's form: profile(), then start() ... stop(): only what ran after start() is recorded
+  local p3 = profiler.profile()
+  local _ = a * a
+  p3:start()
+  local _ = a + a
+  p3:stop()
+  local c3 = count_by(p3:events())
+  eq(c3.add, 1, "recorded after start()")
+  eq(c3.mul, nil, "dropped from before start()")
+  p3:start()
+  local _ = a * a
+  p3:stop()
+  eq(count_by(p3:events()).mul, 1, "a stopped profile starts again")
 end)
 
 test("cuda activity: device times from CUDA events", function()
