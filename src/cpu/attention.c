@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "philox_simd.h"
 #include "vmath.h"
 
 enum { BQ = 64, BK = 128 };
@@ -27,28 +28,6 @@ typedef struct attn_args {
   double p, scale;
   uint64_t seed, offset;
 } attn_args;
-
-/* u[l][g] = lane l of ts_philox(seed, base + g), g < n <= BK / 4: the same
- * values, with the rounds written out so that the counters run in vector lanes
- * (a call per draw of ts_philox did not vectorise and cost as much as the
- * attention's GEMMs at dropout 0.1) */
-__attribute__((target_clones("avx2", "default"))) static void philox_groups(uint64_t seed, uint64_t base, int64_t n,
-                                                                             uint32_t u[4][BK / 4]) {
-  const uint32_t s0 = (uint32_t)seed, s1 = (uint32_t)(seed >> 32);
-#pragma omp simd
-  for (int64_t g = 0; g < n; g++) {
-    const uint64_t ctr = base + (uint64_t)g;
-    uint32_t c0 = (uint32_t)ctr, c1 = (uint32_t)(ctr >> 32), c2 = 0, c3 = 0, k0 = s0, k1 = s1;
-#pragma GCC unroll 10
-    for (int r = 0; r < 10; r++) {
-      const uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
-      const uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-      c1 = (uint32_t)p1, c3 = (uint32_t)p0, c0 = n0, c2 = n2;
-      k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
-    }
-    u[0][g] = c0, u[1][g] = c1, u[2][g] = c2, u[3][g] = c3;
-  }
-}
 
 #define T float
 #define SFX _f32

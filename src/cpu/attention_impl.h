@@ -32,13 +32,12 @@ static void FN_(drop_factors)(const attn_args *a, int64_t b, int64_t i0, int64_t
   const T rs = a->p < 1 ? (T)(1 / (1 - a->p)) : 0;
   const float pf = (float)a->p;
   const int64_t groups = (nk + 3) / 4;
-  uint32_t u[4][BK / 4];
+  uint32_t u[BK];
   for (int64_t r = 0; r < nq; r++) {
     T *row = f + r * ld;
     const uint64_t base = a->offset + (uint64_t)((b * a->L + i0 + r) * ts_sdpa_row_counters(a->S) + j0 / 4);
-    philox_groups(a->seed, base, groups, u);
-    for (int64_t g = 0; g < groups; g++)
-      for (int l = 0; l < 4; l++) row[4 * g + l] = ts_uniform_f32(u[l][g]) >= pf ? rs : 0;
+    ts_philox_lanes(a->seed, base, groups, u);
+    for (int64_t e = 0; e < 4 * groups; e++) row[e] = ts_uniform_f32(u[e]) >= pf ? rs : 0;
   }
 }
 
