@@ -1,6 +1,7 @@
 -- Argument checking and error wording for the Lua library, worded as the C
 -- binding words them (luaL_typeerror): "bad argument #1 to 'matmul' (tensor
--- expected, got nil)", and "fn: unknown option 'x' (expected one of: a, b)".
+-- expected, got nil)", and "fn: unknown option 'x' (expected one of: a, b)",
+-- as the C binding's lt_opts_check words options (src/lua/ltensor.c).
 -- Every error is raised at the user's line (tensh.errors), not inside the
 -- library.
 local M = {}
@@ -87,18 +88,67 @@ end
 
 function M.is_plain_table(v) return type(v) == "table" and debug.getmetatable(v) == nil end
 
+-- Optimal string alignment distance (a transposition counts 1), case-blind.
+local function distance(a, b)
+  a, b = a:lower(), b:lower()
+  local la, lb = #a, #b
+  if math.abs(la - lb) > 2 then return 3 end
+  local d = {}
+  for i = 0, la do d[i] = {[0] = i} end
+  for j = 0, lb do d[0][j] = j end
+  for i = 1, la do
+    for j = 1, lb do
+      local cost = a:byte(i) == b:byte(j) and 0 or 1
+      local v = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+      if i > 1 and j > 1 and a:byte(i) == b:byte(j - 1) and a:byte(i - 1) == b:byte(j) then
+        v = math.min(v, d[i - 2][j - 2] + 1)
+      end
+      d[i][j] = v
+    end
+  end
+  return d[la][lb]
+end
+M.distance = distance
+
+-- The public name in `names` nearest to k: at most 2 edits (1 for keys of up
+-- to 4 bytes), case-blind, the first in sorted order on a tie; or nil. The
+-- rule tensh.strict suggests field names by and the C side options by.
+function M.nearest(k, names)
+  local best, best_d = nil, #k <= 4 and 1 or 2
+  for _, n in ipairs(names) do
+    if n:sub(1, 1) ~= "_" then
+      local dd = distance(k, n)
+      if dd < best_d or (dd == best_d and best == nil) or (dd == best_d and n < best) then best, best_d = n, dd end
+    end
+  end
+  return best
+end
+
+-- "fn: unknown option 'dtyp' (expected one of: device, dtype; did you mean
+-- 'dtype'?)", word for word what the C binding's lt_opts_check raises.
+function M.unknown_option(fn, k, allowed)
+  local names = {}
+  for a in pairs(allowed) do names[#names + 1] = tostring(a) end
+  table.sort(names)
+  local shown = type(k) == "string" and ("'%s'"):format(k)
+    or ("[%s]"):format((type(k) == "number" or type(k) == "boolean") and tostring(k) or type(k))
+  if #names == 0 then raise("%s: unknown option %s (%s takes no options)", fn, shown, fn) end
+  if type(k) ~= "string" then
+    raise("%s: unknown option %s (options are named; expected one of: %s)", fn, shown, table.concat(names, ", "))
+  end
+  local near = M.nearest(k, names)
+  raise("%s: unknown option %s (expected one of: %s%s)", fn, shown, table.concat(names, ", "),
+    near and ("; did you mean '%s'?"):format(near) or "")
+end
+
 -- An options table: nil gives {}; a key not in `allowed` (a set, or a table
--- of defaults) is an error naming the keys the function takes.
+-- of defaults) is an error naming the keys the function takes, and the
+-- nearest of them when one is close.
 function M.check_opts(fn, opts, allowed)
   if opts == nil then return {} end
   if not M.is_plain_table(opts) then raise("%s: options must be a table, got %s", fn, M.typename(opts)) end
   for k in pairs(opts) do
-    if allowed[k] == nil then
-      local names = {}
-      for a in pairs(allowed) do names[#names + 1] = tostring(a) end
-      table.sort(names)
-      raise("%s: unknown option '%s' (expected one of: %s)", fn, tostring(k), table.concat(names, ", "))
-    end
+    if allowed[k] == nil then M.unknown_option(fn, k, allowed) end
   end
   return opts
 end

@@ -9,39 +9,10 @@
 local A = require "tensh.args"
 local M = {}
 
--- optimal string alignment distance (a transposition counts 1), case-blind
-local function distance(a, b)
-  a, b = a:lower(), b:lower()
-  local la, lb = #a, #b
-  if math.abs(la - lb) > 2 then return 3 end
-  local d = {}
-  for i = 0, la do d[i] = {[0] = i} end
-  for j = 0, lb do d[0][j] = j end
-  for i = 1, la do
-    for j = 1, lb do
-      local cost = a:byte(i) == b:byte(j) and 0 or 1
-      local v = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
-      if i > 1 and j > 1 and a:byte(i) == b:byte(j - 1) and a:byte(i - 1) == b:byte(j) then
-        v = math.min(v, d[i - 2][j - 2] + 1)
-      end
-      d[i][j] = v
-    end
-  end
-  return d[la][lb]
-end
-M.distance = distance
-
--- the public name nearest to k (at most 2 edits, 1 for short names), or nil
-function M.nearest(k, names)
-  local best, best_d = nil, #k <= 4 and 1 or 2
-  for _, n in ipairs(names) do
-    if n:sub(1, 1) ~= "_" then
-      local dd = distance(k, n)
-      if dd < best_d or (dd == best_d and best == nil) or (dd == best_d and n < best) then best, best_d = n, dd end
-    end
-  end
-  return best
-end
+-- the distance and the nearest-name rule are args.lua's, shared with the
+-- options checks (Lua's and C's)
+M.distance = A.distance
+M.nearest = A.nearest
 
 local function keys_of(...)
   local names, seen = {}, {}

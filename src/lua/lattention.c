@@ -10,7 +10,9 @@
 
 static int l_sdpa(lua_State *L) {
   ts_tensor *q = lt_check(L, 1), *k = lt_check(L, 2), *v = lt_check(L, 3), *mask = NULL;
+  static const char *const known[] = {"mask", "dropout_p", "is_causal", "scale", NULL};
   int opts = lt_opts_index(L, 4);
+  lt_opts_check(L, opts, "_sdpa", known);
   if (opts && lua_getfield(L, opts, "mask") != LUA_TNIL) {
     mask = lt_test(L, -1);
     if (!mask) lt_errorf(L, "_sdpa: option 'mask' must be a tensor, got %s", luaL_typename(L, -1));

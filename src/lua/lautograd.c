@@ -189,7 +189,17 @@ static void backward_with_hooks(lua_State *L, ts_tensor *root, ts_tensor *g, boo
   lua_pop(L, 2);
 }
 
-/* t:backward([gradient], [{retain_graph = false}]) */
+/* The engine runs the backward functions with grad mode off, so a gradient
+ * is never recorded and cannot be differentiated again: create_graph = true
+ * raises rather than give a gradient without a graph (false is accepted). */
+static void check_create_graph(lua_State *L, int opts, const char *fn) {
+  if (lt_opt_bool(L, opts, "create_graph", false))
+    lt_errorf(L, "%s: create_graph = true is not supported yet in tensh: backward functions are not recorded, so a "
+              "gradient cannot be differentiated again (no second derivatives); estimate them with finite "
+              "differences of first derivatives", fn);
+}
+
+/* t:backward([gradient], [{retain_graph = false, create_graph = false}]) */
 static int m_backward(lua_State *L) {
   ts_tensor *t = lt_check(L, 1), *g = NULL;
   int opts = 0;
@@ -200,6 +210,9 @@ static int m_backward(lua_State *L) {
     opts = lt_opts_index(L, 2);
     if (!opts) return luaL_typeerror(L, 2, "tensor or options table");
   }
+  static const char *const known[] = {"retain_graph", "create_graph", NULL};
+  lt_opts_check(L, opts, "backward", known);
+  check_create_graph(L, opts, "backward");
   bool retain = lt_opt_bool(L, opts, "retain_graph", false);
   backward_with_hooks(L, t, g, retain);
   lt_gc_debt(L);
@@ -300,12 +313,16 @@ static int tensor_list(lua_State *L, int idx, ts_tensor **v, int n, const char *
 
 #define AG_MAX_LIST 256
 
-/* torch.autograd.grad(outputs, inputs, {grad_outputs=, retain_graph=, allow_unused=}) -> list of grads */
+/* torch.autograd.grad(outputs, inputs, {grad_outputs=, retain_graph=, allow_unused=, create_graph = false})
+ * -> list of grads */
 static int l_autograd_grad(lua_State *L) {
   ts_tensor *outs[AG_MAX_LIST], *ins[AG_MAX_LIST], *gouts[AG_MAX_LIST];
   int no = tensor_list(L, 1, outs, AG_MAX_LIST, "outputs");
   int ni = tensor_list(L, 2, ins, AG_MAX_LIST, "inputs");
+  static const char *const known[] = {"grad_outputs", "retain_graph", "allow_unused", "create_graph", NULL};
   int opts = lt_opts_index(L, 3);
+  lt_opts_check(L, opts, "autograd.grad", known);
+  check_create_graph(L, opts, "autograd.grad");
   bool have_gouts = false;
   if (opts && lua_getfield(L, opts, "grad_outputs") != LUA_TNIL) {
     int ng = tensor_list(L, lua_gettop(L), gouts, AG_MAX_LIST, "grad_outputs");
@@ -336,13 +353,26 @@ static int l_autograd_grad(lua_State *L) {
   return 1;
 }
 
-/* torch.autograd.backward(tensors, grad_tensors) */
+/* torch.autograd.backward(tensors [, grad_tensors] [, {grad_tensors=, retain_graph=, create_graph = false}]).
+ * A table of options in place of grad_tensors reads as options (an empty
+ * one is no grad_tensors either way), not as an empty list of gradients. */
 static int l_autograd_backward(lua_State *L) {
+  static const char *const known[] = {"grad_tensors", "retain_graph", "create_graph", NULL};
   ts_tensor *outs[AG_MAX_LIST], *gouts[AG_MAX_LIST];
   int no = tensor_list(L, 1, outs, AG_MAX_LIST, "tensors");
-  int ng = lua_isnoneornil(L, 2) ? 0 : tensor_list(L, 2, gouts, AG_MAX_LIST, "grad_tensors");
+  int opts = lt_opts_index(L, 2), grads = opts ? 0 : 2;
+  if (!opts) opts = lt_opts_index(L, 3);
+  lt_opts_check(L, opts, "autograd.backward", known);
+  check_create_graph(L, opts, "autograd.backward");
+  bool retain = lt_opt_bool(L, opts, "retain_graph", false);
+  if (opts && lua_getfield(L, opts, "grad_tensors") != LUA_TNIL) {
+    if (grads && !lua_isnoneornil(L, grads))
+      lt_errorf(L, "autograd.backward: 'grad_tensors' given both as an argument and as an option");
+    grads = lua_gettop(L); /* the options table keeps it alive */
+  }
+  int ng = !grads || lua_isnoneornil(L, grads) ? 0 : tensor_list(L, grads, gouts, AG_MAX_LIST, "grad_tensors");
   if (ng && ng != no) lt_errorf(L, "autograd.backward: %d grad_tensors for %d tensors", ng, no);
-  for (int i = 0; i < no; i++) backward_with_hooks(L, outs[i], ng ? gouts[i] : NULL, i < no - 1);
+  for (int i = 0; i < no; i++) backward_with_hooks(L, outs[i], ng ? gouts[i] : NULL, retain || i < no - 1);
   return 0;
 }
 

@@ -15,6 +15,8 @@ typedef struct create_opts {
  * error naming fn before anything is allocated ("zeros: CUDA is not
  * available ...", "randn: invalid device ordinal cuda:1 ..."). */
 static create_opts read_opts(lua_State *L, const char *fn, int opts, ts_dtype dflt_dtype, ts_device dflt_dev) {
+  static const char *const known[] = {"dtype", "device", "requires_grad", NULL};
+  lt_opts_check(L, opts, fn, known);
   create_opts o = {lt_opt_dtype(L, opts, dflt_dtype), lt_opt_device(L, opts, dflt_dev), false};
   if (o.device.type != TS_CPU && ts_device_resolve(&o.device)) lt_errorf(L, "%s: %s", fn, ts_last_error());
   o.requires_grad = lt_opt_bool(L, opts, "requires_grad", false);

@@ -229,7 +229,9 @@ static lstream *check_stream(lua_State *L, int idx) { return luaL_checkudata(L, 
 
 /* cuda.Stream([device] | {device=, priority=}) */
 static int l_stream_new(lua_State *L) {
+  static const char *const known[] = {"device", "priority", NULL};
   int opts = lt_opts_index(L, 1);
+  lt_opts_check(L, opts, "cuda.Stream", known);
   int d;
   if (opts) {
     lua_getfield(L, opts, "device");
@@ -400,8 +402,10 @@ static uintptr_t stream_arg(lua_State *L, int idx, int *device) {
 
 /* cuda.Event({enable_timing=, blocking=}) */
 static int l_event_new(lua_State *L) {
-  need_cuda(L, "Event");
+  static const char *const known[] = {"enable_timing", "blocking", NULL};
   int opts = lt_opts_index(L, 1);
+  lt_opts_check(L, opts, "cuda.Event", known); /* a typo is one even without a GPU */
+  need_cuda(L, "Event");
   levent *e = lua_newuserdatauv(L, sizeof *e, 0);
   memset(e, 0, sizeof *e);
   e->device = -1;

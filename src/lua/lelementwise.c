@@ -24,13 +24,22 @@ static int l_unary_(lua_State *L) {
   return 1;
 }
 
-/* binary: a op b, either side a tensor or a number; an options table may give alpha */
+/* binary: a op b, either side a tensor or a number; an options table may
+ * give add's and sub's alpha, and no other op takes one (torch.div(a, b,
+ * {rounding_mode = "floor"}) must not divide exactly without a word). */
 static int binary(lua_State *L, ts_op op, int ia, int ib, bool inplace) {
+  static const char *const alpha_only[] = {"alpha", NULL}, *const none[] = {NULL};
   ts_scalar_box ba, bb;
   ts_tensor *a = inplace ? lt_check(L, ia) : lt_operand(L, ia, &ba);
   ts_tensor *b = lt_operand(L, ib, &bb);
   double alpha = 1;
-  if ((op == TS_OP_ADD || op == TS_OP_SUB) && lua_type(L, 3) == LUA_TTABLE) alpha = lt_opt_number(L, 3, "alpha", 1);
+  bool add_sub = op == TS_OP_ADD || op == TS_OP_SUB;
+  if (lt_opts_index(L, 3)) {
+    char fn[64];
+    snprintf(fn, sizeof fn, "%s%s", ts_ops[op].name, inplace ? "_" : "");
+    lt_opts_check(L, 3, fn, add_sub ? alpha_only : none);
+  }
+  if (add_sub && lua_type(L, 3) == LUA_TTABLE) alpha = lt_opt_number(L, 3, "alpha", 1);
   if (inplace) {
     if (alpha == 1) LT_TRY(L, ts_binary_out(op, a, b, a));
     else LT_TRY(L, ts_add_scaled_out(a, b, op == TS_OP_SUB ? -alpha : alpha, a));
@@ -64,10 +73,12 @@ static int mm_unm(lua_State *L) {
 }
 
 /* clamp(min, max) / clamp({min=, max=}); either bound may be nil */
-static void clamp_args(lua_State *L, int64_t *ip, double *fp) {
+static void clamp_args(lua_State *L, const char *fn, int64_t *ip, double *fp) {
   ip[0] = 0;
   double lo = 0, hi = 0;
+  static const char *const known[] = {"min", "max", NULL};
   if (lt_opts_index(L, 2)) {
+    lt_opts_check(L, 2, fn, known);
     if (lua_getfield(L, 2, "min") != LUA_TNIL) ip[0] |= 1;
     if (lua_getfield(L, 2, "max") != LUA_TNIL) ip[0] |= 2;
     lua_pop(L, 2);
@@ -85,7 +96,7 @@ static int l_clamp(lua_State *L) {
   ts_tensor *x = lt_check(L, 1);
   int64_t ip[4] = {0};
   double fp[4] = {0};
-  clamp_args(L, ip, fp);
+  clamp_args(L, "clamp", ip, fp);
   ts_tensor **slot = lt_newslot(L);
   LT_TRY(L, ts_unary_p(TS_OP_CLAMP, x, ip, fp, slot));
   lt_gc_debt(L);
@@ -96,7 +107,7 @@ static int l_clamp_(lua_State *L) {
   ts_tensor *x = lt_check(L, 1);
   int64_t ip[4] = {0};
   double fp[4] = {0};
-  clamp_args(L, ip, fp);
+  clamp_args(L, "clamp_", ip, fp);
   LT_TRY(L, ts_unary_p_out(TS_OP_CLAMP, x, ip, fp, x));
   lua_settop(L, 1);
   return 1;
@@ -105,7 +116,9 @@ static int l_clamp_(lua_State *L) {
 static int l_gelu(lua_State *L) {
   ts_tensor *x = lt_check(L, 1);
   int64_t ip[4] = {0};
+  static const char *const known[] = {"approximate", NULL};
   int opts = lt_opts_index(L, 2);
+  lt_opts_check(L, opts, "gelu", known);
   if (opts && lua_getfield(L, opts, "approximate") != LUA_TNIL) {
     if (lua_type(L, -1) != LUA_TSTRING)
       return luaL_error(L, "gelu: approximate must be 'none' or 'tanh', got %s", luaL_typename(L, -1));

@@ -30,8 +30,11 @@ static ts_tensor **tensor_list(lua_State *L, int idx, const char *fn, int *n) {
 }
 
 /* torch.cat(tensors, dim=0) */
+static const char *const dim_only[] = {"dim", NULL};
+
 static int l_cat(lua_State *L) {
   int n, opts = lt_opts_index(L, 2);
+  lt_opts_check(L, opts, "cat", dim_only);
   int64_t dim = dim_arg(L, 2, opts, 0);
   ts_tensor **ts = tensor_list(L, 1, "cat", &n);
   ts_tensor **slot = lt_newslot(L);
@@ -43,6 +46,7 @@ static int l_cat(lua_State *L) {
 /* torch.stack(tensors, dim=0) */
 static int l_stack(lua_State *L) {
   int n, opts = lt_opts_index(L, 2);
+  lt_opts_check(L, opts, "stack", dim_only);
   int64_t dim = dim_arg(L, 2, opts, 0);
   ts_tensor **ts = tensor_list(L, 1, "stack", &n);
   ts_tensor **slot = lt_newslot(L);
@@ -60,6 +64,7 @@ static void push_piece(lua_State *L, ts_tensor *x, int d, int64_t start, int64_t
 
 static int split_dim(lua_State *L, ts_tensor *x, const char *fn, int idx) {
   int d, opts = lt_opts_index(L, idx);
+  lt_opts_check(L, opts, fn, dim_only);
   if (x->ndim == 0) luaL_error(L, "%s: cannot split a 0-dim tensor", fn);
   LT_TRY(L, ts_wrap_dim(fn, dim_arg(L, idx, opts, 0), x->ndim, &d));
   return d;
@@ -150,7 +155,9 @@ static int scatter_impl(lua_State *L, bool inplace, bool add) {
   ts_tensor *index = lt_check(L, 3);
   ts_scalar_box box;
   ts_tensor *src = lt_operand(L, 4, &box);
+  static const char *const known[] = {"reduce", NULL};
   int opts = lt_opts_index(L, 5);
+  lt_opts_check(L, opts, inplace ? (add ? "scatter_add_" : "scatter_") : (add ? "scatter_add" : "scatter"), known);
   if (opts && lua_getfield(L, opts, "reduce") != LUA_TNIL) {
     const char *r = lua_tostring(L, -1);
     if (!r || strcmp(r, "add") != 0)
@@ -195,7 +202,10 @@ static int m_masked_select(lua_State *L) {
 /* x:nonzero({as_tuple = false}): (n, ndim) int64, or a list of ndim (n) columns */
 static int m_nonzero(lua_State *L) {
   ts_tensor *x = lt_check(L, 1);
-  bool as_tuple = lt_opt_bool(L, lt_opts_index(L, 2), "as_tuple", false);
+  static const char *const known[] = {"as_tuple", NULL};
+  int opts = lt_opts_index(L, 2);
+  lt_opts_check(L, opts, "nonzero", known);
+  bool as_tuple = lt_opt_bool(L, opts, "as_tuple", false);
   ts_tensor **slot = lt_newslot(L);
   LT_TRY(L, ts_nonzero(x, slot));
   lt_gc_debt(L);
@@ -213,8 +223,10 @@ static int m_nonzero(lua_State *L) {
 }
 
 /* Reads sort's arguments: (dim, descending) positionally or {dim, descending, stable}. */
-static void sort_args(lua_State *L, int64_t *dim, bool *desc) {
+static void sort_args(lua_State *L, const char *fn, int64_t *dim, bool *desc) {
+  static const char *const known[] = {"dim", "descending", "stable", NULL};
   int opts = lt_opts_index(L, lua_gettop(L));
+  lt_opts_check(L, opts, fn, known);
   *dim = dim_arg(L, 2, opts, -1);
   *desc = lua_type(L, 3) == LUA_TBOOLEAN ? lua_toboolean(L, 3) : lt_opt_bool(L, opts, "descending", false);
   if (lua_type(L, 2) == LUA_TBOOLEAN) { /* sort(true): torch's sort(descending=True) spelled positionally */
@@ -228,7 +240,7 @@ static int m_sort(lua_State *L) {
   ts_tensor *x = lt_check(L, 1);
   int64_t dim;
   bool desc;
-  sort_args(L, &dim, &desc);
+  sort_args(L, "sort", &dim, &desc);
   ts_tensor **v = lt_newslot(L), **i = lt_newslot(L);
   LT_TRY(L, ts_sort(x, dim, desc, v, i));
   lt_gc_debt(L);
@@ -239,7 +251,7 @@ static int m_argsort(lua_State *L) {
   ts_tensor *x = lt_check(L, 1);
   int64_t dim;
   bool desc;
-  sort_args(L, &dim, &desc);
+  sort_args(L, "argsort", &dim, &desc);
   ts_tensor **v = lt_newslot(L), **i = lt_newslot(L);
   LT_TRY(L, ts_sort(x, dim, desc, v, i));
   lt_gc_debt(L);
@@ -250,7 +262,9 @@ static int m_argsort(lua_State *L) {
 static int m_topk(lua_State *L) {
   ts_tensor *x = lt_check(L, 1);
   int64_t k = lt_checkint(L, 2);
+  static const char *const known[] = {"dim", "largest", "sorted", NULL};
   int opts = lt_opts_index(L, lua_gettop(L));
+  lt_opts_check(L, opts, "topk", known);
   int64_t dim = dim_arg(L, 3, opts, -1);
   bool largest = lua_type(L, 4) == LUA_TBOOLEAN ? lua_toboolean(L, 4) : lt_opt_bool(L, opts, "largest", true);
   (void)lt_opt_bool(L, opts, "sorted", true); /* results are always sorted */
@@ -263,8 +277,10 @@ static int m_topk(lua_State *L) {
 /* torch.unique(x, {sorted = true, return_inverse = false, return_counts = false}) */
 static int l_unique(lua_State *L) {
   ts_tensor *x = lt_check(L, 1);
+  static const char *const known[] = {"sorted", "return_inverse", "return_counts", "dim", NULL};
   int opts = lt_opts_index(L, 2);
   if (!lua_isnoneornil(L, 2) && !opts) return luaL_typeerror(L, 2, "options table");
+  lt_opts_check(L, opts, "unique", known); /* dim is known, to say it is not supported */
   (void)lt_opt_bool(L, opts, "sorted", true); /* always sorted, which torch allows either way */
   bool inv = lt_opt_bool(L, opts, "return_inverse", false), cnt = lt_opt_bool(L, opts, "return_counts", false);
   if (opts && lua_getfield(L, opts, "dim") != LUA_TNIL)

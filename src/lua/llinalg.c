@@ -17,9 +17,11 @@ static int l_product(lua_State *L) {
 /* addmm(bias, a, b, {beta = 1, alpha = 1}) */
 static int l_addmm(lua_State *L) {
   ts_tensor *bias = lt_check(L, 1), *a = lt_check(L, 2), *b = lt_check(L, 3);
+  static const char *const known[] = {"beta", "alpha", NULL};
   int opts = lt_opts_index(L, 4);
   if (!opts && !lua_isnoneornil(L, 4))
     return luaL_argerror(L, 4, lua_pushfstring(L, "options table {beta=, alpha=} expected, got %s", luaL_typename(L, 4)));
+  lt_opts_check(L, opts, "addmm", known);
   double beta = lt_opt_number(L, opts, "beta", 1), alpha = lt_opt_number(L, opts, "alpha", 1);
   ts_tensor **slot = lt_newslot(L);
   LT_TRY(L, ts_addmm(bias, a, b, beta, alpha, slot));

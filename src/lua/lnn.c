@@ -42,12 +42,19 @@ static void opt_pair(lua_State *L, int opts, const char *key, const int64_t dflt
   lua_pop(L, 1);
 }
 
-static int opts_at(lua_State *L, int idx, const char *fn) {
+/* The options table at idx (0 for none), holding only keys in known. */
+static int opts_at(lua_State *L, int idx, const char *fn, const char *const *known) {
   int opts = lt_opts_index(L, idx);
   if (!opts && !lua_isnoneornil(L, idx))
     lt_errorf(L, "%s: options table expected at argument #%d, got %s", fn, idx, luaL_typename(L, idx));
+  lt_opts_check(L, opts, fn, known);
   return opts;
 }
+
+static const char *const conv_keys[] = {"stride", "padding", "dilation", "groups", NULL};
+/* avg_pool2d reads dilation to refuse anything but 1 */
+static const char *const avg_pool_keys[] = {"stride", "padding", "dilation", "ceil_mode", "count_include_pad", NULL};
+static const char *const max_pool_keys[] = {"stride", "padding", "dilation", "ceil_mode", "return_indices", NULL};
 
 /* ---- convolution ----------------------------------------------------------- */
 
@@ -66,7 +73,7 @@ static int l_conv(lua_State *L) {
   bool one_d = lua_toboolean(L, lua_upvalueindex(1));
   ts_tensor *x = lt_check(L, 1), *w = lt_check(L, 2), *b = opt_tensor(L, 3);
   ts_conv2d_params p;
-  conv_opts(L, opts_at(L, 4, one_d ? "conv1d" : "conv2d"), one_d, &p);
+  conv_opts(L, opts_at(L, 4, one_d ? "conv1d" : "conv2d", conv_keys), one_d, &p);
   ts_tensor **slot = lt_newslot(L);
   LT_TRY(L, one_d ? ts_conv1d(x, w, b, &p, slot) : ts_conv2d(x, w, b, &p, slot));
   lt_gc_debt(L);
@@ -78,7 +85,7 @@ static int l_conv_backward(lua_State *L) {
   bool one_d = lua_toboolean(L, lua_upvalueindex(1));
   ts_tensor *go = lt_check(L, 1), *x = lt_check(L, 2), *w = lt_check(L, 3);
   ts_conv2d_params p;
-  conv_opts(L, opts_at(L, 4, one_d ? "conv1d" : "conv2d"), one_d, &p);
+  conv_opts(L, opts_at(L, 4, one_d ? "conv1d" : "conv2d", conv_keys), one_d, &p);
   ts_tensor **gi = lt_newslot(L), **gw = lt_newslot(L), **gb = lt_newslot(L);
   const bool need[3] = {true, true, true};
   LT_TRY(L, one_d ? ts_conv1d_backward(go, x, w, &p, need, gi, gw, gb) : ts_conv2d_backward(go, x, w, &p, need, gi, gw, gb));
@@ -88,11 +95,11 @@ static int l_conv_backward(lua_State *L) {
 
 /* ---- pooling ----------------------------------------------------------------- */
 
-/* kernel at idx, options at idx + 1 */
-static void pool_opts(lua_State *L, int idx, const char *fn, ts_pool2d_params *p) {
+/* kernel at idx, options (keys in known) at idx + 1 */
+static void pool_opts(lua_State *L, int idx, const char *fn, const char *const *known, ts_pool2d_params *p) {
   static const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
   read_pair(L, idx, "kernel_size", p->kernel);
-  int opts = opts_at(L, idx + 1, fn);
+  int opts = opts_at(L, idx + 1, fn, known);
   opt_pair(L, opts, "stride", p->kernel, p->stride);
   opt_pair(L, opts, "padding", zero, p->padding);
   opt_pair(L, opts, "dilation", one, p->dilation);
@@ -104,7 +111,7 @@ static void pool_opts(lua_State *L, int idx, const char *fn, ts_pool2d_params *p
 static int l_max_pool2d(lua_State *L) {
   ts_tensor *x = lt_check(L, 1);
   ts_pool2d_params p;
-  pool_opts(L, 2, "max_pool2d", &p);
+  pool_opts(L, 2, "max_pool2d", max_pool_keys, &p);
   bool ri = lt_opt_bool(L, lt_opts_index(L, 3), "return_indices", false);
   ts_tensor **out = lt_newslot(L), **idx = lt_newslot(L);
   LT_TRY(L, ts_max_pool2d(x, &p, out, idx));
@@ -116,7 +123,7 @@ static int l_max_pool2d(lua_State *L) {
 static int l_avg_pool2d(lua_State *L) {
   ts_tensor *x = lt_check(L, 1);
   ts_pool2d_params p;
-  pool_opts(L, 2, "avg_pool2d", &p);
+  pool_opts(L, 2, "avg_pool2d", avg_pool_keys, &p);
   ts_tensor **out = lt_newslot(L);
   LT_TRY(L, ts_avg_pool2d(x, &p, out));
   lt_gc_debt(L);
@@ -146,7 +153,7 @@ static int l_max_pool2d_backward(lua_State *L) {
 static int l_avg_pool2d_backward(lua_State *L) {
   ts_tensor *go = lt_check(L, 1), *x = lt_check(L, 2);
   ts_pool2d_params p;
-  pool_opts(L, 3, "avg_pool2d", &p);
+  pool_opts(L, 3, "avg_pool2d", avg_pool_keys, &p);
   ts_tensor **out = lt_newslot(L);
   LT_TRY(L, ts_avg_pool2d_backward(go, x, &p, out));
   lt_gc_debt(L);
@@ -222,7 +229,9 @@ static int l_layer_norm_backward(lua_State *L) {
 /* embedding(weight, indices [, {padding_idx = i}]) (padding_idx only matters to the backward) */
 static int l_embedding(lua_State *L) {
   ts_tensor *w = lt_check(L, 1), *idx = lt_check(L, 2);
+  static const char *const known[] = {"padding_idx", NULL};
   int opts = lt_opts_index(L, 3);
+  lt_opts_check(L, opts, "embedding", known);
   int64_t pad = 0;
   bool has_pad = false;
   if (opts && lua_getfield(L, opts, "padding_idx") != LUA_TNIL) pad = lt_opt_int(L, opts, "padding_idx", 0), has_pad = true;

@@ -32,8 +32,11 @@ static int count(lua_State *L) {
  *   {step=, lr=, beta1=, beta2=, eps=, weight_decay=, amsgrad=, maximize=, decoupled=}) */
 static int l_adam_step(lua_State *L) {
   const char *fn = "_adam_step";
+  static const char *const known[] = {"step", "lr", "beta1", "beta2", "eps", "weight_decay",
+                                      "amsgrad", "maximize", "decoupled", NULL};
   int n = count(L), opts = lt_opts_index(L, 6);
   if (!opts) return luaL_typeerror(L, 6, "options table");
+  lt_opts_check(L, opts, fn, known);
   ts_adam_params p = {.lr = lt_opt_number(L, opts, "lr", 1e-3), .beta1 = lt_opt_number(L, opts, "beta1", 0.9),
                       .beta2 = lt_opt_number(L, opts, "beta2", 0.999), .eps = lt_opt_number(L, opts, "eps", 1e-8),
                       .weight_decay = lt_opt_number(L, opts, "weight_decay", 0),
@@ -53,8 +56,10 @@ static int l_adam_step(lua_State *L) {
  * marks the buffers to be set from the grad (a first step). */
 static int l_sgd_step(lua_State *L) {
   const char *fn = "_sgd_step";
+  static const char *const known[] = {"lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize", NULL};
   int n = count(L), opts = lt_opts_index(L, 5);
   if (!opts) return luaL_typeerror(L, 5, "options table");
+  lt_opts_check(L, opts, fn, known);
   ts_sgd_params p = {.lr = lt_opt_number(L, opts, "lr", 1e-3), .momentum = lt_opt_number(L, opts, "momentum", 0),
                      .dampening = lt_opt_number(L, opts, "dampening", 0),
                      .weight_decay = lt_opt_number(L, opts, "weight_decay", 0),
@@ -85,8 +90,10 @@ static int l_sgd_step(lua_State *L) {
  * momentum_buffers is needed when momentum > 0, grad_avgs when centered. */
 static int l_rmsprop_step(lua_State *L) {
   const char *fn = "_rmsprop_step";
+  static const char *const known[] = {"lr", "alpha", "eps", "weight_decay", "momentum", "centered", "maximize", NULL};
   int n = count(L), opts = lt_opts_index(L, 6);
   if (!opts) return luaL_typeerror(L, 6, "options table");
+  lt_opts_check(L, opts, fn, known);
   ts_rmsprop_params p = {.lr = lt_opt_number(L, opts, "lr", 1e-2), .alpha = lt_opt_number(L, opts, "alpha", 0.99),
                          .eps = lt_opt_number(L, opts, "eps", 1e-8),
                          .weight_decay = lt_opt_number(L, opts, "weight_decay", 0),

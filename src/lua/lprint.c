@@ -57,16 +57,7 @@ static int l_set_printoptions(lua_State *L) {
   ts_print_options_get(&o);
   o.sci_mode = -1;
   if (opts) {
-    lua_pushnil(L);
-    while (lua_next(L, opts)) {
-      lua_pop(L, 1);
-      const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-      int i = 0;
-      while (k && option_names[i] && strcmp(option_names[i], k) != 0) i++;
-      if (!k || !option_names[i])
-        luaL_error(L, "set_printoptions: unknown option '%s' (expected precision, threshold, edgeitems, "
-                   "linewidth, sci_mode or profile)", k ? k : luaL_typename(L, -1));
-    }
+    lt_opts_check(L, opts, "set_printoptions", option_names);
     if (lua_getfield(L, opts, "profile") != LUA_TNIL) {
       const char *p = lua_tostring(L, -1);
       ts_print_options d = ts_print_options_default();

@@ -42,11 +42,17 @@ static bool read_dims(lua_State *L, const char *fn, int idx, rargs *a) {
   return true;
 }
 
-/* Parses [dim | {dims}] [bool [bool]] [options] starting at idx. */
-static void parse_reduce(lua_State *L, const char *fn, int idx, rargs *a) {
+/* The options each family reads. */
+static const char *const dim_keepdim[] = {"dim", "keepdim", NULL};
+static const char *const dim_keepdim_dtype[] = {"dim", "keepdim", "dtype", NULL};
+
+/* Parses [dim | {dims}] [bool [bool]] [options] starting at idx; the
+ * options may hold the keys in known. */
+static void parse_reduce(lua_State *L, const char *fn, int idx, rargs *a, const char *const *known) {
   int top = lua_gettop(L);
   a->ndims = 0, a->nb = 0;
   a->opts = top >= idx ? lt_opts_index(L, top) : 0;
+  lt_opts_check(L, a->opts, fn, known);
   if (read_dims(L, fn, idx, a)) idx++;
   else if (lua_isnil(L, idx) && top > idx) idx++; /* torch.sum(x, nil, true) */
   while (a->nb < 2 && lua_type(L, idx) == LUA_TBOOLEAN) a->b[a->nb++] = lua_toboolean(L, idx++);
@@ -85,7 +91,7 @@ static int l_reduce(lua_State *L) {
   const char *fn = reductions[which].name;
   ts_tensor *x = lt_check(L, 1);
   rargs a;
-  parse_reduce(L, fn, 2, &a);
+  parse_reduce(L, fn, 2, &a, dim_keepdim_dtype); /* every one casts to the options' dtype first */
   bool keepdim = keepdim_of(L, &a, 0);
   x = cast_opt(L, x, a.opts);
   ts_tensor **slot = lt_newslot(L);
@@ -118,7 +124,7 @@ static int l_max(lua_State *L) {
     return 1;
   }
   rargs a;
-  parse_reduce(L, fn, 2, &a);
+  parse_reduce(L, fn, 2, &a, dim_keepdim);
   bool keepdim = keepdim_of(L, &a, 0);
   if (a.ndims > 1) return lt_errorf(L, "%s: expected one dim, got %d; use x:a%s(dims) for several", fn, a.ndims, fn);
   if (a.ndims == 0) {
@@ -137,7 +143,7 @@ static int l_amax(lua_State *L) {
   ts_op op = extreme_op(L);
   ts_tensor *x = lt_check(L, 1);
   rargs a;
-  parse_reduce(L, op == TS_OP_MAX ? "amax" : "amin", 2, &a);
+  parse_reduce(L, op == TS_OP_MAX ? "amax" : "amin", 2, &a, dim_keepdim);
   bool keepdim = keepdim_of(L, &a, 0);
   ts_tensor **slot = lt_newslot(L);
   LT_TRY(L, ts_amax(op, x, a.ndims, a.dims, keepdim, slot));
@@ -150,7 +156,7 @@ static int l_argmax(lua_State *L) {
   const char *fn = op == TS_OP_MAX ? "argmax" : "argmin";
   ts_tensor *x = lt_check(L, 1);
   rargs a;
-  parse_reduce(L, fn, 2, &a);
+  parse_reduce(L, fn, 2, &a, dim_keepdim);
   bool keepdim = keepdim_of(L, &a, 0);
   if (a.ndims > 1) return lt_errorf(L, "%s: expected one dim, got %d", fn, a.ndims);
   ts_tensor **slot = lt_newslot(L);
@@ -165,7 +171,8 @@ static int l_var(lua_State *L) {
   const char *fn = is_std ? "std" : "var";
   ts_tensor *x = lt_check(L, 1);
   rargs a;
-  parse_reduce(L, fn, 2, &a);
+  static const char *const known[] = {"dim", "keepdim", "unbiased", "correction", NULL};
+  parse_reduce(L, fn, 2, &a, known);
   bool unbiased = lt_opt_bool(L, a.opts, "unbiased", a.nb > 0 ? a.b[0] : true);
   double correction = lt_opt_number(L, a.opts, "correction", unbiased ? 1 : 0);
   bool keepdim = keepdim_of(L, &a, 1);
@@ -195,7 +202,8 @@ static int l_norm(lua_State *L) {
   if (lua_type(L, 2) == LUA_TNUMBER || lua_type(L, 2) == LUA_TSTRING) p = norm_p(L, idx++);
   else if (lua_isnil(L, 2) && lua_gettop(L) > 2) idx++;
   rargs a;
-  parse_reduce(L, "norm", idx, &a);
+  static const char *const known[] = {"p", "dim", "keepdim", "dtype", NULL};
+  parse_reduce(L, "norm", idx, &a, known);
   if (a.opts && lua_getfield(L, a.opts, "p") != LUA_TNIL) p = norm_p(L, lua_gettop(L));
   if (a.opts) lua_pop(L, 1);
   bool keepdim = keepdim_of(L, &a, 0);
@@ -216,7 +224,9 @@ static int l_scan(lua_State *L) {
   int which = (int)lua_tointeger(L, lua_upvalueindex(1));
   const char *fn = scans[which].name;
   ts_tensor *x = lt_check(L, 1);
+  static const char *const known[] = {"dim", "dtype", NULL};
   int opts = lt_opts_index(L, lua_gettop(L));
+  lt_opts_check(L, opts, fn, known);
   int64_t dim;
   if (lua_type(L, 2) == LUA_TNUMBER) {
     dim = lt_checkint(L, 2);
@@ -247,8 +257,10 @@ static int l_equal(lua_State *L) {
 }
 
 /* isclose/allclose(a, b[, rtol[, atol[, equal_nan]]][, {rtol =, atol =, equal_nan =}]) */
-static void close_args(lua_State *L, double *rtol, double *atol, bool *equal_nan) {
+static void close_args(lua_State *L, const char *fn, double *rtol, double *atol, bool *equal_nan) {
+  static const char *const known[] = {"rtol", "atol", "equal_nan", NULL};
   int opts = lt_opts_index(L, lua_gettop(L));
+  lt_opts_check(L, opts, fn, known);
   *rtol = lua_type(L, 3) == LUA_TNUMBER ? lua_tonumber(L, 3) : 1e-5;
   *atol = lua_type(L, 4) == LUA_TNUMBER ? lua_tonumber(L, 4) : 1e-8;
   *equal_nan = lua_type(L, 5) == LUA_TBOOLEAN ? lua_toboolean(L, 5) : false;
@@ -262,7 +274,7 @@ static int l_isclose(lua_State *L) {
   ts_tensor *a = lt_check(L, 1), *b = lt_operand(L, 2, &bb);
   double rtol, atol;
   bool en;
-  close_args(L, &rtol, &atol, &en);
+  close_args(L, "isclose", &rtol, &atol, &en);
   ts_tensor **slot = lt_newslot(L);
   LT_TRY(L, ts_isclose(a, b, rtol, atol, en, slot));
   lt_gc_debt(L);
@@ -273,7 +285,7 @@ static int l_allclose(lua_State *L) {
   ts_tensor *a = lt_check(L, 1), *b = lt_check(L, 2);
   double rtol, atol;
   bool en, r;
-  close_args(L, &rtol, &atol, &en);
+  close_args(L, "allclose", &rtol, &atol, &en);
   LT_TRY(L, ts_allclose(a, b, rtol, atol, en, &r));
   lua_pushboolean(L, r);
   return 1;

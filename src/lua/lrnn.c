@@ -21,7 +21,9 @@ static int l_rnn_layer(lua_State *L) {
   static const char *const modes[] = {"rnn_tanh", "rnn_relu", "lstm", "gru", NULL};
   ts_rnn_mode mode = (ts_rnn_mode)luaL_checkoption(L, 1, NULL, modes);
   ts_tensor *x = lt_check(L, 2), *w = lt_check(L, 3);
+  static const char *const known[] = {"h0", "c0", "b_hh", "w_hr", "reverse", "batch_sizes", NULL};
   int opts = lt_opts_index(L, 4);
+  lt_opts_check(L, opts, "_rnn_layer", known);
   ts_tensor *h0 = opt_field(L, opts, "h0"), *c0 = opt_field(L, opts, "c0"), *b = opt_field(L, opts, "b_hh"),
             *wr = opt_field(L, opts, "w_hr");
   bool reverse = lt_opt_bool(L, opts, "reverse", false);

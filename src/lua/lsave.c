@@ -442,15 +442,8 @@ static int l_load(lua_State *L) {
   load_ctx c = {lt_checkpath(L, 1, "torch.load"), 0};
   int opts = lt_opts_index(L, 2);
   if (!opts && !lua_isnoneornil(L, 2)) return luaL_typeerror(L, 2, "options table ({map_location=, flat=})");
-  if (opts) { /* a misspelt option would otherwise be ignored silently */
-    lua_pushnil(L);
-    while (lua_next(L, opts)) {
-      lua_pop(L, 1);
-      const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
-      if (strcmp(k, "map_location") != 0 && strcmp(k, "flat") != 0)
-        return luaL_error(L, "torch.load: unknown option '%s' (expected map_location or flat)", k);
-    }
-  }
+  static const char *const known[] = {"map_location", "flat", NULL};
+  lt_opts_check(L, opts, "torch.load", known); /* a misspelt option would otherwise be ignored silently */
   bool flat = lt_opt_bool(L, opts, "flat", false);
   ts_device dev = load_device(L, opts);
   lua_settop(L, 2);

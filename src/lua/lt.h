@@ -63,6 +63,11 @@ int64_t lt_checkint(lua_State *L, int idx);  /* an integer (floats with integral
 
 /* Keyword-option tables: the trailing table argument, if any. */
 int lt_opts_index(lua_State *L, int idx);     /* idx if it is a plain table (not a tensor/size), else 0 */
+/* Raises "fn: unknown option 'dtyp' (expected one of: device, dtype, ...;
+ * did you mean 'dtype'?)" for a key of the table at opts (0: none) that is
+ * not in known (NULL-terminated), so that a misspelt keyword is not ignored.
+ * Each binding calls it with the keys it reads, before reading them. */
+void lt_opts_check(lua_State *L, int opts, const char *fn, const char *const *known);
 ts_dtype lt_opt_dtype(lua_State *L, int opts, ts_dtype dflt);
 ts_device lt_opt_device(lua_State *L, int opts, ts_device dflt);
 bool lt_opt_bool(lua_State *L, int opts, const char *key, bool dflt);

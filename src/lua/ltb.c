@@ -71,7 +71,9 @@ static const char *check_tag(lua_State *L, int idx, const char *fn) {
 
 /* tb.SummaryWriter([log_dir] [, {comment = "", flush_secs = 120}]) */
 static int l_writer(lua_State *L) {
+  static const char *const known[] = {"log_dir", "comment", "flush_secs", NULL};
   int opts = lt_opts_index(L, lua_gettop(L));
+  lt_opts_check(L, opts, "SummaryWriter", known);
   const char *comment = "";
   double flush_secs = 120;
   if (opts) {
@@ -236,7 +238,9 @@ static int m_add_histogram(lua_State *L) {
   int64_t step = opt_step(L, 4, "add_histogram");
   ts_tb_bins bins = {TS_TB_BINS_TENSORFLOW, 0, NULL};
   double walltime;
+  static const char *const known[] = {"bins", "walltime", NULL};
   int opts = lt_opts_index(L, 5);
+  lt_opts_check(L, opts, "add_histogram", known);
   if (opts) {
     lua_getfield(L, opts, "bins");
     check_bins(L, lua_gettop(L), &bins);

@@ -3,9 +3,11 @@
  * helpers every binding file uses. */
 #include "lt.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- errors and tensors on the stack ------------------------------------ */
@@ -291,6 +293,93 @@ int lt_opts_index(lua_State *L, int idx) {
   if (lua_getmetatable(L, idx)) return lua_pop(L, 1), 0;
   if (lua_rawlen(L, idx) > 0) return 0; /* a list: sizes or values, not options */
   return idx;
+}
+
+/* Optimal string alignment distance (a transposition counts 1), case-blind,
+ * as lua/tensh/args.lua's: 3 stands for "more than 2". */
+static int name_distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > lb + 2 || lb > la + 2 || la > 62 || lb > 62) return 3;
+  int d[64][64];
+  for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+  for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+  for (size_t i = 1; i <= la; i++) {
+    for (size_t j = 1; j <= lb; j++) {
+      int ca = tolower((unsigned char)a[i - 1]), cb = tolower((unsigned char)b[j - 1]);
+      int v = d[i - 1][j - 1] + (ca != cb);
+      if (d[i - 1][j] + 1 < v) v = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+      if (i > 1 && j > 1 && ca == tolower((unsigned char)b[j - 2]) && tolower((unsigned char)a[i - 2]) == cb &&
+          d[i - 2][j - 2] + 1 < v)
+        v = d[i - 2][j - 2] + 1;
+      d[i][j] = v;
+    }
+  }
+  return d[la][lb];
+}
+
+static int compare_names(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Raises "fn: unknown option 'dtyp' (expected one of: device, dtype,
+ * requires_grad; did you mean 'dtype'?)", or "fn: unknown option [2]
+ * (options are named; ...)" for a key that is not a string: the wording of
+ * args.check_opts, which checks the options of the library's Lua functions.
+ * The suggestion is the nearest name within 2 edits (1 for keys of up to 4
+ * bytes), case-blind, as tensh.strict suggests field names. */
+static int unknown_option(lua_State *L, const char *fn, int key, const char *const *known) {
+  const char *names[64];
+  size_t n = 0;
+  while (known[n] && n < sizeof names / sizeof *names) names[n] = known[n], n++;
+  qsort(names, n, sizeof *names, compare_names);
+  int kt = lua_type(L, key);
+  if (kt == LUA_TSTRING) lua_pushfstring(L, "'%s'", lua_tostring(L, key));
+  else if (kt == LUA_TNUMBER || kt == LUA_TBOOLEAN) lua_pushfstring(L, "[%s]", luaL_tolstring(L, key, NULL));
+  else lua_pushfstring(L, "[%s]", luaL_typename(L, key));
+  const char *shown = lua_tostring(L, -1); /* the key as the message shows it, anchored on the stack */
+  if (n == 0) return lt_errorf(L, "%s: unknown option %s (%s takes no options)", fn, shown, fn);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  lua_pushfstring(L, "%s: unknown option %s (%sexpected one of: ", fn, shown,
+                  kt == LUA_TSTRING ? "" : "options are named; ");
+  luaL_addvalue(&b);
+  for (size_t i = 0; i < n; i++) {
+    if (i) luaL_addstring(&b, ", ");
+    luaL_addstring(&b, names[i]);
+  }
+  if (kt == LUA_TSTRING) {
+    const char *k = lua_tostring(L, key), *best = NULL;
+    int best_d = strlen(k) <= 4 ? 1 : 2;
+    for (size_t i = 0; i < n; i++) {
+      int dd = name_distance(k, names[i]);
+      if (dd < best_d || (dd == best_d && !best)) best = names[i], best_d = dd;
+    }
+    if (best) {
+      luaL_addstring(&b, "; did you mean '");
+      luaL_addstring(&b, best);
+      luaL_addstring(&b, "'?");
+    }
+  }
+  luaL_addchar(&b, ')');
+  luaL_pushresult(&b);
+  return raise_message(L, lua_tostring(L, -1));
+}
+
+void lt_opts_check(lua_State *L, int opts, const char *fn, const char *const *known) {
+  if (!opts) return;
+  opts = lua_absindex(L, opts);
+  lua_pushnil(L);
+  while (lua_next(L, opts)) {
+    lua_pop(L, 1);
+    bool ok = false;
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      size_t len;
+      const char *k = lua_tolstring(L, -1, &len);
+      for (int i = 0; known[i] && !ok; i++) ok = strlen(known[i]) == len && memcmp(known[i], k, len) == 0;
+    }
+    if (!ok) unknown_option(L, fn, lua_gettop(L), known);
+  }
 }
 
 static int opt_field(lua_State *L, int opts, const char *key) {
@@ -729,6 +818,8 @@ static int m_to(lua_State *L) {
     } else if (lua_type(L, i) == LUA_TNUMBER) {
       dev = lt_check_device(L, i);
     } else if (lt_opts_index(L, i)) {
+      static const char *const known[] = {"dtype", "device", "non_blocking", "copy", NULL};
+      lt_opts_check(L, i, "to", known);
       dt = lt_opt_dtype(L, i, dt);
       dev = lt_opt_device(L, i, dev);
       non_blocking = lt_opt_bool(L, i, "non_blocking", false);
@@ -763,6 +854,8 @@ static int m_cuda(lua_State *L) {
     if (dev.type != TS_CUDA) return luaL_argerror(L, 2, "a CUDA device expected");
     opts = lt_opts_index(L, 3);
   }
+  static const char *const known[] = {"device", "non_blocking", NULL};
+  lt_opts_check(L, opts, "cuda", known);
   if (opts) dev = lt_opt_device(L, opts, dev);
   bool non_blocking = lt_opt_bool(L, opts, "non_blocking", false);
   ts_tensor **slot = lt_newslot(L);

@@ -45,8 +45,8 @@ test("one wording for options across nn, losses, optim, nn.utils and data", func
     "mse_loss: unknown option 'reduce' (expected one of: reduction)", "losses")
   raises(function() nn.utils.clip_grad_norm_({w}, 1, {norm = 2}) end,
     "clip_grad_norm_: unknown option 'norm' (expected one of: error_if_nonfinite, norm_type)", "nn.utils")
-  raises(function() nn.Linear(2, 3, {bais = false}) end, "Linear: unknown option 'bais' (expected one of: bias, device, dtype)",
-    "layers")
+  raises(function() nn.Linear(2, 3, {bais = false}) end,
+    "Linear: unknown option 'bais' (expected one of: bias, device, dtype; did you mean 'bias'?)", "layers")
   raises(function() data.DataLoader(data.TensorDataset(torch.zeros(4, 2)), {batchsize = 2}) end,
     "DataLoader: unknown option 'batchsize' (expected one of: batch_sampler, batch_size, ", "data")
   raises(function() optim.SGD({w}, 0.1, 5) end, "", "positional extra") -- any error, no crash

@@ -351,7 +351,7 @@ end)
 
 test("set_printoptions errors leave the options unchanged", function()
   raises(function() torch.set_printoptions({precison = 2}) end, "set_printoptions: unknown option 'precison'")
-  raises(function() torch.set_printoptions({2}) end, "set_printoptions: unknown option 'number'")
+  raises(function() torch.set_printoptions({2}) end, "set_printoptions: unknown option [1] (options are named; expected one of: ")
   raises(function() torch.set_printoptions(3) end, "bad argument #1 to 'set_printoptions' (table of options expected, got number)")
   raises(function() torch.set_printoptions({precision = 1.5}) end,
          "set_printoptions: option 'precision' must be an integer, got a non-integral number")

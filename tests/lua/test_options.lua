@@ -1,0 +1,295 @@
+-- Options tables (PyTorch's keyword arguments) are checked: a key a
+-- function does not read is an error naming the keys it takes and the
+-- nearest one, worded the same by the C bindings (lt_opts_check) and by the
+-- Lua library (args.check_opts), instead of being ignored (torch.zeros(3,
+-- {dtyp = "float64"}) once gave float32 zeros). One misspelt and one
+-- correct call per C binding file; the correct spelling must still take
+-- effect. And create_graph = true, which the engine cannot honour, says so.
+local T = require "harness"
+local test, eq, ok, raises, close = T.test, T.eq, T.ok, T.raises, T.close
+local A = require "tensh.args"
+
+-- The message of fn's error without "file:line: ", checking the position is
+-- this file (the user's line, not the library).
+local function message(fn)
+  local okc, err = pcall(fn)
+  ok(not okc, "expected an error")
+  err = tostring(err)
+  ok(err:find("^test_options%.lua:%d+: "), "raised at the user's line: " .. err)
+  return (err:gsub("^[^:]*:%d+: ", ""))
+end
+
+local function shape(t)
+  local d = {}
+  for i = 0, t:dim() - 1 do d[#d + 1] = t.shape[i] end
+  return table.concat(d, "x")
+end
+
+local x23 = torch.arange(6, {dtype = torch.float32}):view(2, 3)
+
+-- {name, bad call, its exact message, good call, check of the good call's result}
+local cases = {
+  -- lcreate.c
+  {"zeros", function() return torch.zeros(3, {dtyp = "float64"}) end,
+    "zeros: unknown option 'dtyp' (expected one of: device, dtype, requires_grad; did you mean 'dtype'?)",
+    function() return torch.zeros(3, {dtype = "float64"}) end,
+    function(t) eq(t.dtype, torch.float64, "dtype") eq(t:sum():item(), 0) end},
+  {"randn", function() return torch.randn(3, {requires_gard = true}) end,
+    "randn: unknown option 'requires_gard' (expected one of: device, dtype, requires_grad; did you mean 'requires_grad'?)",
+    function() return torch.randn(3, {requires_grad = true}) end,
+    function(t) eq(t.requires_grad, true, "requires_grad") end},
+  {"tensor", function() return torch.tensor({1, 2}, {devise = "cpu"}) end,
+    "tensor: unknown option 'devise' (expected one of: device, dtype, requires_grad; did you mean 'device'?)",
+    function() return torch.tensor({1, 2}, {device = "cpu", dtype = "int32"}) end,
+    function(t) eq(t.dtype, torch.int32) close(t, {1, 2}) end},
+  {"full_like", function() return torch.full_like(x23, 7, {layout = "strided"}) end,
+    "full_like: unknown option 'layout' (expected one of: device, dtype, requires_grad)",
+    function() return torch.full_like(x23, 7, {dtype = "int64"}) end,
+    function(t) eq(t.dtype, torch.int64) eq(t:sum():item(), 42) end},
+  {"arange", function() return torch.arange(4, {Dtype = "float64"}) end,
+    "arange: unknown option 'Dtype' (expected one of: device, dtype, requires_grad; did you mean 'dtype'?)",
+    function() return torch.arange(4, {dtype = "float64"}) end,
+    function(t) eq(t.dtype, torch.float64) close(t, {0, 1, 2, 3}) end},
+  -- ltensor.c
+  {"to", function() return x23:to({dtyp = "float64"}) end,
+    "to: unknown option 'dtyp' (expected one of: copy, device, dtype, non_blocking; did you mean 'dtype'?)",
+    function() return x23:to({dtype = "float64", copy = true}) end,
+    function(t) eq(t.dtype, torch.float64) eq(t:sum():item(), 15) end},
+  {"cuda", function() return x23:cuda({non_blockng = true}) end,
+    "cuda: unknown option 'non_blockng' (expected one of: device, non_blocking; did you mean 'non_blocking'?)"},
+  -- lindex.c
+  {"cat", function() return torch.cat({x23, x23}, {dmi = 1}) end,
+    "cat: unknown option 'dmi' (expected one of: dim; did you mean 'dim'?)",
+    function() return torch.cat({x23, x23}, {dim = 1}) end,
+    function(t) eq(shape(t), "2x6") end},
+  {"sort", function() return x23:sort({descnding = true}) end,
+    "sort: unknown option 'descnding' (expected one of: descending, dim, stable; did you mean 'descending'?)",
+    function() return x23:sort({descending = true}) end,
+    function(v) close(v[0], {2, 1, 0}) end},
+  {"topk", function() return x23:topk(1, {larget = false}) end,
+    "topk: unknown option 'larget' (expected one of: dim, largest, sorted; did you mean 'largest'?)",
+    function() return x23:topk(1, {largest = false}) end,
+    function(v) close(v:flatten(), {0, 3}) end},
+  {"unique", function() return torch.unique(torch.tensor({3, 1, 3}), {return_count = true}) end,
+    "unique: unknown option 'return_count' (expected one of: dim, return_counts, return_inverse, sorted; did you mean 'return_counts'?)",
+    function() return select(2, torch.unique(torch.tensor({3, 1, 3}), {return_counts = true})) end,
+    function(c) close(c, {1, 2}) end},
+  {"split", function() return x23:split(1, {axis = 0}) end,
+    "split: unknown option 'axis' (expected one of: dim)",
+    function() return x23:split(1, {dim = 1}) end,
+    function(l) eq(#l, 3) eq(shape(l[1]), "2x1") end},
+  {"scatter_add", function() return torch.zeros(3):scatter_add(0, torch.tensor({0, 0}), torch.ones(2), {reduc = "add"}) end,
+    "scatter_add: unknown option 'reduc' (expected one of: reduce; did you mean 'reduce'?)",
+    function() return torch.zeros(3):scatter(0, torch.tensor({0, 0}), torch.ones(2), {reduce = "add"}) end,
+    function(t) close(t, {2, 0, 0}) end},
+  {"nonzero", function() return torch.tensor({0, 1}):nonzero({as_tupel = true}) end,
+    "nonzero: unknown option 'as_tupel' (expected one of: as_tuple; did you mean 'as_tuple'?)",
+    function() return torch.tensor({0, 1}):nonzero({as_tuple = true}) end,
+    function(l) eq(#l, 1) close(l[1], {1}) end},
+  -- lreduce.c
+  {"sum", function() return x23:sum({dim = 1, keepdims = true}) end,
+    "sum: unknown option 'keepdims' (expected one of: dim, dtype, keepdim; did you mean 'keepdim'?)",
+    function() return x23:sum({dim = 1, keepdim = true}) end,
+    function(t) eq(shape(t), "2x1") close(t:flatten(), {3, 12}) end},
+  {"var", function() return x23:var({unbaised = false}) end,
+    "var: unknown option 'unbaised' (expected one of: correction, dim, keepdim, unbiased; did you mean 'unbiased'?)",
+    function() return x23:var({unbiased = false}) end,
+    function(t) close(t:item(), 35 / 12, 1e-5) end},
+  {"max", function() return x23:max({dim = 0, keep_dim = true}) end,
+    "max: unknown option 'keep_dim' (expected one of: dim, keepdim; did you mean 'keepdim'?)",
+    function() return x23:max({dim = 0, keepdim = true}) end,
+    function(v) eq(shape(v), "1x3") end},
+  {"norm", function() return x23:norm({P = 1}) end,
+    "norm: unknown option 'P' (expected one of: dim, dtype, keepdim, p; did you mean 'p'?)",
+    function() return x23:norm({p = 1}) end,
+    function(t) eq(t:item(), 15) end},
+  {"softmax", function() return x23:softmax({dim = 1, dtpe = "float64"}) end,
+    "softmax: unknown option 'dtpe' (expected one of: dim, dtype; did you mean 'dtype'?)",
+    function() return x23:softmax({dim = 1, dtype = "float64"}) end,
+    function(t) eq(t.dtype, torch.float64) close(t:sum():item(), 2, 1e-12) end},
+  {"allclose", function() return torch.allclose(x23, x23 + 0.01, {atl = 0.1}) end,
+    "allclose: unknown option 'atl' (expected one of: atol, equal_nan, rtol; did you mean 'atol'?)",
+    function() return torch.allclose(x23, x23 + 0.01, {atol = 0.1}) end,
+    function(r) eq(r, true) end},
+  -- lelementwise.c
+  {"clamp", function() return x23:clamp({mn = 1}) end,
+    "clamp: unknown option 'mn' (expected one of: max, min; did you mean 'min'?)",
+    function() return x23:clamp({min = 1}) end,
+    function(t) close(t:flatten(), {1, 1, 2, 3, 4, 5}) end},
+  {"gelu", function() return x23:gelu({approx = "tanh"}) end,
+    "gelu: unknown option 'approx' (expected one of: approximate)",
+    function() return torch.tensor({1.0}):gelu({approximate = "tanh"}) end,
+    function(t) close(t:item(), 0.5 * (1 + math.tanh(math.sqrt(2 / math.pi) * (1 + 0.044715))), 1e-5) end},
+  {"add", function() return x23:add(1, {alpah = 2}) end,
+    "add: unknown option 'alpah' (expected one of: alpha; did you mean 'alpha'?)",
+    function() return x23:add(1, {alpha = 2}) end,
+    function(t) close(t:flatten(), {2, 3, 4, 5, 6, 7}) end},
+  {"div", function() return torch.div(x23, 4, {rounding_mode = "floor"}) end,
+    "div: unknown option 'rounding_mode' (div takes no options)",
+    function() return torch.div(x23, 4) end,
+    function(t) close(t:flatten(), {0, 0.25, 0.5, 0.75, 1, 1.25}) end},
+  -- llinalg.c
+  {"addmm", function() return torch.addmm(torch.ones(2, 2), x23, x23:t(), {beat = 0}) end,
+    "addmm: unknown option 'beat' (expected one of: alpha, beta; did you mean 'beta'?)",
+    function() return torch.addmm(torch.ones(2, 2), x23, x23:t(), {beta = 0}) end,
+    function(t) close(t:flatten(), {5, 14, 14, 50}) end},
+  -- lnn.c
+  {"conv2d", function() return torch.conv2d(torch.ones(1, 1, 4, 4), torch.ones(1, 1, 2, 2), nil, {stirde = 2}) end,
+    "conv2d: unknown option 'stirde' (expected one of: dilation, groups, padding, stride; did you mean 'stride'?)",
+    function() return torch.conv2d(torch.ones(1, 1, 4, 4), torch.ones(1, 1, 2, 2), nil, {stride = 2}) end,
+    function(t) eq(shape(t), "1x1x2x2") eq(t:sum():item(), 16) end},
+  {"max_pool2d", function() return torch.max_pool2d(torch.ones(1, 1, 4, 4), 2, {count_include_pad = true}) end,
+    "max_pool2d: unknown option 'count_include_pad' (expected one of: ceil_mode, dilation, padding, return_indices, stride)",
+    function() return torch.max_pool2d(torch.ones(1, 1, 4, 4), 2, {stride = 1}) end,
+    function(t) eq(shape(t), "1x1x3x3") end},
+  {"avg_pool2d", function() return torch.avg_pool2d(torch.ones(1, 1, 4, 4), 2, {ceilmode = true}) end,
+    "avg_pool2d: unknown option 'ceilmode' (expected one of: ceil_mode, count_include_pad, dilation, padding, stride; did you mean 'ceil_mode'?)",
+    function() return torch.avg_pool2d(torch.ones(1, 1, 4, 4), 2, {padding = 1, count_include_pad = false}) end,
+    function(t) eq(shape(t), "1x1x3x3") eq(t:sum():item(), 9) end},
+  {"embedding", function() return torch.embedding(x23, torch.tensor({1}), {padding_ix = 0}) end,
+    "embedding: unknown option 'padding_ix' (expected one of: padding_idx; did you mean 'padding_idx'?)",
+    function() return torch.embedding(x23, torch.tensor({1}), {padding_idx = 0}) end,
+    function(t) close(t:flatten(), {3, 4, 5}) end},
+  -- lattention.c: causal attention's first row is v's first row
+  {"_sdpa", function() return torch._sdpa(torch.ones(1, 2, 2), torch.ones(1, 2, 2), x23:view(1, 3, 2):narrow(1, 0, 2), {is_casual = true}) end,
+    "_sdpa: unknown option 'is_casual' (expected one of: dropout_p, is_causal, mask, scale; did you mean 'is_causal'?)",
+    function() return torch._sdpa(torch.ones(1, 2, 2), torch.ones(1, 2, 2), x23:view(1, 3, 2):narrow(1, 0, 2), {is_causal = true}) end,
+    function(o) close(o[0][0], {0, 1}) end},
+  -- lrnn.c: with h0 = 0 the reversed run's last output is tanh of the last input
+  {"_rnn_layer", function() return torch._rnn_layer("rnn_tanh", torch.ones(2, 1, 1), torch.ones(1, 1), {revers = true}) end,
+    "_rnn_layer: unknown option 'revers' (expected one of: b_hh, batch_sizes, c0, h0, reverse, w_hr; did you mean 'reverse'?)",
+    function() return torch._rnn_layer("rnn_tanh", torch.tensor({{{0.5}}, {{-1.0}}}), torch.ones(1, 1), {reverse = true}) end,
+    function(o) close(o[1]:item(), math.tanh(-1), 1e-6) end},
+  -- loptim.c
+  {"_sgd_step", function() return torch._sgd_step({torch.ones(2)}, {torch.ones(2)}, nil, nil, {lr = 0.5, wieght_decay = 0}) end,
+    "_sgd_step: unknown option 'wieght_decay' (expected one of: dampening, lr, maximize, momentum, nesterov, weight_decay; did you mean 'weight_decay'?)",
+    function() local p = torch.ones(2) torch._sgd_step({p}, {torch.ones(2)}, nil, nil, {lr = 0.5, maximize = true}) return p end,
+    function(p) close(p, {1.5, 1.5}) end},
+  {"_adam_step", function()
+      return torch._adam_step({torch.ones(1)}, {torch.ones(1)}, {torch.zeros(1)}, {torch.zeros(1)}, nil, {betas = {0.9, 0.999}})
+    end,
+    "_adam_step: unknown option 'betas' (expected one of: amsgrad, beta1, beta2, decoupled, eps, lr, maximize, step, weight_decay; did you mean 'beta1'?)",
+    function()
+      local p = torch.ones(1)
+      torch._adam_step({p}, {torch.ones(1)}, {torch.zeros(1)}, {torch.zeros(1)}, nil, {lr = 0.25})
+      return p
+    end,
+    function(p) close(p:item(), 0.75, 1e-6) end},
+  -- lautograd.c
+  {"backward", function() local w = torch.ones(2, {requires_grad = true}); (w * 2):sum():backward({retain_grap = true}) end,
+    "backward: unknown option 'retain_grap' (expected one of: create_graph, retain_graph; did you mean 'retain_graph'?)",
+    function()
+      local w = torch.ones(2, {requires_grad = true})
+      local y = (w * w):sum()
+      y:backward({retain_graph = true, create_graph = false})
+      y:backward() -- the graph was kept
+      return w.grad
+    end,
+    function(g) close(g, {4, 4}) end},
+  {"autograd.grad", function() local w = torch.ones(2, {requires_grad = true}) torch.autograd.grad((w * 2):sum(), {w}, {allow_unsued = true}) end,
+    "autograd.grad: unknown option 'allow_unsued' (expected one of: allow_unused, create_graph, grad_outputs, retain_graph; did you mean 'allow_unused'?)",
+    function()
+      local w, u = torch.ones(2, {requires_grad = true}), torch.ones(1, {requires_grad = true})
+      return torch.autograd.grad((w * 3):sum(), {w, u}, {allow_unused = true, create_graph = false})
+    end,
+    function(g) close(g[1], {3, 3}) eq(g[2], nil) end},
+  {"autograd.backward", function() local w = torch.ones(2, {requires_grad = true}) torch.autograd.backward({(w * 2):sum()}, {retian_graph = true}) end,
+    "autograd.backward: unknown option 'retian_graph' (expected one of: create_graph, grad_tensors, retain_graph; did you mean 'retain_graph'?)",
+    function()
+      local w = torch.ones(2, {requires_grad = true})
+      local y = (w * 5):sum()
+      torch.autograd.backward({y}, {retain_graph = true, grad_tensors = {torch.tensor(2.0)}})
+      torch.autograd.backward({y}, nil, {retain_graph = false}) -- kept by the first
+      return w.grad
+    end,
+    function(g) close(g, {15, 15}) end},
+  -- lprint.c
+  {"set_printoptions", function() torch.set_printoptions({precison = 2}) end,
+    "set_printoptions: unknown option 'precison' (expected one of: edgeitems, linewidth, precision, profile, sci_mode, threshold; did you mean 'precision'?)",
+    function() torch.set_printoptions({precision = 2}) local p = torch.get_printoptions().precision torch.set_printoptions({profile = "default"}) return p end,
+    function(p) eq(p, 2) end},
+}
+
+for _, c in ipairs(cases) do
+  test("option of " .. c[1] .. ": a misspelt key is an error; the right one takes effect", function()
+    eq(message(c[2]), c[3], "message")
+    eq(torch.ones(2):sum():item(), 2, "the session goes on")
+    if c[4] then c[5](c[4]()) end
+  end)
+end
+
+test("keys that are not strings are named too", function()
+  eq(message(function() return torch.zeros(2, {[true] = 1}) end),
+    "zeros: unknown option [true] (options are named; expected one of: device, dtype, requires_grad)")
+  eq(message(function() return torch.zeros(2, {[2.5] = 1}) end),
+    "zeros: unknown option [2.5] (options are named; expected one of: device, dtype, requires_grad)")
+  eq(message(function() return x23:sum({[x23] = 1}) end),
+    "sum: unknown option [userdata] (options are named; expected one of: dim, dtype, keepdim)")
+  eq(message(function() return torch.zeros(2, {dtype = "float64", xyzzy = 1}) end),
+    "zeros: unknown option 'xyzzy' (expected one of: device, dtype, requires_grad)", "no near name, no suggestion")
+end)
+
+test("the C bindings and the Lua library word an unknown option alike", function()
+  local known = {dtype = true, device = true, requires_grad = true}
+  for _, bad in ipairs({{dtyp = 1}, {xyzzy = 1}, {[true] = 1}, {[2.5] = 1}, {DTYPE = 1}}) do
+    eq(message(function() A.check_opts("zeros", bad, known) end), message(function() return torch.zeros(1, bad) end))
+  end
+  eq(message(function() A.check_opts("div", {rounding_mode = 1}, {}) end),
+    message(function() return torch.div(x23, 2, {rounding_mode = 1}) end), "no options")
+  -- Lua functions: nn, optim
+  eq(message(function() nn.Linear(2, 3, {bais = false}) end),
+    "Linear: unknown option 'bais' (expected one of: bias, device, dtype; did you mean 'bias'?)")
+  eq(message(function() optim.SGD({torch.zeros(1, {requires_grad = true})}, {lr = 0.1, momentun = 0.9}) end),
+    "SGD: unknown option 'momentun' (expected one of: dampening, lr, maximize, momentum, nesterov, weight_decay; did you mean 'momentum'?)")
+end)
+
+test("create_graph = true says second derivatives are not supported", function()
+  local w = torch.ones(2, {requires_grad = true})
+  local why = ": create_graph = true is not supported yet in tensh: backward functions are not recorded, so a gradient "
+    .. "cannot be differentiated again (no second derivatives); estimate them with finite differences of first derivatives"
+  eq(message(function() torch.autograd.grad((w * w):sum(), {w}, {create_graph = true}) end), "autograd.grad" .. why)
+  eq(message(function() (w * w):sum():backward({create_graph = true}) end), "backward" .. why)
+  eq(message(function() torch.autograd.backward({(w * w):sum()}, {create_graph = true}) end), "autograd.backward" .. why)
+  eq(w.grad, nil, "nothing was accumulated")
+  eq(message(function() torch.autograd.backward({(w * w):sum()}, {torch.tensor(1.0)}, {grad_tensors = {torch.tensor(1.0)}}) end),
+    "autograd.backward: 'grad_tensors' given both as an argument and as an option")
+  -- and what it would have hidden: without a graph, a gradient has none
+  local g = torch.autograd.grad((w * w):sum(), {w})[1]
+  eq(g.requires_grad, false, "the engine records no graph of a gradient")
+  close(g, {2, 2})
+end)
+
+test("torch.load and tb.SummaryWriter check their options", function()
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p '" .. dir .. "'"))
+  local path = dir .. "/t.safetensors"
+  torch.save({a = x23}, path)
+  eq(message(function() return torch.load(path, {map_locaton = "cpu"}) end),
+    "torch.load: unknown option 'map_locaton' (expected one of: flat, map_location; did you mean 'map_location'?)")
+  eq(torch.load(path, {map_location = "cpu"}).a:sum():item(), 15)
+  eq(message(function() return tb.SummaryWriter(dir .. "/runs", {flush_sec = 1}) end),
+    "SummaryWriter: unknown option 'flush_sec' (expected one of: comment, flush_secs, log_dir; did you mean 'flush_secs'?)")
+  local w = tb.SummaryWriter(dir .. "/runs", {flush_secs = 1})
+  eq(message(function() w:add_histogram("h", x23, 0, {bin = 3}) end),
+    "add_histogram: unknown option 'bin' (expected one of: bins, walltime; did you mean 'bins'?)")
+  w:add_histogram("h", x23, 0, {bins = 3})
+  w:close()
+  os.execute("rm -rf '" .. dir .. "'")
+end)
+
+test("cuda.Stream and cuda.Event check their options (CUDA builds)", function()
+  local cuda = rawget(_G, "cuda")
+  local _, err = pcall(cuda.Event)
+  if tostring(err):find("built without CUDA", 1, true) then T.skip("tensh was built without CUDA") end
+  eq(message(function() return cuda.Event({enable_timming = true}) end),
+    "cuda.Event: unknown option 'enable_timming' (expected one of: blocking, enable_timing; did you mean 'enable_timing'?)")
+  eq(message(function() return cuda.Stream({priorty = 0}) end),
+    "cuda.Stream: unknown option 'priorty' (expected one of: device, priority; did you mean 'priority'?)")
+  if cuda.is_available() then
+    local e = cuda.Event({enable_timing = true})
+    ok(e ~= nil, "an event")
+  end
+end)
+
+T.run()
