@@ -1,6 +1,6 @@
 // CUDA random kernels over Philox (src/philox.h): rand, randn, randint and
 // randperm. Element j of the (contiguous) output draws counter offset + j
-// (rand below float64: lane j % 4 of counter offset + j / 4) and goes through the CPU's formulas (src/cpu/random.c) operation for
+// and goes through the CPU's formulas (src/cpu/random.c) operation for
 // operation, so a seed gives the same tensor on either device. Device code
 // contracts a*b + c into one fused multiply-add, which rounds once where the
 // CPU rounds twice: the formulas spell their products and sums with
@@ -54,12 +54,10 @@ enum { MODE_RAND, MODE_RANDN, MODE_RANDINT };
 template <typename T>
 __global__ void random_kernel(T *out, int64_t n, uint64_t seed, uint64_t off, int mode, double lo, double hi,
                               uint64_t ilo, uint64_t range) {
-  constexpr bool f64 = std::is_same<T, double>::value;
   TSC_GRID_STRIDE(int64_t, j, n) {
-    const bool lanes = mode == MODE_RAND && !f64; // 4 elements a counter (ops.def)
-    ts_u32x4 r = ts_philox(seed, off + (uint64_t)(lanes ? j / 4 : j));
+    ts_u32x4 r = ts_philox(seed, off + (uint64_t)j);
     if (mode == MODE_RAND) {
-      double u = f64 ? ts_uniform_f64(r.v[0], r.v[1]) : (double)ts_uniform_f32(r.v[j & 3]);
+      double u = std::is_same<T, double>::value ? ts_uniform_f64(r.v[0], r.v[1]) : (double)ts_uniform_f32(r.v[0]);
       out[j] = rstore<T>::f64(__dadd_rn(lo, __dmul_rn(__dsub_rn(hi, lo), u)));
     } else if (mode == MODE_RANDN) { // Box-Muller on two uniforms in (0, 1], in double as the CPU
       double u1 = __dsub_rn(1.0, ts_uniform_f64(r.v[0], r.v[1])), u2 = ts_uniform_f64(r.v[2], r.v[3]);

@@ -1,26 +1,21 @@
 /* CPU random kernels over Philox: element j of the output (in row-major
- * order) draws counter offset + j (rand below float64: lane j % 4 of counter
- * offset + j / 4), exactly as the CUDA kernels do. */
+ * order) draws counter offset + j, exactly as the CUDA kernels will. */
 #include "cpu.h"
 #include "../philox.h"
-#include "philox_simd.h"
 
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 
-/* rand on float32 (dropout's masks draw it every training step): Philox for a
- * group of counters at a time in vector lanes, 4 elements a counter, then the
- * conversion; the same draws and the same arithmetic as the generic loop below,
- * so the same bits. j0 (a multiple of 4) is p[0]'s index in the tensor. */
-enum { RAND_GROUP = 256 };
-__attribute__((target_clones("avx2", "default"))) static void
-rand_f32(float *p, int64_t j0, int64_t j1, uint64_t seed, uint64_t off, double lo, double span) {
-  uint32_t u[4 * RAND_GROUP];
-  for (int64_t a = j0; a < j1; a += 4 * RAND_GROUP) {
-    const int64_t m = j1 - a < 4 * RAND_GROUP ? j1 - a : 4 * RAND_GROUP;
-    ts_philox_lanes(seed, off + (uint64_t)a / 4, (m + 3) / 4, u);
-    for (int64_t e = 0; e < m; e++) p[a - j0 + e] = (float)(lo + span * (double)ts_uniform_f32(u[e]));
+/* rand on float32 (dropout's masks draw it every training step): the loop
+ * below for that one case, without the per-element op and dtype branches, so
+ * the compiler runs Philox's rounds over vector lanes; the same draws and the
+ * same arithmetic, so the same bits */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+rand_f32(float *p, int64_t n, uint64_t seed, uint64_t off, double lo, double span) {
+  for (int64_t j = 0; j < n; j++) {
+    ts_u32x4 r = ts_philox(seed, off + (uint64_t)j);
+    p[j] = (float)(lo + span * (double)ts_uniform_f32(r.v[0]));
   }
 }
 
@@ -38,18 +33,17 @@ static ts_status k_random(const ts_call *c) {
 #pragma omp parallel if (n > TS_PARALLEL_GRAIN)
     {
       int nt = omp_get_num_threads(), id = omp_get_thread_num();
-      int64_t chunk = ((n + nt - 1) / nt + 3) / 4 * 4, a = chunk * id, b = a + chunk < n ? a + chunk : n;
-      if (a < b) rand_f32(f + a, a, b, seed, off, lo, hi - lo);
+      int64_t chunk = (n + nt - 1) / nt, a = chunk * id, b = a + chunk < n ? a + chunk : n;
+      if (a < b) rand_f32(f + a, b - a, seed, off + (uint64_t)a, lo, hi - lo);
     }
     return TS_OK;
   }
 #pragma omp parallel for schedule(static) if (n > TS_PARALLEL_GRAIN)
   for (int64_t j = 0; j < n; j++) {
-    const bool lanes = c->op == TS_OP_RAND && dt != TS_FLOAT64; /* 4 elements a counter (ops.def) */
-    ts_u32x4 r = ts_philox(seed, off + (uint64_t)(lanes ? j / 4 : j));
+    ts_u32x4 r = ts_philox(seed, off + (uint64_t)j);
     void *q = p + j * w;
     if (c->op == TS_OP_RAND) {
-      double u = lanes ? ts_uniform_f32(r.v[j & 3]) : ts_uniform_f64(r.v[0], r.v[1]);
+      double u = dt == TS_FLOAT64 ? ts_uniform_f64(r.v[0], r.v[1]) : ts_uniform_f32(r.v[0]);
       ts_store_f64(q, dt, lo + (hi - lo) * u);
     } else if (c->op == TS_OP_RANDN) { /* Box-Muller on two uniforms in (0, 1] */
       double u1 = 1.0 - ts_uniform_f64(r.v[0], r.v[1]), u2 = ts_uniform_f64(r.v[2], r.v[3]);
