@@ -21,7 +21,7 @@ extern "C" {
 extern "C" {
 void tsc_register_copy(ts_kernel *k);        // copy.cu: COPY FILL ARANGE LINSPACE
 void tsc_register_random(ts_kernel *k);      // random.cu: RAND RANDN RANDINT RANDPERM
-void tsc_register_elementwise(ts_kernel *k); // elementwise.cu: unary, binary, compare, WHERE, LERP
+void tsc_register_elementwise(ts_kernel *k); // elementwise.cu: unary, binary, compare, WHERE, LERP, THRESHOLD_BACKWARD
 void tsc_register_reduce(ts_kernel *k);      // reduce.cu: reductions, scans, softmax
 void tsc_register_linalg(ts_kernel *k);      // linalg.cu: BMM (cuBLAS / cuBLASLt)
 void tsc_register_index(ts_kernel *k);       // index.cu, sort.cu: joining, indexing, sorting

@@ -1,7 +1,7 @@
 // CUDA kernels of the elementwise family: unary, binary and comparison ops,
-// WHERE and LERP, on the machinery of loops.cuh. src/cpu/elementwise.c is the
-// spec: the same compute types (float for float16/bfloat16, int64 for every
-// integer type and bool), the same formulas (round half to even, NaN through
+// WHERE, LERP and THRESHOLD_BACKWARD, on the machinery of loops.cuh.
+// src/cpu/elementwise.c is the spec: the same compute types (float for
+// float16/bfloat16, int64 for every integer type and bool), the same formulas (round half to even, NaN through
 // sign/clamp/maximum, Python's signs for floor_divide and remainder), the same
 // errors (integer division by zero, integers to negative integer powers),
 // found here through a device flag read back after the launch.
@@ -431,6 +431,20 @@ ts_status k_lerp(const ts_call *c) {
   });
 }
 
+// threshold_backward (ReLU's gradient): y > 0 ? g : 0, compared in the
+// compute type as the CPU does; g goes through it unchanged (exact for the
+// half types), so the bits are the CPU's.
+struct f_threshold_bw {
+  template <typename C> __device__ C operator()(C g, C y) const { return y > (C)0 ? g : (C)0; }
+};
+
+ts_status k_threshold_backward(const ts_call *c) {
+  return by_dtype<DF>(c, c->out[0]->dtype, [&](auto t) {
+    using S = decltype(t);
+    return binary<S, S>(c, f_threshold_bw{});
+  });
+}
+
 } // namespace
 
 extern "C" void tsc_register_elementwise(ts_kernel *k) {
@@ -441,4 +455,5 @@ extern "C" void tsc_register_elementwise(ts_kernel *k) {
   }
   k[TS_OP_WHERE] = k_where;
   k[TS_OP_LERP] = k_lerp;
+  k[TS_OP_THRESHOLD_BACKWARD] = k_threshold_backward;
 }

@@ -4,6 +4,7 @@
 #include "grad.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "grad_util.h"
 
@@ -17,7 +18,14 @@ static ts_tensor *unary_formula(ag_scope *s, ts_op op, const ts_node *n, ts_tens
   case TS_OP_FLOOR:
   case TS_OP_CEIL:
   case TS_OP_ROUND: return ag_zeros_like(s, g);
-  case TS_OP_RELU: return ag_where(s, ag_bin(s, TS_OP_GT, y, ag_num(s, 0)), g, ag_num(s, 0));
+  case TS_OP_RELU:
+    if (!s->st && g->dtype == y->dtype && g->ndim == y->ndim &&
+        !memcmp(g->sizes, y->sizes, sizeof(int64_t) * (size_t)g->ndim)) { /* one pass, no bool mask */
+      ts_tensor *r = NULL;
+      ts_status st = ts_threshold_backward(g, y, &r);
+      return ag_keep(s, st, r);
+    }
+    return ag_where(s, ag_bin(s, TS_OP_GT, y, ag_num(s, 0)), g, ag_num(s, 0));
   case TS_OP_EXP: return AG_MUL(s, g, y);
   case TS_OP_LOG: return AG_DIV(s, g, x);
   case TS_OP_LOG1P: return AG_DIV(s, g, AG_ADD(s, x, ag_num(s, 1)));

@@ -357,3 +357,25 @@ ts_status ts_lerp(ts_tensor *start, ts_tensor *end, ts_tensor *weight, ts_tensor
     return ts_fail(TS_ERR_DTYPE, "lerp: expected floating-point tensors, got %s", ts_dtype_name(dt));
   return ternary(TS_OP_LERP, in3, 0, dt, out);
 }
+
+/* Not recorded for autograd: backward formulas call it on gradients. */
+ts_status ts_threshold_backward(ts_tensor *g, ts_tensor *y, ts_tensor **out) {
+  const char *fn = op_name(TS_OP_THRESHOLD_BACKWARD);
+  ts_tensor *in2[2] = {g, y};
+  ts_status st = ts_check_same_device(fn, 2, in2);
+  if (st) return st;
+  if (g->dtype != y->dtype || !ts_dtype_is_float(g->dtype))
+    return ts_fail(TS_ERR_DTYPE, "%s: expected a gradient and an output of one floating dtype, got %s and %s", fn,
+                   ts_dtype_name(g->dtype), ts_dtype_name(y->dtype));
+  if (g->ndim != y->ndim || memcmp(g->sizes, y->sizes, sizeof(int64_t) * (size_t)g->ndim))
+    return ts_fail(TS_ERR_SHAPE, "%s: the gradient and the output differ in shape", fn);
+  ts_tensor *r = NULL;
+  if ((st = ts_tensor_empty(y->ndim, y->sizes, y->dtype, result_device(2, in2), &r))) return st;
+  ts_call call = {.op = TS_OP_THRESHOLD_BACKWARD, .nin = 2, .in = in2, .out = {r}};
+  if ((st = ts_dispatch(&call))) {
+    ts_tensor_release(r);
+    return st;
+  }
+  *out = r;
+  return TS_OK;
+}

@@ -18,6 +18,7 @@ return {
   remainder = "aten::remainder", pow = "aten::pow", maximum = "aten::maximum", minimum = "aten::minimum",
   eq = "aten::eq", ne = "aten::ne", lt = "aten::lt", le = "aten::le", gt = "aten::gt", ge = "aten::ge",
   logical_and = "aten::logical_and", logical_or = "aten::logical_or", where = "aten::where", lerp = "aten::lerp",
+  threshold_backward = "aten::threshold_backward",
   amp_non_finite_check_and_unscale = "aten::_amp_foreach_non_finite_check_and_unscale_",
   cat = "aten::cat", gather = "aten::gather", scatter = "aten::scatter", masked_select = "aten::masked_select",
   masked_scatter = "aten::masked_scatter", nonzero = "aten::nonzero", sort = "aten::sort", topk = "aten::topk",

@@ -370,6 +370,44 @@ static ts_status k_lerp(const ts_call *c) {
   return ts_iter_run(&it, lerp_loops[c->out[0]->dtype], NULL);
 }
 
+/* threshold_backward: out = y > 0 ? g : 0 (operands out, g, y). Unit strides
+ * take a loop the compiler vectorises (a compare and a mask); half types
+ * compare y in float and move g's bits. */
+#define THRESHOLD_BW_LOOP(NAME, S, LD)                                                   \
+  static void NAME(char **d, const int64_t *s, int64_t n, void *ctx) {                  \
+    (void)ctx;                                                                          \
+    if (s[0] == sizeof(S) && s[1] == sizeof(S) && s[2] == sizeof(S)) {                   \
+      S *restrict o = (S *)d[0];                                                        \
+      const S *restrict g = (const S *)d[1], *restrict y = (const S *)d[2];             \
+      for (int64_t i = 0; i < n; i++) { S gv = g[i]; o[i] = LD(y + i, S) > 0 ? gv : (S)0; } \
+      return;                                                                           \
+    }                                                                                   \
+    for (int64_t i = 0; i < n; i++)                                                     \
+      *(S *)(d[0] + i * s[0]) = LD(d[2] + i * s[2], S) > 0 ? *(const S *)(d[1] + i * s[1]) : (S)0; \
+  }
+THRESHOLD_BW_LOOP(threshold_bw_f32, float, TS_LD_SAME)
+THRESHOLD_BW_LOOP(threshold_bw_f64, double, TS_LD_SAME)
+THRESHOLD_BW_LOOP(threshold_bw_f16, uint16_t, TS_LD_F16)
+THRESHOLD_BW_LOOP(threshold_bw_bf16, uint16_t, TS_LD_BF16)
+
+static ts_status k_threshold_backward(const ts_call *c) {
+  ts_dtype dt = c->out[0]->dtype;
+  ts_loop fn = dt == TS_FLOAT32 ? threshold_bw_f32 : dt == TS_FLOAT64 ? threshold_bw_f64
+             : dt == TS_FLOAT16 ? threshold_bw_f16 : dt == TS_BFLOAT16 ? threshold_bw_bf16 : NULL;
+  if (!fn) return ts_fail(TS_ERR_DTYPE, "threshold_backward: unexpected dtype %s", ts_dtype_name(dt));
+  ts_tensor *ops[3] = {c->out[0], c->in[0], c->in[1]};
+  int64_t n = ts_numel(c->out[0]);
+  if (n < TS_PARALLEL_GRAIN && ts_is_contiguous(ops[0]) && ts_is_contiguous(ops[1]) && ts_is_contiguous(ops[2])) {
+    char *data[3] = {ts_data(ops[0]), ts_data(ops[1]), ts_data(ops[2])};
+    int64_t w = (int64_t)ts_dtype_size(dt), strides[3] = {w, w, w};
+    if (n > 0) fn(data, strides, n, NULL);
+    return TS_OK;
+  }
+  ts_iter it;
+  ts_iter_init(&it, 3, ops);
+  return ts_iter_run(&it, fn, NULL);
+}
+
 void ts_cpu_register_elementwise(ts_kernel *k) {
   init_loops();
   for (int op = 0; op < TS_OP_COUNT; op++) {
@@ -380,4 +418,5 @@ void ts_cpu_register_elementwise(ts_kernel *k) {
   }
   k[TS_OP_WHERE] = k_where;
   k[TS_OP_LERP] = k_lerp;
+  k[TS_OP_THRESHOLD_BACKWARD] = k_threshold_backward;
 }

@@ -8,15 +8,78 @@
 #include <stdlib.h>
 
 /* rand on float32 (dropout's masks draw it every training step): the loop
- * below for that one case, without the per-element op and dtype branches, so
- * the compiler runs Philox's rounds over vector lanes; the same draws and the
- * same arithmetic, so the same bits */
-__attribute__((target_clones("avx512f", "avx2", "default"))) static void
-rand_f32(float *p, int64_t n, uint64_t seed, uint64_t off, double lo, double span) {
+ * below for that one case, without the per-element op and dtype branches.
+ * The same draws and the same arithmetic (no FMA), so the same bits. */
+static void rand_f32_scalar(float *p, int64_t n, uint64_t seed, uint64_t off, double lo, double span) {
   for (int64_t j = 0; j < n; j++) {
     ts_u32x4 r = ts_philox(seed, off + (uint64_t)j);
     p[j] = (float)(lo + span * (double)ts_uniform_f32(r.v[0]));
   }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* (hi, lo) of the 32 x 32-bit products m * x in 8 lanes: vpmuludq multiplies
+ * the even lanes, so the odd ones are shifted down for a second multiply */
+__attribute__((target("avx2"))) static inline __m256i mulhilo8(__m256i m, __m256i x, __m256i *hi) {
+  __m256i ev = _mm256_mul_epu32(x, m), od = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), m);
+  *hi = _mm256_blend_epi32(_mm256_srli_epi64(ev, 32), od, 0xAA);
+  return _mm256_blend_epi32(ev, _mm256_slli_epi64(od, 32), 0xAA);
+}
+
+/* ts_philox's word 0 for 8 consecutive counters whose high words agree
+ * (c1 = hi32), 8 lanes at a time: ~4x the compiler's vectorisation of the
+ * scalar loop, which spent most of its time shuffling 64-bit products */
+__attribute__((target("avx2"))) static void rand_f32_avx2(float *p, int64_t n, uint64_t seed, uint64_t off, double lo,
+                                                           double span) {
+  const __m256i m0 = _mm256_set1_epi32((int)0xD2511F53u), m1 = _mm256_set1_epi32((int)0xCD9E8D57u);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256d vlo = _mm256_set1_pd(lo), vspan = _mm256_set1_pd(span);
+  const __m256 scale = _mm256_set1_ps(1.0f / 16777216.0f);
+  __m256i k0[10], k1[10];
+  for (int r = 0; r < 10; r++) {
+    k0[r] = _mm256_set1_epi32((int)((uint32_t)seed + (uint32_t)r * 0x9E3779B9u));
+    k1[r] = _mm256_set1_epi32((int)((uint32_t)(seed >> 32) + (uint32_t)r * 0xBB67AE85u));
+  }
+  int64_t j = 0;
+  while (j < n) {
+    uint64_t ctr = off + (uint64_t)j;
+    if (n - j < 8 || (uint32_t)ctr > 0xFFFFFFF8u) { /* a tail, or the low word wraps inside the 8 */
+      int64_t m = n - j < 8 ? n - j : 8;
+      rand_f32_scalar(p + j, m, seed, ctr, lo, span);
+      j += m;
+      continue;
+    }
+    __m256i c0 = _mm256_add_epi32(_mm256_set1_epi32((int)(uint32_t)ctr), lane);
+    __m256i c1 = _mm256_set1_epi32((int)(uint32_t)(ctr >> 32)), c2 = _mm256_setzero_si256(), c3 = c2;
+    for (int r = 0; r < 10; r++) {
+      __m256i hi0, hi1;
+      __m256i lo0 = mulhilo8(m0, c0, &hi0), lo1 = mulhilo8(m1, c2, &hi1);
+      c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), k0[r]);
+      c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), k1[r]);
+      c1 = lo1, c3 = lo0;
+    }
+    /* ts_uniform_f32 (exact: 24 bits times a power of two), then in double
+     * as the scalar loop: lo + span * u, rounded once to float */
+    __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(c0, 8)), scale);
+    __m256d a = _mm256_add_pd(vlo, _mm256_mul_pd(vspan, _mm256_cvtps_pd(_mm256_castps256_ps128(u))));
+    __m256d b = _mm256_add_pd(vlo, _mm256_mul_pd(vspan, _mm256_cvtps_pd(_mm256_extractf128_ps(u, 1))));
+    _mm_storeu_ps(p + j, _mm256_cvtpd_ps(a));
+    _mm_storeu_ps(p + j + 4, _mm256_cvtpd_ps(b));
+    j += 8;
+  }
+}
+#endif
+
+static void rand_f32(float *p, int64_t n, uint64_t seed, uint64_t off, double lo, double span) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("avx2")) {
+    rand_f32_avx2(p, n, seed, off, lo, span);
+    return;
+  }
+#endif
+  rand_f32_scalar(p, n, seed, off, lo, span);
 }
 
 /* out must be contiguous (the op layer allocates it so). */

@@ -24,6 +24,44 @@ test("unary ops", function()
   G.check("floor has zero gradient", function(t) return t:floor() + t end, {x})
 end)
 
+-- ReLU's backward is one kernel (threshold_backward), checked here against
+-- its definition computed in Lua: y > 0 passes g, anything else (0, -0, a
+-- negative, NaN) gives +0; g contiguous, strided and expanded (stride 0)
+test("relu's gradient is y > 0 ? g : 0 in one kernel: every floating dtype, strided and expanded gradients, NaN, -0, inf", function()
+  local vals = {-2, -0.0, 0.0, 1e-3, 3, 0 / 0, math.huge, -math.huge, 0.5, -1e-3, 7, -7}
+  local n = #vals
+  for _, dt in ipairs({"float32", "float64", "float16", "bfloat16"}) do
+    local base = torch.arange(1, 2 * n + 1):to(dt) * 0.75
+    local grads = {
+      contiguous = base:narrow(0, 0, n),
+      strided = base[{{0, 2 * n, 2}}],
+      expanded = torch.tensor({2.5}):to(dt):expand(n),
+    }
+    for layout, g in pairs(grads) do
+      local x = torch.tensor(vals):to(dt):requires_grad_(true)
+      local y = x:relu()
+      torch.backends._dispatch_counts(true)
+      local before = torch.backends._dispatch_counts().cpu
+      y:backward(g)
+      local after = torch.backends._dispatch_counts(false).cpu
+      local what = dt .. " " .. layout
+      eq((after.threshold_backward or 0) - (before.threshold_backward or 0), 1, what .. ": one threshold_backward")
+      eq((after.where or 0) - (before.where or 0), 0, what .. ": no where")
+      local yl, gl, got = y:double():tolist(), g:double():tolist(), x.grad:double():tolist()
+      for i = 1, n do
+        local want = yl[i] > 0 and gl[i] or 0.0
+        if got[i] ~= want or 1 / got[i] ~= 1 / want then
+          eq(got[i], want, ("%s: element %d (x = %s, g = %s)"):format(what, i, tostring(vals[i]), tostring(gl[i])))
+        end
+      end
+      eq(x.grad.dtype, x.dtype, what .. ": dtype")
+    end
+  end
+  -- and through a graph: finite differences in float64 away from the kink
+  local x = torch.tensor({{-1.5, 0.7, 2.0}, {0.3, -0.2, -3.0}}, {dtype = "float64"})
+  G.check("relu in a chain", function(t) return (t * 2):relu() * t:exp() end, {x:tolist()})
+end)
+
 test("binary ops with broadcasting and Lua numbers", function()
   local a, b, c = R({2, 3, 4}), R({3, 1}), R({4}, 0.5, 2)
   G.check("add", function(x, y) return x + y end, {a, b})

@@ -147,6 +147,11 @@ for _, u in ipairs(UNARY) do
         shapes = {{5, 7}, {3, 0}, {4, 1, 6}}, layouts = {"contig", "strided", "offset", "broadcast"}})
 end
 
+-- ReLU's backward kernel: the gradient coming in is x (through the product),
+-- so it varies; the relu case above gives it expanded ones
+case({name = "threshold_backward", ops = {"relu", "threshold_backward"}, fn = function(x) return x:relu() * x end,
+      dtypes = FLOATS, grad = true, shapes = {{5, 7}, {3, 0}, {4, 1, 6}}, layouts = {"contig", "strided", "offset"}})
+
 local BINARY = {
   {"add", function(a, b) return a + b end, FLOATS, INTS, grad = true},
   {"sub", function(a, b) return a - b end, FLOATS, INTS, grad = true},

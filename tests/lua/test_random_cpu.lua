@@ -26,4 +26,38 @@ test("float32 rand: the same draws at any length and thread count", function()
   T.close(u, long * 5 - 2, 1e-6, 1e-6, "uniform_(-2, 3) is -2 + 5 u of the same draws")
 end)
 
+-- Philox4x32-10's word 0 in Lua's 64-bit integers: the reference the kernel's
+-- 8-lane loop must match bit for bit (its known answer is test_core's)
+local M = 0xFFFFFFFF
+local function philox0(seed, ctr)
+  local c0, c1, c2, c3 = ctr & M, (ctr >> 32) & M, 0, 0
+  local k0, k1 = seed & M, (seed >> 32) & M
+  for _ = 1, 10 do
+    local p0, p1 = 0xD2511F53 * c0, 0xCD9E8D57 * c2 -- below 2^64: exact as unsigned bits
+    c0, c1, c2, c3 = ((p1 >> 32) ~ c1 ~ k0) & M, p1 & M, ((p0 >> 32) ~ c3 ~ k1) & M, p0 & M
+    k0, k1 = (k0 + 0x9E3779B9) & M, (k1 + 0xBB67AE85) & M
+  end
+  return c0
+end
+local function f32(x) return (string.unpack("f", string.pack("f", x))) end
+
+test("float32 rand is Philox word 0 of counter offset + j, across a 2^32 carry of the counter", function()
+  for _, st in ipairs({{seed = 11, offset = 0}, {seed = 0x123456789ABC, offset = (1 << 32) - 13},
+                       {seed = -1, offset = (7 << 32) - 3}}) do
+    for _, range in ipairs({{0, 1}, {-2, 3}}) do
+      torch.set_rng_state(st)
+      local n = 29 -- 8-lane blocks, a block that straddles the carry and a tail
+      local got = torch.empty(n):uniform_(range[1], range[2]):tolist()
+      for j = 0, n - 1 do
+        local u = (philox0(st.seed, st.offset + j) >> 8) / 16777216.0
+        local want = f32(range[1] + (range[2] - range[1]) * u)
+        if got[j + 1] ~= want then
+          eq(got[j + 1], want, ("seed %x offset %x + %d, range [%g, %g)"):format(st.seed, st.offset, j, range[1], range[2]))
+        end
+      end
+    end
+  end
+  ok(true, "all equal")
+end)
+
 T.run()
