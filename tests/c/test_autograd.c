@@ -145,6 +145,11 @@ static ts_status p_adaptive(ts_tensor *x, ts_tensor **y) { return ts_adaptive_av
 static ts_status p_bn(ts_tensor *x, ts_tensor **y) {
   return ts_batch_norm(x, NULL, NULL, NULL, NULL, true, 0.1, 1e-5, y, NULL, NULL);
 }
+/* layer norm over x's last dim (4) */
+static ts_status p_ln(ts_tensor *x, ts_tensor **y) {
+  const int64_t shape[1] = {4};
+  return ts_layer_norm(x, 1, shape, NULL, NULL, 1e-5, y, NULL, NULL);
+}
 
 /* the recurrent cells through one layer's recurrence: x (2, 3, 4, 4) as the input
  * projection (L 2, N 3, 16 features), weight_hh all 0.1 */
@@ -181,7 +186,7 @@ void test_autograd_registry_all(void) {
       {"im2col", p_conv_dense}, {"col2im", p_conv_dense}, {"conv2d_forward", p_conv_dense}, {"conv2d_depthwise", p_conv},
       {"max_pool2d", p_maxpool}, {"avg_pool2d", p_avgpool}, {"adaptive_avg_pool2d", p_adaptive},
       {"batch_norm_stats", p_bn}, {"batch_norm_elemt", p_bn}, {"lstm_cell", p_lstm}, {"gru_cell", p_gru},
-      {"rnn_cell", p_rnn}, {"sdpa_forward", p_sdpa}};
+      {"rnn_cell", p_rnn}, {"sdpa_forward", p_sdpa}, {"layer_norm", p_ln}};
   /* not differentiable: creation and random fills, integer/bool results, data-dependent
    * index ops, kernels that only compute other ops' gradients, the optimizer step */
   static const char *const none[] = {
@@ -189,7 +194,8 @@ void test_autograd_registry_all(void) {
       "masked_scatter", "conv2d_depthwise_backward", "avg_pool2d_backward", "adaptive_avg_pool2d_backward",
       "batch_norm_backward_reduce", "batch_norm_backward_elemt", "max_pool2d_backward", "adam_step", "sgd_step",
       "rmsprop_step", "conv2d_backward_input", "conv2d_backward_weight", "amp_non_finite_check_and_unscale",
-      "lstm_cell_backward", "gru_cell_backward", "rnn_cell_backward", "sdpa_backward"};
+      "lstm_cell_backward", "gru_cell_backward", "rnn_cell_backward", "sdpa_backward", "layer_norm_backward",
+      "threshold_backward"};
   for (int op = 0; op < TS_OP_COUNT; op++) {
     ts_op_kind k = ts_ops[op].kind;
     if (k == TS_KIND_UNARY || k == TS_KIND_UNARY_FLOAT || k == TS_KIND_UNARY_BOOL || k == TS_KIND_BINARY ||

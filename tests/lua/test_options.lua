@@ -15,7 +15,8 @@ local function message(fn)
   local okc, err = pcall(fn)
   ok(not okc, "expected an error")
   err = tostring(err)
-  ok(err:find("^test_options%.lua:%d+: "), "raised at the user's line: " .. err)
+  ok(err:find("^test_options%.lua:%d+: ") or err:find("^[^:]*/test_options%.lua:%d+: "),
+    "raised at the user's line: " .. err)
   return (err:gsub("^[^:]*:%d+: ", ""))
 end
 
