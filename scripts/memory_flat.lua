@@ -5,6 +5,14 @@
 -- record and exits 1 if the last record's RSS or reserved bytes exceed those
 -- after the first 2,000 steps (the warm-up) by more than 1 MiB.
 -- (tests/lua/test_cpu_memory.lua asserts the allocator's side of this in the suite.)
+if arg and (arg[1] == "--help" or arg[1] == "-h") then
+  print([[usage: tensh scripts/memory_flat.lua [steps] [every]
+
+Train a small MLP for `steps` steps (default 20000), printing RSS, the CPU
+allocator's counters and Lua's heap every `every` steps (default 1000); exit 1
+if RSS or reserved memory grew by more than 1 MiB after the first 2 * every steps.]])
+  os.exit(0)
+end
 local steps, every = tonumber(arg and arg[1]) or 20000, tonumber(arg and arg[2]) or 1000
 local function rss_kb()
   for line in io.lines("/proc/self/status") do
