@@ -122,7 +122,12 @@ if T.device ~= "cpu" then
         n = n + 1
         args[n] = with_device(nil)
       end
-      return f(table.unpack(args, 1, n))
+      -- an error positioned at this wrapper is moved to its caller's line, as without it
+      local r = table.pack(pcall(function() return f(table.unpack(args, 1, n)) end))
+      if r[1] then return table.unpack(r, 2, r.n) end
+      local rest = type(r[2]) == "string" and r[2]:match("^[^:]*harness%.lua:%d+: (.*)$")
+      if rest then error(rest, 2) end
+      error(r[2], 0)
     end
   end
   wrap("tensor", 2)

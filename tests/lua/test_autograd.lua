@@ -41,9 +41,9 @@ test("relu's gradient is y > 0 ? g : 0 in one kernel: every floating dtype, stri
       local x = torch.tensor(vals):to(dt):requires_grad_(true)
       local y = x:relu()
       torch.backends._dispatch_counts(true)
-      local before = torch.backends._dispatch_counts().cpu
+      local before = torch.backends._dispatch_counts()[T.device]
       y:backward(g)
-      local after = torch.backends._dispatch_counts(false).cpu
+      local after = torch.backends._dispatch_counts(false)[T.device]
       local what = dt .. " " .. layout
       eq((after.threshold_backward or 0) - (before.threshold_backward or 0), 1, what .. ": one threshold_backward")
       eq((after.where or 0) - (before.where or 0), 0, what .. ": no where")

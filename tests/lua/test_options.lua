@@ -29,27 +29,29 @@ end
 local x23 = torch.arange(6, {dtype = torch.float32}):view(2, 3)
 
 -- {name, bad call, its exact message, good call, check of the good call's result}
+-- (creation calls are not tail calls: on the cuda pass the harness wraps them, and a tail
+-- call would leave no line of this file to position their errors at)
 local cases = {
   -- lcreate.c
-  {"zeros", function() return torch.zeros(3, {dtyp = "float64"}) end,
+  {"zeros", function() local r = torch.zeros(3, {dtyp = "float64"}) return r end,
     "zeros: unknown option 'dtyp' (expected one of: device, dtype, requires_grad; did you mean 'dtype'?)",
-    function() return torch.zeros(3, {dtype = "float64"}) end,
+    function() local r = torch.zeros(3, {dtype = "float64"}) return r end,
     function(t) eq(t.dtype, torch.float64, "dtype") eq(t:sum():item(), 0) end},
-  {"randn", function() return torch.randn(3, {requires_gard = true}) end,
+  {"randn", function() local r = torch.randn(3, {requires_gard = true}) return r end,
     "randn: unknown option 'requires_gard' (expected one of: device, dtype, requires_grad; did you mean 'requires_grad'?)",
-    function() return torch.randn(3, {requires_grad = true}) end,
+    function() local r = torch.randn(3, {requires_grad = true}) return r end,
     function(t) eq(t.requires_grad, true, "requires_grad") end},
-  {"tensor", function() return torch.tensor({1, 2}, {devise = "cpu"}) end,
+  {"tensor", function() local r = torch.tensor({1, 2}, {devise = "cpu"}) return r end,
     "tensor: unknown option 'devise' (expected one of: device, dtype, requires_grad; did you mean 'device'?)",
-    function() return torch.tensor({1, 2}, {device = "cpu", dtype = "int32"}) end,
+    function() local r = torch.tensor({1, 2}, {device = "cpu", dtype = "int32"}) return r end,
     function(t) eq(t.dtype, torch.int32) close(t, {1, 2}) end},
   {"full_like", function() return torch.full_like(x23, 7, {layout = "strided"}) end,
     "full_like: unknown option 'layout' (expected one of: device, dtype, requires_grad)",
     function() return torch.full_like(x23, 7, {dtype = "int64"}) end,
     function(t) eq(t.dtype, torch.int64) eq(t:sum():item(), 42) end},
-  {"arange", function() return torch.arange(4, {Dtype = "float64"}) end,
+  {"arange", function() local r = torch.arange(4, {Dtype = "float64"}) return r end,
     "arange: unknown option 'Dtype' (expected one of: device, dtype, requires_grad; did you mean 'dtype'?)",
-    function() return torch.arange(4, {dtype = "float64"}) end,
+    function() local r = torch.arange(4, {dtype = "float64"}) return r end,
     function(t) eq(t.dtype, torch.float64) close(t, {0, 1, 2, 3}) end},
   -- ltensor.c
   {"to", function() return x23:to({dtyp = "float64"}) end,
@@ -79,13 +81,13 @@ local cases = {
     "split: unknown option 'axis' (expected one of: dim)",
     function() return x23:split(1, {dim = 1}) end,
     function(l) eq(#l, 3) eq(shape(l[1]), "2x1") end},
-  {"scatter_add", function() return torch.zeros(3):scatter_add(0, torch.tensor({0, 0}), torch.ones(2), {reduc = "add"}) end,
+  {"scatter_add", function() local r = torch.zeros(3):scatter_add(0, torch.tensor({0, 0}), torch.ones(2), {reduc = "add"}) return r end,
     "scatter_add: unknown option 'reduc' (expected one of: reduce; did you mean 'reduce'?)",
-    function() return torch.zeros(3):scatter(0, torch.tensor({0, 0}), torch.ones(2), {reduce = "add"}) end,
+    function() local r = torch.zeros(3):scatter(0, torch.tensor({0, 0}), torch.ones(2), {reduce = "add"}) return r end,
     function(t) close(t, {2, 0, 0}) end},
-  {"nonzero", function() return torch.tensor({0, 1}):nonzero({as_tupel = true}) end,
+  {"nonzero", function() local r = torch.tensor({0, 1}):nonzero({as_tupel = true}) return r end,
     "nonzero: unknown option 'as_tupel' (expected one of: as_tuple; did you mean 'as_tuple'?)",
-    function() return torch.tensor({0, 1}):nonzero({as_tuple = true}) end,
+    function() local r = torch.tensor({0, 1}):nonzero({as_tuple = true}) return r end,
     function(l) eq(#l, 1) close(l[1], {1}) end},
   -- lreduce.c
   {"sum", function() return x23:sum({dim = 1, keepdims = true}) end,
@@ -119,7 +121,7 @@ local cases = {
     function(t) close(t:flatten(), {1, 1, 2, 3, 4, 5}) end},
   {"gelu", function() return x23:gelu({approx = "tanh"}) end,
     "gelu: unknown option 'approx' (expected one of: approximate)",
-    function() return torch.tensor({1.0}):gelu({approximate = "tanh"}) end,
+    function() local r = torch.tensor({1.0}):gelu({approximate = "tanh"}) return r end,
     function(t) close(t:item(), 0.5 * (1 + math.tanh(math.sqrt(2 / math.pi) * (1 + 0.044715))), 1e-5) end},
   {"add", function() return x23:add(1, {alpah = 2}) end,
     "add: unknown option 'alpah' (expected one of: alpha; did you mean 'alpha'?)",
@@ -220,20 +222,20 @@ for _, c in ipairs(cases) do
 end
 
 test("keys that are not strings are named too", function()
-  eq(message(function() return torch.zeros(2, {[true] = 1}) end),
+  eq(message(function() local r = torch.zeros(2, {[true] = 1}) return r end),
     "zeros: unknown option [true] (options are named; expected one of: device, dtype, requires_grad)")
-  eq(message(function() return torch.zeros(2, {[2.5] = 1}) end),
+  eq(message(function() local r = torch.zeros(2, {[2.5] = 1}) return r end),
     "zeros: unknown option [2.5] (options are named; expected one of: device, dtype, requires_grad)")
   eq(message(function() return x23:sum({[x23] = 1}) end),
     "sum: unknown option [userdata] (options are named; expected one of: dim, dtype, keepdim)")
-  eq(message(function() return torch.zeros(2, {dtype = "float64", xyzzy = 1}) end),
+  eq(message(function() local r = torch.zeros(2, {dtype = "float64", xyzzy = 1}) return r end),
     "zeros: unknown option 'xyzzy' (expected one of: device, dtype, requires_grad)", "no near name, no suggestion")
 end)
 
 test("the C bindings and the Lua library word an unknown option alike", function()
   local known = {dtype = true, device = true, requires_grad = true}
   for _, bad in ipairs({{dtyp = 1}, {xyzzy = 1}, {[true] = 1}, {[2.5] = 1}, {DTYPE = 1}}) do
-    eq(message(function() A.check_opts("zeros", bad, known) end), message(function() return torch.zeros(1, bad) end))
+    eq(message(function() A.check_opts("zeros", bad, known) end), message(function() local r = torch.zeros(1, bad) return r end))
   end
   eq(message(function() A.check_opts("div", {rounding_mode = 1}, {}) end),
     message(function() return torch.div(x23, 2, {rounding_mode = 1}) end), "no options")
