@@ -10,11 +10,18 @@ local methods = torch._methods
 
 -- Runs fn; an error raised by an op it calls (which names that op's
 -- position here) is raised again at the user's line, without our position.
+-- An error that already has a position outside the library (tensh.errors and
+-- the C bindings place theirs at the user's line) passes as it is: raising it
+-- again would print that position twice.
 local function user_level(fn, ...)
   local r = table.pack(pcall(fn, ...))
   if r[1] then return table.unpack(r, 2, r.n) end
   local err = r[2]
-  if type(err) == "string" then err = err:gsub("^lua/tensh/tensor_extra%.lua:%d+: ", "") end
+  if type(err) == "string" then
+    local inner = err:gsub("^lua/tensh/[^:\n]*:%d+: ", "")
+    if inner == err and err:find("^[^:\n]+:%d+: ") then error(err, 0) end
+    err = inner
+  end
   raise("%s", tostring(err))
 end
 
