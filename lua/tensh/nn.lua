@@ -704,7 +704,7 @@ nn.functional = require "tensh.nn.functional"
 nn.F = nn.functional
 nn.init = require "tensh.nn.initialization"
 for k, v in pairs(require "tensh.nn.losses") do
-  if rawget(nn.functional, k) == nil then nn.functional[k] = v end
+  if type(v) == "function" and rawget(nn.functional, k) == nil then nn.functional[k] = v end
 end
 nn.utils = require "tensh.nn.utils"
 

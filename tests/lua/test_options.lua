@@ -262,6 +262,39 @@ test("create_graph = true says second derivatives are not supported", function()
   close(g, {2, 2})
 end)
 
+-- The Lua library's option-taking functions that once ignored an unknown key
+-- (nn.CrossEntropyLoss({reductio = "sum"}) gave a mean): each refuses it in
+-- check_opts' words, at the user's line; the right key still takes effect.
+local lua_cases = {
+  {"CrossEntropyLoss", function() return nn.CrossEntropyLoss({reductio = "sum"}) end,
+    "CrossEntropyLoss: unknown option 'reductio' (expected one of: ignore_index, label_smoothing, reduction, weight; did you mean 'reduction'?)",
+    function() return nn.CrossEntropyLoss({reduction = "sum", label_smoothing = 0.1}) end,
+    function(l) eq(l.reduction, "sum") end},
+  {"NLLLoss(weight, opts)", function() return nn.NLLLoss(torch.ones(3), {ignore_idx = 1}) end,
+    "NLLLoss: unknown option 'ignore_idx' (expected one of: ignore_index, reduction, weight; did you mean 'ignore_index'?)"},
+  {"MSELoss(weight)", function() return nn.MSELoss(torch.ones(3)) end,
+    "bad argument #1 to 'MSELoss' (options table expected, got Tensor)"},
+  {"L1Loss(nil, opts)", function() return nn.L1Loss(nil, {reduce = false}) end,
+    "L1Loss: unknown option 'reduce' (expected one of: reduction)",
+    function() return nn.L1Loss(nil, {reduction = "none"}) end,
+    function(l) eq(l.reduction, "none") end},
+  {"SmoothL1Loss", function() return nn.SmoothL1Loss({beat = 0.5}) end,
+    "SmoothL1Loss: unknown option 'beat' (expected one of: beta, reduction; did you mean 'beta'?)",
+    function() return nn.SmoothL1Loss({beta = 0.5})(torch.zeros(1), torch.ones(1)) end,
+    function(t) close(t:item(), 0.75) end},
+  {"BCELoss", function() return nn.BCELoss({size_average = true}) end,
+    "BCELoss: unknown option 'size_average' (expected one of: reduction, weight)"},
+  {"BCEWithLogitsLoss", function() return nn.BCEWithLogitsLoss({pos_wieght = torch.ones(1)}) end,
+    "BCEWithLogitsLoss: unknown option 'pos_wieght' (expected one of: pos_weight, reduction, weight; did you mean 'pos_weight'?)"},
+}
+
+for _, c in ipairs(lua_cases) do
+  test("option of " .. c[1] .. " (Lua): a misspelt key is an error; the right one takes effect", function()
+    eq(message(c[2]), c[3], "message")
+    if c[4] then c[5](c[4]()) end
+  end)
+end
+
 test("torch.load and tb.SummaryWriter check their options", function()
   local dir = os.tmpname()
   os.remove(dir)
