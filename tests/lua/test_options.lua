@@ -308,6 +308,24 @@ local lua_cases = {
     "normal: unknown option 'dtpye' (expected one of: device, dtype; did you mean 'dtype'?)",
     function() return torch.normal(0, 1, {2}, {dtype = "float64"}) end,
     function(t) eq(t.dtype, torch.float64) end},
+  {"data.transforms.RandomCrop", function() return data.transforms.RandomCrop(4, {pading = 2}) end,
+    "RandomCrop: unknown option 'pading' (expected one of: padding; did you mean 'padding'?)",
+    function() return data.transforms.RandomCrop(4, {padding = 2}) end,
+    function(tf) eq(tf._specs[1].pad, 2) end},
+  {"data.FashionMNIST", function() return data.FashionMNIST({trian = false}) end,
+    "FashionMNIST: unknown option 'trian' (expected one of: download, raw, train, transform; did you mean 'train'?)"},
+  {"data.MNIST", function() return data.MNIST("/nonexistent", {transfrom = data.transforms.ToTensor()}) end,
+    "MNIST: unknown option 'transfrom' (expected one of: download, raw, train, transform; did you mean 'transform'?)"},
+  {"data.CIFAR10", function() return data.CIFAR10("/nonexistent", {tain = true}) end,
+    "CIFAR10: unknown option 'tain' (expected one of: download, raw, train, transform; did you mean 'train'?)"},
+  {"data.TensorDataset", function() return data.TensorDataset(torch.ones(2), {tranform = 1}) end,
+    "TensorDataset: unknown option 'tranform' (expected one of: transform; did you mean 'transform'?)"},
+  {"data.random_split", function() return data.random_split(data.TensorDataset(torch.ones(4)), {2, 2}, {generator = 1}) end,
+    "random_split: unknown option 'generator' (expected one of: seed)"},
+  {"data.RandomSampler", function() return data.RandomSampler(data.TensorDataset(torch.ones(4)), {num_sample = 2}) end,
+    "RandomSampler: unknown option 'num_sample' (expected one of: num_samples, replacement, seed; did you mean 'num_samples'?)",
+    function() return data.RandomSampler(data.TensorDataset(torch.ones(4)), {num_samples = 2}) end,
+    function(s) eq(#s, 2) end},
 }
 
 for _, c in ipairs(lua_cases) do
@@ -316,6 +334,14 @@ for _, c in ipairs(lua_cases) do
     if c[4] then c[5](c[4]()) end
   end)
 end
+
+test("FashionMNIST takes the right option (when the dataset is installed)", function()
+  local f = io.open("/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz", "rb")
+  if not f then T.skip("dataset-fashion-mnist is not installed") end
+  f:close()
+  local ds = data.FashionMNIST({train = false})
+  eq(#ds, 10000, "the test split")
+end)
 
 test("torch.load and tb.SummaryWriter check their options", function()
   local dir = os.tmpname()
