@@ -326,6 +326,25 @@ local lua_cases = {
     "RandomSampler: unknown option 'num_sample' (expected one of: num_samples, replacement, seed; did you mean 'num_samples'?)",
     function() return data.RandomSampler(data.TensorDataset(torch.ones(4)), {num_samples = 2}) end,
     function(s) eq(#s, 2) end},
+  -- nn.Module's methods whose options are PyTorch's keywords
+  {"Module:zero_grad", function() return nn.Linear(2, 2):zero_grad({set_to_non = false}) end,
+    "zero_grad: unknown option 'set_to_non' (expected one of: set_to_none; did you mean 'set_to_none'?)"},
+  {"Module:parameters", function() return nn.Linear(2, 2):parameters({recursive = false}) end,
+    "parameters: unknown option 'recursive' (expected one of: recurse; did you mean 'recurse'?)",
+    function() return nn.Sequential(nn.Linear(2, 2)):parameters({recurse = false}) end,
+    function(l) eq(#l, 0) end},
+  {"Module:named_parameters", function() return nn.Linear(2, 2):named_parameters({prefx = "m"}) end,
+    "named_parameters: unknown option 'prefx' (expected one of: prefix, recurse; did you mean 'prefix'?)"},
+  {"Module:state_dict", function() return nn.Linear(2, 2):state_dict({keep_vars = true}) end,
+    "state_dict: unknown option 'keep_vars' (expected one of: prefix)"},
+  {"Module:load_state_dict", function() local m = nn.Linear(2, 2) return m:load_state_dict(m:state_dict(), {stric = false}) end,
+    "load_state_dict: unknown option 'stric' (expected one of: strict; did you mean 'strict'?)"},
+  {"Module:register_buffer", function() return nn.Linear(2, 2):register_buffer("b", torch.ones(1), {persistant = false}) end,
+    "register_buffer: unknown option 'persistant' (expected one of: persistent; did you mean 'persistent'?)"},
+  {"Module:to", function() return nn.Linear(2, 2):to({dtyp = "float64"}) end,
+    "to: unknown option 'dtyp' (expected one of: device, dtype; did you mean 'dtype'?)",
+    function() return nn.Linear(2, 2):to({dtype = "float64"}) end,
+    function(m) eq(m.weight.dtype, torch.float64) end},
 }
 
 for _, c in ipairs(lua_cases) do
