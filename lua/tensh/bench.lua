@@ -17,6 +17,7 @@
 -- that does not: the mean carries that cost, the median may not.
 local torch = torch
 local raise = require("tensh.errors").raise
+local args = require "tensh.args"
 local json = require "tensh.json"
 
 local bench = {}
@@ -302,11 +303,23 @@ bench.Timer = Timer
 local TIMER_OPTS = {stmt = true, setup = true, label = true, sub_label = true, description = true,
   num_threads = true, device = true, env = true, globals = true, timer = true}
 
-local function as_function(fn, what, code, globals)
+-- The environment string statements run in: one for setup and stmt, as
+-- PyTorch runs both in one namespace, so stmt sees what setup defined. It
+-- starts as a copy of `globals` (PyTorch copies the dict too: the caller's
+-- table is neither written nor given a metatable) and reads _G for the rest.
+local function statement_env(globals)
+  if globals ~= nil and not args.is_plain_table(globals) then
+    raise("Timer: option 'globals': table expected, got %s", args.typename(globals))
+  end
+  local env = {}
+  for k, v in pairs(globals or {}) do env[k] = v end
+  return setmetatable(env, {__index = _G})
+end
+
+local function as_function(fn, what, code, env)
   if code == nil then return function() end end
   if type(code) == "function" then return code end
   if type(code) ~= "string" then raise("%s: option '%s': function or string expected, got %s", fn, what, type(code)) end
-  local env = setmetatable(globals or {}, {__index = _G})
   local f, err = load(code, "=" .. what, "t", env)
   if not f then raise("%s: option '%s' does not compile: %s", fn, what, err) end
   return f
@@ -340,8 +353,9 @@ function Timer.new(opts)
   end
   if opts.stmt == nil then raise("Timer: option 'stmt' is required (a function or a string of Lua)") end
   local self = setmetatable({}, Timer)
-  self._stmt = as_function("Timer", "stmt", opts.stmt, opts.globals)
-  self._setup = as_function("Timer", "setup", opts.setup, opts.globals)
+  local env = statement_env(opts.globals)
+  self._stmt = as_function("Timer", "stmt", opts.stmt, env)
+  self._setup = as_function("Timer", "setup", opts.setup, env)
   self._device, self._device_str = timing_device(opts.device)
   self._time_block = opts.timer -- tests: function(number) -> seconds instead of the clock
   self.task_spec = {stmt = opts.stmt, setup = opts.setup, label = opts.label, sub_label = opts.sub_label,
