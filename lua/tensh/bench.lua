@@ -343,9 +343,7 @@ end
 -- as PyTorch synchronises it), env =, globals = (for string statements)})
 function Timer.new(opts)
   if type(opts) ~= "table" then raise("Timer: expected an options table, got %s", type(opts)) end
-  for k in pairs(opts) do
-    if not TIMER_OPTS[k] then raise("Timer: unknown option '%s'", tostring(k)) end
-  end
+  args.check_opts("Timer", opts, TIMER_OPTS)
   local nt = opts.num_threads or 1
   if math.type(nt) ~= "integer" or nt < 1 then raise("Timer: option 'num_threads': a positive integer expected, got %s", tostring(nt)) end
   for _, k in ipairs({"label", "sub_label", "description", "env"}) do
@@ -472,12 +470,11 @@ function Timer:_loop(number, stop, min_run_time, max_run_time, callback)
   return times
 end
 
-local function check_opts(fn, opts, allowed)
+-- the autorange options: their keys, then seconds or a ratio, and a callback
+local function check_autorange_opts(fn, opts, allowed)
   if opts == nil then return {} end
   if type(opts) ~= "table" then raise("%s: expected an options table, got %s", fn, type(opts)) end
-  for k in pairs(opts) do
-    if not allowed[k] then raise("%s: unknown option '%s'", fn, tostring(k)) end
-  end
+  args.check_opts(fn, opts, allowed)
   for k, v in pairs(opts) do
     if k ~= "callback" and type(v) ~= "number" then raise("%s: option '%s': number expected, got %s", fn, k, type(v)) end
     if k ~= "callback" and not (v > 0 and v <= 86400) then
@@ -491,7 +488,7 @@ end
 -- t:blocked_autorange({min_run_time = 0.2, callback =}): blocks of the
 -- estimated size until min_run_time seconds of blocks have run
 function Timer:blocked_autorange(opts)
-  opts = check_opts("Timer.blocked_autorange", opts, {min_run_time = true, callback = true})
+  opts = check_autorange_opts("Timer.blocked_autorange", opts, {min_run_time = true, callback = true})
   local min_run_time = opts.min_run_time or 0.2
   return with_threads(self.task_spec.num_threads, function()
     self._warmup = {runs = 0, seconds = 0}
@@ -506,7 +503,7 @@ end
 -- blocks (sized for 0.05 s) until more than 3 of them have an IQR below
 -- threshold times the median, and min_run_time has passed, or max_run_time has
 function Timer:adaptive_autorange(opts)
-  opts = check_opts("Timer.adaptive_autorange", opts,
+  opts = check_autorange_opts("Timer.adaptive_autorange", opts,
     {threshold = true, min_run_time = true, max_run_time = true, callback = true})
   local threshold, min_run_time, max_run_time = opts.threshold or 0.1, opts.min_run_time or 0.01, opts.max_run_time or 10
   return with_threads(self.task_spec.num_threads, function()
@@ -537,11 +534,7 @@ function bench.case(name, fn, opts)
   if type(fn) ~= "function" then raise("bench.case: fn must be a function, got %s", type(fn)) end
   opts = opts or {}
   if type(opts) ~= "table" then raise("bench.case: options must be a table, got %s", type(opts)) end
-  for k in pairs(opts) do
-    if k ~= "setup" and k ~= "params" and k ~= "min_run_time" and k ~= "device" and k ~= "num_threads" then
-      raise("bench.case: unknown option '%s' (expected setup, params, min_run_time, device, num_threads)", tostring(k))
-    end
-  end
+  args.check_opts("bench.case", opts, {setup = true, params = true, min_run_time = true, device = true, num_threads = true})
   if opts.setup ~= nil and type(opts.setup) ~= "function" then raise("bench.case: option 'setup': function expected, got %s", type(opts.setup)) end
   local params = opts.params or {}
   if type(params) ~= "table" then raise("bench.case: option 'params': table expected, got %s", type(params)) end

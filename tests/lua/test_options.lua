@@ -362,6 +362,35 @@ test("FashionMNIST takes the right option (when the dataset is installed)", func
   eq(#ds, 10000, "the test split")
 end)
 
+-- These once worded an unknown option their own way ("unknown option 'sed'
+-- (num_replicas, rank, ...)", "(options: device_ids, ...)", none at all for
+-- Timer); now check_opts words them, with the nearest key.
+test("DistributedSampler, DataParallel, bench and the profiler word an unknown option as check_opts", function()
+  local ds = data.TensorDataset(torch.ones(4))
+  eq(message(function() return data.DistributedSampler(ds, {sed = 1, num_replicas = 2, rank = 0}) end),
+    "DistributedSampler: unknown option 'sed' (expected one of: drop_last, num_replicas, rank, seed, shuffle; did you mean 'seed'?)")
+  eq(#data.DistributedSampler(ds, {seed = 1, num_replicas = 2, rank = 0}), 2, "the right keys still work")
+  eq(message(function() return nn.DataParallel(nn.Linear(2, 2), {device_idz = {0}}) end),
+    "DataParallel: unknown option 'device_idz' (expected one of: device_ids, dim, output_device; did you mean 'device_ids'?)")
+  eq(message(function() return nn.DataParallel(nn.Linear(2, 2), {dim = 0, outptu_device = 0}) end),
+    "DataParallel: unknown option 'outptu_device' (expected one of: device_ids, dim, output_device; did you mean 'output_device'?)")
+  eq(message(function() return bench.Timer({stmt = "local y = 1", setpu = "x = 1"}) end),
+    "Timer: unknown option 'setpu' (expected one of: description, device, env, globals, label, num_threads, setup, " ..
+    "stmt, sub_label, timer; did you mean 'setup'?)")
+  local t = bench.Timer({stmt = function() end, device = "cpu", timer = function() return 1 end})
+  eq(message(function() return t:blocked_autorange({min_runtime = 0.1}) end),
+    "Timer.blocked_autorange: unknown option 'min_runtime' (expected one of: callback, min_run_time; did you mean 'min_run_time'?)")
+  eq(message(function() return bench.case("c", function() end, {param = {}}) end),
+    "bench.case: unknown option 'param' (expected one of: device, min_run_time, num_threads, params, setup; did you mean 'params'?)")
+  eq(message(function() return profiler.profile({record_shape = true}, function() end) end),
+    "profiler.profile: unknown option 'record_shape' (expected one of: activities, profile_memory, record_shapes, with_stack; did you mean 'record_shapes'?)")
+  local prof = profiler.profile({}, function() end)
+  eq(message(function() return prof:key_averages({group_by_shape = true}) end),
+    "key_averages: unknown option 'group_by_shape' (expected one of: group_by_input_shape)")
+  eq(message(function() return prof:key_averages():table({row_limt = 3}) end),
+    "table: unknown option 'row_limt' (expected one of: max_name_column_width, names, row_limit, sort_by; did you mean 'row_limit'?)")
+end)
+
 test("torch.load and tb.SummaryWriter check their options", function()
   local dir = os.tmpname()
   os.remove(dir)
