@@ -17,6 +17,7 @@
 -- that does not: the mean carries that cost, the median may not.
 local torch = torch
 local raise = require("tensh.errors").raise
+local args = require "tensh.args"
 local json = require "tensh.json"
 
 local bench = {}
@@ -302,11 +303,23 @@ bench.Timer = Timer
 local TIMER_OPTS = {stmt = true, setup = true, label = true, sub_label = true, description = true,
   num_threads = true, device = true, env = true, globals = true, timer = true}
 
-local function as_function(fn, what, code, globals)
+-- The environment string statements run in: one for setup and stmt, as
+-- PyTorch runs both in one namespace, so stmt sees what setup defined. It
+-- starts as a copy of `globals` (PyTorch copies the dict too: the caller's
+-- table is neither written nor given a metatable) and reads _G for the rest.
+local function statement_env(globals)
+  if globals ~= nil and not args.is_plain_table(globals) then
+    raise("Timer: option 'globals': table expected, got %s", args.typename(globals))
+  end
+  local env = {}
+  for k, v in pairs(globals or {}) do env[k] = v end
+  return setmetatable(env, {__index = _G})
+end
+
+local function as_function(fn, what, code, env)
   if code == nil then return function() end end
   if type(code) == "function" then return code end
   if type(code) ~= "string" then raise("%s: option '%s': function or string expected, got %s", fn, what, type(code)) end
-  local env = setmetatable(globals or {}, {__index = _G})
   local f, err = load(code, "=" .. what, "t", env)
   if not f then raise("%s: option '%s' does not compile: %s", fn, what, err) end
   return f
@@ -330,9 +343,7 @@ end
 -- as PyTorch synchronises it), env =, globals = (for string statements)})
 function Timer.new(opts)
   if type(opts) ~= "table" then raise("Timer: expected an options table, got %s", type(opts)) end
-  for k in pairs(opts) do
-    if not TIMER_OPTS[k] then raise("Timer: unknown option '%s'", tostring(k)) end
-  end
+  args.check_opts("Timer", opts, TIMER_OPTS)
   local nt = opts.num_threads or 1
   if math.type(nt) ~= "integer" or nt < 1 then raise("Timer: option 'num_threads': a positive integer expected, got %s", tostring(nt)) end
   for _, k in ipairs({"label", "sub_label", "description", "env"}) do
@@ -340,8 +351,9 @@ function Timer.new(opts)
   end
   if opts.stmt == nil then raise("Timer: option 'stmt' is required (a function or a string of Lua)") end
   local self = setmetatable({}, Timer)
-  self._stmt = as_function("Timer", "stmt", opts.stmt, opts.globals)
-  self._setup = as_function("Timer", "setup", opts.setup, opts.globals)
+  local env = statement_env(opts.globals)
+  self._stmt = as_function("Timer", "stmt", opts.stmt, env)
+  self._setup = as_function("Timer", "setup", opts.setup, env)
   self._device, self._device_str = timing_device(opts.device)
   self._time_block = opts.timer -- tests: function(number) -> seconds instead of the clock
   self.task_spec = {stmt = opts.stmt, setup = opts.setup, label = opts.label, sub_label = opts.sub_label,
@@ -458,12 +470,11 @@ function Timer:_loop(number, stop, min_run_time, max_run_time, callback)
   return times
 end
 
-local function check_opts(fn, opts, allowed)
+-- the autorange options: their keys, then seconds or a ratio, and a callback
+local function check_autorange_opts(fn, opts, allowed)
   if opts == nil then return {} end
   if type(opts) ~= "table" then raise("%s: expected an options table, got %s", fn, type(opts)) end
-  for k in pairs(opts) do
-    if not allowed[k] then raise("%s: unknown option '%s'", fn, tostring(k)) end
-  end
+  args.check_opts(fn, opts, allowed)
   for k, v in pairs(opts) do
     if k ~= "callback" and type(v) ~= "number" then raise("%s: option '%s': number expected, got %s", fn, k, type(v)) end
     if k ~= "callback" and not (v > 0 and v <= 86400) then
@@ -477,7 +488,7 @@ end
 -- t:blocked_autorange({min_run_time = 0.2, callback =}): blocks of the
 -- estimated size until min_run_time seconds of blocks have run
 function Timer:blocked_autorange(opts)
-  opts = check_opts("Timer.blocked_autorange", opts, {min_run_time = true, callback = true})
+  opts = check_autorange_opts("Timer.blocked_autorange", opts, {min_run_time = true, callback = true})
   local min_run_time = opts.min_run_time or 0.2
   return with_threads(self.task_spec.num_threads, function()
     self._warmup = {runs = 0, seconds = 0}
@@ -492,7 +503,7 @@ end
 -- blocks (sized for 0.05 s) until more than 3 of them have an IQR below
 -- threshold times the median, and min_run_time has passed, or max_run_time has
 function Timer:adaptive_autorange(opts)
-  opts = check_opts("Timer.adaptive_autorange", opts,
+  opts = check_autorange_opts("Timer.adaptive_autorange", opts,
     {threshold = true, min_run_time = true, max_run_time = true, callback = true})
   local threshold, min_run_time, max_run_time = opts.threshold or 0.1, opts.min_run_time or 0.01, opts.max_run_time or 10
   return with_threads(self.task_spec.num_threads, function()
@@ -523,11 +534,7 @@ function bench.case(name, fn, opts)
   if type(fn) ~= "function" then raise("bench.case: fn must be a function, got %s", type(fn)) end
   opts = opts or {}
   if type(opts) ~= "table" then raise("bench.case: options must be a table, got %s", type(opts)) end
-  for k in pairs(opts) do
-    if k ~= "setup" and k ~= "params" and k ~= "min_run_time" and k ~= "device" and k ~= "num_threads" then
-      raise("bench.case: unknown option '%s' (expected setup, params, min_run_time, device, num_threads)", tostring(k))
-    end
-  end
+  args.check_opts("bench.case", opts, {setup = true, params = true, min_run_time = true, device = true, num_threads = true})
   if opts.setup ~= nil and type(opts.setup) ~= "function" then raise("bench.case: option 'setup': function expected, got %s", type(opts.setup)) end
   local params = opts.params or {}
   if type(params) ~= "table" then raise("bench.case: option 'params': table expected, got %s", type(params)) end

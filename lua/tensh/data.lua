@@ -176,7 +176,7 @@ function transforms.RandomCrop(size, opts)
   elseif type(size) == "table" and is_int(size[1]) and is_int(size[2]) then h, w = size[1], size[2]
   else error("RandomCrop: size must be an integer or {h, w}", 2) end
   if opts ~= nil and not A.is_plain_table(opts) then A.type_error("RandomCrop", 2, "options table ({padding = n})", opts) end
-  local pad = (opts or {}).padding or 0
+  local pad = A.check_opts("RandomCrop", opts, {padding = true}).padding or 0
   if not is_int(pad) or pad < 0 then error("RandomCrop: padding must be a non-negative integer", 2) end
   if h < 1 or w < 1 then error(("RandomCrop: size must be positive, got (%d, %d)"):format(h, w), 2) end
   return new_transform("RandomCrop", {{kind = "crop", h = h, w = w, pad = pad}})
@@ -208,7 +208,7 @@ setmetatable(TensorDataset, {__call = function(_, ...)
   local args = table.pack(...)
   local opts = {}
   if args.n > 0 and type(args[args.n]) == "table" and not torch.is_tensor(args[args.n]) then
-    opts = args[args.n]
+    opts = A.check_opts("TensorDataset", args[args.n], {transform = true})
     args.n = args.n - 1
   end
   if args.n == 0 then error("TensorDataset: expected at least one tensor", 2) end
@@ -338,7 +338,7 @@ function data.random_split(ds, lengths, opts)
         math.tointeger(sum) or sum, n), 2)
     end
   end
-  opts = opts or {}
+  opts = A.check_opts("random_split", opts, {seed = true})
   if opts.seed ~= nil and not is_int(opts.seed) then error("random_split: seed must be an integer", 2) end
   local key = opts.seed and C.mix(opts.seed, 0x73706c6974) or C.global_key()
   local perm, out, off = C.randperm(n, key), {}, 0
@@ -383,8 +383,12 @@ end
 -- samples are float32 (C, H, W) / 255 unless raw, then the transform.
 local ImageDataset = class("ImageDataset")
 
+-- download is accepted for PyTorch's scripts, which pass it, but tensh never
+-- downloads: the dataset-not-found error says where to get the files.
+local IMAGE_OPTS = {train = true, transform = true, raw = true, download = true}
+
 local function check_image_opts(fn, opts)
-  if type(opts) ~= "table" then error(fn .. ": options must be a table", 3) end
+  A.check_opts(fn, opts, IMAGE_OPTS)
   if opts.raw and opts.transform ~= nil then error(fn .. ": transforms work on float images; drop raw = true", 3) end
 end
 
@@ -492,7 +496,7 @@ end
 local RandomSampler = class("RandomSampler")
 data.RandomSampler = RandomSampler
 setmetatable(RandomSampler, {__call = function(_, ds, opts)
-  opts = opts or {}
+  opts = A.check_opts("RandomSampler", opts, {replacement = true, num_samples = true, seed = true})
   local n = check_dataset(ds, "RandomSampler")
   local m = opts.num_samples or n
   if not is_int(m) or m < 0 then error("RandomSampler: num_samples must be a non-negative integer", 2) end

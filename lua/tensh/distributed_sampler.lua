@@ -51,12 +51,7 @@ return function(class, length_of)
     if opts ~= nil and (type(opts) ~= "table" or getmetatable(opts) ~= nil) then
       A.raise("DistributedSampler: expected an options table after the dataset, got %s", A.typename(opts))
     end
-    opts = opts or {}
-    for k in pairs(opts) do
-      if not KNOWN[k] then
-        A.raise("DistributedSampler: unknown option '%s' (num_replicas, rank, shuffle, seed, drop_last)", tostring(k))
-      end
-    end
+    opts = A.check_opts("DistributedSampler", opts, KNOWN)
     local n = length_of(ds)
     if math.type(n) ~= "integer" then
       A.raise("DistributedSampler: expected a dataset with a length (a len method or __len), got %s", A.typename(ds))

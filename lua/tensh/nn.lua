@@ -284,7 +284,24 @@ local function check_name(self, what, name)
   local _ = self
 end
 
+-- A method's trailing argument that is a flag or an options table (PyTorch's
+-- keyword arguments): m:zero_grad(false) or m:zero_grad({set_to_none = false}).
+-- The table's keys are checked, so a misspelt one is not a silent default.
+-- Returns nil, the flag, or the checked table.
+local function flag_or_opts(fn, v, allowed)
+  if v == nil or type(v) == "boolean" then return v end
+  return A.check_opts(fn, v, allowed)
+end
+
+-- the flag's value: v itself, v[key] from a table, or the default
+local function flag(v, key, default)
+  if type(v) == "table" then v = v[key] end
+  if v == nil then return default end
+  return v
+end
+
 function Module:register_buffer(name, t, opts)
+  opts = flag_or_opts("register_buffer", opts, {persistent = true})
   check_name(self, "register_buffer", name)
   if t ~= nil and not is_tensor(t) then
     raise("register_buffer: cannot assign '%s' as buffer '%s' (tensor or nil expected)", type_name(t), name)
@@ -293,9 +310,7 @@ function Module:register_buffer(name, t, opts)
   if od_has(params, name) or od_has(mods, name) or attrs[name] ~= nil then
     raise("register_buffer: attribute '%s' already exists", name)
   end
-  local persistent = true
-  if type(opts) == "table" and opts.persistent ~= nil then persistent = opts.persistent
-  elseif type(opts) == "boolean" then persistent = opts end
+  local persistent = flag(opts, "persistent", true)
   od_set(rawget(self, "_buffers"), name, t)
   rawget(self, "_non_persistent")[name] = (not persistent) or nil
 end
@@ -353,11 +368,7 @@ local function list_iter(list)
   end
 end
 
-local function recurse_opt(opts)
-  if type(opts) == "table" and opts.recurse ~= nil then return opts.recurse end
-  if type(opts) == "boolean" then return opts end
-  return true
-end
+local function recurse_opt(opts) return flag(opts, "recurse", true) end
 
 -- {name, tensor} pairs from each module's `field` (_parameters or _buffers), no duplicates
 local function collect_members(self, field, opts)
@@ -386,12 +397,25 @@ local function values(pairs_list, what)
   return as_list(out, what)
 end
 
+-- PyTorch's keywords: parameters(recurse), named_parameters(prefix, recurse)
+local RECURSE, PREFIX_RECURSE = {recurse = true}, {prefix = true, recurse = true}
+
 -- m:parameters() -> list in registration order (own first, then children)
-function Module:parameters(opts) return values(collect_members(self, "_parameters", opts), "parameters()") end
+function Module:parameters(opts)
+  opts = flag_or_opts("parameters", opts, RECURSE)
+  return values(collect_members(self, "_parameters", opts), "parameters()")
+end
 -- for name, p in m:named_parameters() do ... end
-function Module:named_parameters(opts) return list_iter(collect_members(self, "_parameters", opts)) end
-function Module:buffers(opts) return values(collect_members(self, "_buffers", opts), "buffers()") end
-function Module:named_buffers(opts) return list_iter(collect_members(self, "_buffers", opts)) end
+function Module:named_parameters(opts)
+  return list_iter(collect_members(self, "_parameters", flag_or_opts("named_parameters", opts, PREFIX_RECURSE)))
+end
+function Module:buffers(opts)
+  opts = flag_or_opts("buffers", opts, RECURSE)
+  return values(collect_members(self, "_buffers", opts), "buffers()")
+end
+function Module:named_buffers(opts)
+  return list_iter(collect_members(self, "_buffers", flag_or_opts("named_buffers", opts, PREFIX_RECURSE)))
+end
 
 local function collect_children(self)
   local mods, seen, out = rawget(self, "_modules"), {}, {}
@@ -408,7 +432,8 @@ function Module:children() return values(collect_children(self), "children()") e
 function Module:named_children() return list_iter(collect_children(self)) end
 function Module:modules() return values(collect_modules(self, "", {}, {}), "modules()") end
 function Module:named_modules(opts)
-  return list_iter(collect_modules(self, type(opts) == "table" and opts.prefix or "", {}, {}))
+  opts = A.check_opts("named_modules", opts, {prefix = true})
+  return list_iter(collect_modules(self, opts.prefix or "", {}, {}))
 end
 
 function Module:get_submodule(target)
@@ -441,9 +466,7 @@ end
 
 -- set_to_none (default true, as PyTorch 2) drops .grad; else zeroes it in place
 function Module:zero_grad(opts)
-  local to_none = true
-  if type(opts) == "table" and opts.set_to_none ~= nil then to_none = opts.set_to_none
-  elseif type(opts) == "boolean" then to_none = opts end
+  local to_none = flag(flag_or_opts("zero_grad", opts, {set_to_none = true}), "set_to_none", true)
   for _, p in ipairs(self:parameters()) do
     local g = p.grad
     if g ~= nil then
@@ -478,6 +501,7 @@ local function parse_to(...)
     if a == nil then return end
     if is_tensor(a) then dev, dtype = tostring(a.device), a.dtype return end
     if type(a) == "table" and getmetatable(a) == nil then -- options
+      A.check_opts("to", a, {device = true, dtype = true})
       if a.device ~= nil then
         if not pcall(torch.device, a.device) then
           raise("to: option 'device': expected a device (\"cpu\", \"cuda:0\", torch.device), got %s", A.show(a.device))
@@ -601,7 +625,7 @@ end
 
 -- A flat table name -> detached tensor (sharing storage), buffers included.
 function Module:state_dict(opts)
-  local prefix = type(opts) == "table" and opts.prefix or ""
+  local prefix = A.check_opts("state_dict", opts, {prefix = true}).prefix or ""
   local sd = {}
   for _, e in ipairs(state_entries(self, prefix, {})) do sd[e[1]] = e[2]:detach() end
   return sd
@@ -612,9 +636,7 @@ end
 -- {missing_keys = {...}, unexpected_keys = {...}} (non-empty only with strict = false).
 function Module:load_state_dict(sd, opts)
   if type(sd) ~= "table" then raise("load_state_dict: expected a table of name -> tensor, got %s", type(sd)) end
-  local strict = true
-  if type(opts) == "table" and opts.strict ~= nil then strict = opts.strict
-  elseif type(opts) == "boolean" then strict = opts end
+  local strict = flag(flag_or_opts("load_state_dict", opts, {strict = true}), "strict", true)
   local entries = state_entries(self, "", {})
   local expected, missing, unexpected, errors = {}, {}, {}, {}
   for _, e in ipairs(entries) do
@@ -704,7 +726,7 @@ nn.functional = require "tensh.nn.functional"
 nn.F = nn.functional
 nn.init = require "tensh.nn.initialization"
 for k, v in pairs(require "tensh.nn.losses") do
-  if rawget(nn.functional, k) == nil then nn.functional[k] = v end
+  if type(v) == "function" and rawget(nn.functional, k) == nil then nn.functional[k] = v end
 end
 nn.utils = require "tensh.nn.utils"
 

@@ -20,6 +20,7 @@
 -- table({names = "aten"}) prints it in the Name column).
 local torch = torch
 local raise = require("tensh.errors").raise
+local A = require "tensh.args"
 local json = require "tensh.json"
 local ATEN = require "tensh.profiler_aten"
 
@@ -36,10 +37,8 @@ local PROFILE_OPTS = {activities = true, record_shapes = true, profile_memory = 
 local function check_profile_opts(opts)
   opts = opts or {}
   if type(opts) ~= "table" then raise("profiler.profile: expected an options table, got %s", type(opts)) end
+  A.check_opts("profiler.profile", opts, PROFILE_OPTS)
   for k, v in pairs(opts) do
-    if not PROFILE_OPTS[k] then
-      raise("profiler.profile: unknown option '%s' (expected activities, record_shapes, profile_memory, with_stack)", tostring(k))
-    end
     if k ~= "activities" and type(v) ~= "boolean" then raise("profiler.profile: option '%s': boolean expected, got %s", k, type(v)) end
   end
   local acts = opts.activities or {"cpu"}
@@ -146,9 +145,7 @@ EventList.__name = "torch.profiler.EventList"
 function Profile:key_averages(opts)
   opts = opts or {}
   if type(opts) ~= "table" then raise("key_averages: expected an options table, got %s", type(opts)) end
-  for k in pairs(opts) do
-    if k ~= "group_by_input_shape" then raise("key_averages: unknown option '%s' (expected group_by_input_shape)", tostring(k)) end
-  end
+  A.check_opts("key_averages", opts, {group_by_input_shape = true})
   local by_shape = opts.group_by_input_shape
   if by_shape and not self._opts.record_shapes then
     raise("key_averages: group_by_input_shape needs the profile recorded with record_shapes = true")
@@ -191,11 +188,7 @@ local SORT_KEYS = {cpu_time_total = true, self_cpu_time_total = true, cuda_time_
 function EventList:table(opts)
   opts = opts or {}
   if type(opts) ~= "table" then raise("table: expected an options table, got %s", type(opts)) end
-  for k in pairs(opts) do
-    if k ~= "sort_by" and k ~= "row_limit" and k ~= "max_name_column_width" and k ~= "names" then
-      raise("table: unknown option '%s' (expected sort_by, row_limit, max_name_column_width, names)", tostring(k))
-    end
-  end
+  A.check_opts("table", opts, {sort_by = true, row_limit = true, max_name_column_width = true, names = true})
   if opts.names ~= nil and opts.names ~= "aten" and opts.names ~= "tensh" then
     raise("table: option 'names': \"aten\" or \"tensh\" expected, got %s", tostring(opts.names))
   end

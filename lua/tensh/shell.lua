@@ -240,9 +240,11 @@ function M.reference()
   return doc
 end
 
--- namespaces searched for a value's name, in this order
-local NAMESPACES = {"torch", "nn.functional", "nn.init", "nn.utils", "nn", "optim.lr_scheduler", "optim", "data",
-  "cuda", "tb", "amp", "models", "torch.autograd"}
+-- namespaces searched for a value's name, in this order (the names the
+-- reference documents them by)
+local NAMESPACES = {"torch", "nn.functional", "nn.init", "nn.utils.rnn", "nn.utils", "nn", "optim.lr_scheduler",
+  "optim", "data.transforms", "data", "cuda", "tb", "amp", "dist", "bench", "torch.profiler", "torch.cpu", "models",
+  "torch.autograd"}
 
 local names_by_value
 function M.name_of(v)
@@ -264,6 +266,31 @@ function M.name_of(v)
     -- a tensor method that is also torch.x is documented under either name
   end
   return names_by_value[v]
+end
+
+-- The reference read the other way: a value -> the entry (and the name) of
+-- the first documented name that denotes it. name_of gives a value one name,
+-- from the namespaces it searches; this finds an entry under any documented
+-- name: an alias (Tensor:clip_ is Tensor:clamp_), a class's method
+-- (Module:train), a name that starts with "_". Tensor.x names are skipped:
+-- they denote a tensor's property values, not functions.
+local entries_by_value
+local function documented_entry(v)
+  if not entries_by_value then
+    entries_by_value = {}
+    for _, e in ipairs(M.reference().entries) do
+      for _, name in ipairs(e.planned and {} or e.names) do
+        if not name:match("^Tensor%.") then
+          local ok, x = pcall(M.resolve, name)
+          if ok and (type(x) == "function" or type(x) == "table") and entries_by_value[x] == nil then
+            entries_by_value[x] = {e, name}
+          end
+        end
+      end
+    end
+  end
+  local hit = entries_by_value[v]
+  if hit then return hit[1], hit[2] end
 end
 
 -- the reference's entry for a value or a name; the name it was found under
@@ -299,6 +326,10 @@ local function entry_for(x)
   end
   for _, c in ipairs(candidates) do
     if ref.by_name[c] then return ref.by_name[c], c end
+  end
+  if type(x) == "function" or (type(x) == "table" and not is_tensor(x)) then
+    local e, name = documented_entry(x)
+    if e then return e, name end
   end
   return nil, candidates[1]
 end

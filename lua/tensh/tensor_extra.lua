@@ -10,11 +10,18 @@ local methods = torch._methods
 
 -- Runs fn; an error raised by an op it calls (which names that op's
 -- position here) is raised again at the user's line, without our position.
+-- An error that already has a position outside the library (tensh.errors and
+-- the C bindings place theirs at the user's line) passes as it is: raising it
+-- again would print that position twice.
 local function user_level(fn, ...)
   local r = table.pack(pcall(fn, ...))
   if r[1] then return table.unpack(r, 2, r.n) end
   local err = r[2]
-  if type(err) == "string" then err = err:gsub("^lua/tensh/tensor_extra%.lua:%d+: ", "") end
+  if type(err) == "string" then
+    local inner = err:gsub("^lua/tensh/[^:\n]*:%d+: ", "")
+    if inner == err and err:find("^[^:\n]+:%d+: ") then error(err, 0) end
+    err = inner
+  end
   raise("%s", tostring(err))
 end
 
@@ -396,13 +403,10 @@ both("tile", function(t, dims, ...)
   return x:reshape(inter):expand(big):reshape(final)
 end)
 
-both("diff", function(t, n, dim, prepend, append)
-  local o
-  if A.is_opts(n) then o, n = n, nil end
-  o = o or {}
-  n, dim = o.n or n or 1, o.dim or dim or -1
+both("diff", function(t, ...)
+  local o = A.bind("diff", {"n", "dim", "prepend", "append"}, ...)
+  local n, dim, prepend, append = o.n or 1, o.dim or -1, o.prepend, o.append
   if math.type(n) ~= "integer" or n < 0 then raise("diff: n must be a non-negative integer, got %s", A.show(n)) end
-  prepend, append = o.prepend or prepend, o.append or append
   if t:dim() == 0 then raise("diff: expects input to be at least one-dimensional") end
   local d = wrap_dim("diff", dim, t:dim())
   local x = t
@@ -429,11 +433,9 @@ local function diag_index(fn, t, offset, d1, d2)
   return d1, d2
 end
 
-both("diagonal", function(t, offset, dim1, dim2)
-  local o
-  if A.is_opts(offset) then o, offset = offset, nil end
-  o = o or {}
-  offset, dim1, dim2 = o.offset or offset or 0, o.dim1 or dim1 or 0, o.dim2 or dim2 or 1
+both("diagonal", function(t, ...)
+  local o = A.bind("diagonal", {"offset", "dim1", "dim2"}, ...)
+  local offset, dim1, dim2 = o.offset or 0, o.dim1 or 0, o.dim2 or 1
   if math.type(offset) ~= "integer" then raise("diagonal: offset must be an integer, got %s", A.show(offset)) end
   if t:dim() < 2 then raise("diagonal: expected a tensor of at least 2 dims, got %d", t:dim()) end
   local d1, d2 = diag_index("diagonal", t, offset, dim1, dim2)
@@ -810,10 +812,9 @@ end)
 
 -- num_samples draws per row: with replacement by inverse CDF, without by
 -- the largest exponential keys u^(1/p) (Efraimidis and Spirakis), as torch
-both("multinomial", function(p, num_samples, replacement)
-  local o = {}
-  if A.is_opts(replacement) then o, replacement = replacement, nil end
-  replacement = replacement or o.replacement or false
+both("multinomial", function(p, ...)
+  local o = A.bind("multinomial", {"num_samples", "replacement"}, ...)
+  local num_samples, replacement = o.num_samples, o.replacement or false
   if p:dim() < 1 or p:dim() > 2 then raise("multinomial: prob_dist must be 1 or 2 dim, got %d", p:dim()) end
   if math.type(num_samples) ~= "integer" or num_samples <= 0 then
     raise("multinomial: num_samples must be a positive integer, got %s", A.show(num_samples))
@@ -843,7 +844,7 @@ end)
 
 torch.normal = function(mean, std, size, opts)
   if A.is_opts(size) then opts, size = size, nil end
-  local o = opts or {}
+  local o = A.check_opts("normal", opts, {dtype = true, device = true})
   if torch.is_tensor(mean) or torch.is_tensor(std) then
     local m = torch.is_tensor(mean) and mean or nil
     local s = torch.is_tensor(std) and std or nil
@@ -858,11 +859,10 @@ end
 
 -- ---- distances and products --------------------------------------------------
 
-torch.cdist = function(x1, x2, p)
+torch.cdist = function(x1, x2, ...)
   A.check_tensor("cdist", 1, x1)
   A.check_tensor("cdist", 2, x2)
-  if A.is_opts(p) then p = p.p end
-  p = p or 2
+  local p = A.bind("cdist", {"p"}, ...).p or 2
   if x1:dim() < 2 or x2:dim() < 2 then raise("cdist only supports at least 2D tensors, X1 got: %dD", x1:dim()) end
   if x1.shape[x1:dim() - 1] ~= x2.shape[x2:dim() - 1] then
     raise("cdist: X1 and X2 must have the same number of columns. X1: %d X2: %d", x1.shape[x1:dim() - 1], x2.shape[x2:dim() - 1])
@@ -879,11 +879,11 @@ torch.cdist = function(x1, x2, p)
   return d:abs():pow(p):sum(-1):pow(1 / p)
 end
 
-local function cosine_similarity(x1, x2, dim, eps)
+local function cosine_similarity(x1, x2, ...)
   A.check_tensor("cosine_similarity", 1, x1)
   A.check_tensor("cosine_similarity", 2, x2)
-  if A.is_opts(dim) then dim, eps = dim.dim, dim.eps end
-  dim, eps = dim or 1, eps or 1e-8
+  local o = A.bind("cosine_similarity", {"dim", "eps"}, ...)
+  local dim, eps = o.dim or 1, o.eps or 1e-8
   -- torch: sum(x1 x2) / sqrt(clamp_min(sum(x1^2) sum(x2^2), eps^2))
   local w12 = (x1 * x2):sum(dim)
   local w1, w2 = (x1 * x1):sum(dim), (x2 * x2):sum(dim)

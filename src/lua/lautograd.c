@@ -199,14 +199,17 @@ static void check_create_graph(lua_State *L, int opts, const char *fn) {
               "differences of first derivatives", fn);
 }
 
-/* t:backward([gradient], [{retain_graph = false, create_graph = false}]) */
+/* t:backward([gradient], [{retain_graph = false, create_graph = false}]).
+ * The options follow a gradient or stand in its place; after a nil gradient
+ * (PyTorch's backward(None, retain_graph=True)) they are still read, and
+ * anything else there is an error rather than silently dropped. */
 static int m_backward(lua_State *L) {
-  ts_tensor *t = lt_check(L, 1), *g = NULL;
+  ts_tensor *t = lt_check(L, 1), *g = lt_test(L, 2);
   int opts = 0;
-  if (lt_test(L, 2)) {
-    g = lt_test(L, 2);
+  if (g || lua_isnil(L, 2)) {
     opts = lt_opts_index(L, 3);
-  } else if (!lua_isnoneornil(L, 2)) {
+    if (!opts && !lua_isnoneornil(L, 3)) return luaL_typeerror(L, 3, "options table");
+  } else if (!lua_isnone(L, 2)) {
     opts = lt_opts_index(L, 2);
     if (!opts) return luaL_typeerror(L, 2, "tensor or options table");
   }

@@ -248,6 +248,25 @@ test("backward errors explain themselves", function()
   T.close(x + 1, {2, 2, 2}) -- the session goes on
 end)
 
+-- PyTorch's backward(gradient=None, retain_graph=True): the options after a
+-- nil gradient were once dropped, so the graph was freed and a misspelt key passed
+test("backward(nil, opts) reads and checks its options", function()
+  local x = torch.ones(3, {requires_grad = true})
+  local y = (x * x):sum()
+  y:backward(nil, {retain_graph = true})
+  y:backward() -- the graph was kept
+  T.close(x.grad, {4, 4, 4})
+  local z = (x * x):sum()
+  z:backward(torch.tensor(1.0), {retain_graph = true})
+  z:backward(nil)
+  T.close(x.grad, {8, 8, 8})
+  raises(function() (x * x):sum():backward(nil, {retain_grap = true}) end,
+    "backward: unknown option 'retain_grap' (expected one of: create_graph, retain_graph; did you mean 'retain_graph'?)")
+  raises(function() (x * x):sum():backward(nil, true) end, "options table expected, got boolean")
+  raises(function() (x * x):sum():backward(nil, {create_graph = true}) end, "create_graph = true is not supported")
+  T.close(x.grad, {8, 8, 8}) -- none of the refused calls accumulated
+end)
+
 T.cpu_test("no_grad and enable_grad scopes, detach, requires_grad", function()
   local x = torch.ones(2, {requires_grad = true})
   do

@@ -173,6 +173,27 @@ test("string statements run with the given globals", function()
   ok(tostring(m):find("setup: a = a * 2", 1, true), "the setup is shown")
 end)
 
+-- PyTorch's Timer(stmt="y = x + 1", setup="x = torch.ones(3)") runs both in one
+-- namespace; each string once had an environment of its own, so stmt did not
+-- see x. globals gives the initial names (copied, as PyTorch copies the dict).
+test("string setup and stmt share one environment; globals seeds it, _G is read behind it", function()
+  -- PyTorch's own example: no globals
+  bench.Timer({stmt = "y = x + 1", setup = "x = torch.ones(3)", device = "cpu"}):timeit(3)
+  eq(rawget(_G, "x"), nil, "setup's names stay in the timer's environment")
+  eq(rawget(_G, "y"), nil, "stmt's names too")
+  -- globals seeds the environment
+  local count = {stmt = 0, setup = 0}
+  local g = {count = count}
+  local m = bench.Timer({stmt = "y = x + 1; count.stmt = count.stmt + 1",
+    setup = "x = torch.ones(3); count.setup = count.setup + 1", globals = g, device = "cpu"}):timeit(5)
+  eq(m.number_per_run, 5, "ran")
+  eq(count.setup, 1, "setup ran once")
+  ok(count.stmt >= 5, "stmt ran with setup's x: " .. count.stmt)
+  eq(g.x, nil, "the globals table is copied, not written")
+  eq(getmetatable(g), nil, "nor given a metatable")
+  raises(function() bench.Timer({stmt = "y = 1", globals = 5}) end, "Timer: option 'globals': table expected, got number")
+end)
+
 local function fixed(sub, desc, median, threads, label)
   return bench.Measurement({number_per_run = 1, raw_times = {median, median, median, median},
     task_spec = {label = label or "add", sub_label = sub, description = desc, num_threads = threads or 1}})

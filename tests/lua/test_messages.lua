@@ -177,6 +177,24 @@ test("a C check failing inside a library call names the function the user called
   user_error(function() local _ = torch.amp.GradScaler(t) end, "GradScaler: unsupported device Tensor")
 end)
 
+-- The functions composed in Lua (tensor_extra.lua) re-raise an inner error at
+-- the user's line; one already placed there was once placed twice
+-- ("test_messages.lua:9: test_messages.lua:9: diff: ...").
+test("errors from torch.diff & co carry the user's position once", function()
+  local t = torch.arange(5)
+  for what, f in pairs({
+    ["torch.diff"] = function() local _ = torch.diff(t, -1) end,
+    ["Tensor:median"] = function() local _ = t:median({dmi = 0}) end,
+    ["torch.diagonal"] = function() local _ = torch.diagonal(t) end,
+    ["cat inside torch.diff"] = function() local _ = torch.diff(torch.ones(2, 3), 1, 0, torch.ones(5)) end,
+    ["torch.vdot"] = function() local _ = torch.vdot(t, 5) end,
+  }) do
+    local err = user_error(f, ": ")
+    local _, positions = err:gsub("test_messages%.lua:%d+: ", "")
+    eq(positions, 1, what .. ": positions in '" .. err .. "'")
+  end
+end)
+
 test("a module option's repr (nn_common.pyval) of a cyclic or very deep table ends, with (...)", function()
   local pyval = require("tensh.nn.common").pyval
   eq(pyval({2, 3}), "(2, 3)")

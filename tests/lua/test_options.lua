@@ -262,6 +262,135 @@ test("create_graph = true says second derivatives are not supported", function()
   close(g, {2, 2})
 end)
 
+-- The Lua library's option-taking functions that once ignored an unknown key
+-- (nn.CrossEntropyLoss({reductio = "sum"}) gave a mean): each refuses it in
+-- check_opts' words, at the user's line; the right key still takes effect.
+local lua_cases = {
+  {"CrossEntropyLoss", function() return nn.CrossEntropyLoss({reductio = "sum"}) end,
+    "CrossEntropyLoss: unknown option 'reductio' (expected one of: ignore_index, label_smoothing, reduction, weight; did you mean 'reduction'?)",
+    function() return nn.CrossEntropyLoss({reduction = "sum", label_smoothing = 0.1}) end,
+    function(l) eq(l.reduction, "sum") end},
+  {"NLLLoss(weight, opts)", function() return nn.NLLLoss(torch.ones(3), {ignore_idx = 1}) end,
+    "NLLLoss: unknown option 'ignore_idx' (expected one of: ignore_index, reduction, weight; did you mean 'ignore_index'?)"},
+  {"MSELoss(weight)", function() return nn.MSELoss(torch.ones(3)) end,
+    "bad argument #1 to 'MSELoss' (options table expected, got Tensor)"},
+  {"L1Loss(nil, opts)", function() return nn.L1Loss(nil, {reduce = false}) end,
+    "L1Loss: unknown option 'reduce' (expected one of: reduction)",
+    function() return nn.L1Loss(nil, {reduction = "none"}) end,
+    function(l) eq(l.reduction, "none") end},
+  {"SmoothL1Loss", function() return nn.SmoothL1Loss({beat = 0.5}) end,
+    "SmoothL1Loss: unknown option 'beat' (expected one of: beta, reduction; did you mean 'beta'?)",
+    function() return nn.SmoothL1Loss({beta = 0.5})(torch.zeros(1), torch.ones(1)) end,
+    function(t) close(t:item(), 0.75) end},
+  {"BCELoss", function() return nn.BCELoss({size_average = true}) end,
+    "BCELoss: unknown option 'size_average' (expected one of: reduction, weight)"},
+  {"BCEWithLogitsLoss", function() return nn.BCEWithLogitsLoss({pos_wieght = torch.ones(1)}) end,
+    "BCEWithLogitsLoss: unknown option 'pos_wieght' (expected one of: pos_weight, reduction, weight; did you mean 'pos_weight'?)"},
+  {"torch.diff", function() return torch.diff(x23, {dmi = 0}) end,
+    "diff: unknown option 'dmi' (expected one of: append, dim, n, prepend; did you mean 'dim'?)",
+    function() return torch.diff(x23, 1, {dim = 0}) end,
+    function(t) eq(shape(t), "1x3") close(t:flatten(), {3, 3, 3}) end},
+  {"Tensor:diagonal", function() return x23:diagonal({ofset = 1}) end,
+    "diagonal: unknown option 'ofset' (expected one of: dim1, dim2, offset; did you mean 'offset'?)",
+    function() return x23:diagonal({offset = 1}) end,
+    function(t) close(t, {1, 5}) end},
+  {"torch.cosine_similarity", function() return torch.cosine_similarity(x23, x23, {dmi = 0}) end,
+    "cosine_similarity: unknown option 'dmi' (expected one of: dim, eps; did you mean 'dim'?)",
+    function() return nn.functional.cosine_similarity(x23, x23, {dim = 0}) end,
+    function(t) eq(shape(t), "3") close(t, {1, 1, 1}, 1e-6) end},
+  {"torch.cdist", function() return torch.cdist(x23, x23, {P = 1}) end,
+    "cdist: unknown option 'P' (expected one of: p; did you mean 'p'?)",
+    function() return torch.cdist(x23, x23, {p = 1}) end,
+    function(t) close(t:flatten(), {0, 9, 9, 0}) end},
+  {"torch.multinomial", function() return torch.multinomial(torch.ones(3), 2, {replace = true}) end,
+    "multinomial: unknown option 'replace' (expected one of: num_samples, replacement)"},
+  {"torch.normal", function() return torch.normal(0, 1, {2}, {dtpye = "float64"}) end,
+    "normal: unknown option 'dtpye' (expected one of: device, dtype; did you mean 'dtype'?)",
+    function() return torch.normal(0, 1, {2}, {dtype = "float64"}) end,
+    function(t) eq(t.dtype, torch.float64) end},
+  {"data.transforms.RandomCrop", function() return data.transforms.RandomCrop(4, {pading = 2}) end,
+    "RandomCrop: unknown option 'pading' (expected one of: padding; did you mean 'padding'?)",
+    function() return data.transforms.RandomCrop(4, {padding = 2}) end,
+    function(tf) eq(tf._specs[1].pad, 2) end},
+  {"data.FashionMNIST", function() return data.FashionMNIST({trian = false}) end,
+    "FashionMNIST: unknown option 'trian' (expected one of: download, raw, train, transform; did you mean 'train'?)"},
+  {"data.MNIST", function() return data.MNIST("/nonexistent", {transfrom = data.transforms.ToTensor()}) end,
+    "MNIST: unknown option 'transfrom' (expected one of: download, raw, train, transform; did you mean 'transform'?)"},
+  {"data.CIFAR10", function() return data.CIFAR10("/nonexistent", {tain = true}) end,
+    "CIFAR10: unknown option 'tain' (expected one of: download, raw, train, transform; did you mean 'train'?)"},
+  {"data.TensorDataset", function() return data.TensorDataset(torch.ones(2), {tranform = 1}) end,
+    "TensorDataset: unknown option 'tranform' (expected one of: transform; did you mean 'transform'?)"},
+  {"data.random_split", function() return data.random_split(data.TensorDataset(torch.ones(4)), {2, 2}, {generator = 1}) end,
+    "random_split: unknown option 'generator' (expected one of: seed)"},
+  {"data.RandomSampler", function() return data.RandomSampler(data.TensorDataset(torch.ones(4)), {num_sample = 2}) end,
+    "RandomSampler: unknown option 'num_sample' (expected one of: num_samples, replacement, seed; did you mean 'num_samples'?)",
+    function() return data.RandomSampler(data.TensorDataset(torch.ones(4)), {num_samples = 2}) end,
+    function(s) eq(#s, 2) end},
+  -- nn.Module's methods whose options are PyTorch's keywords
+  {"Module:zero_grad", function() return nn.Linear(2, 2):zero_grad({set_to_non = false}) end,
+    "zero_grad: unknown option 'set_to_non' (expected one of: set_to_none; did you mean 'set_to_none'?)"},
+  {"Module:parameters", function() return nn.Linear(2, 2):parameters({recursive = false}) end,
+    "parameters: unknown option 'recursive' (expected one of: recurse; did you mean 'recurse'?)",
+    function() return nn.Sequential(nn.Linear(2, 2)):parameters({recurse = false}) end,
+    function(l) eq(#l, 0) end},
+  {"Module:named_parameters", function() return nn.Linear(2, 2):named_parameters({prefx = "m"}) end,
+    "named_parameters: unknown option 'prefx' (expected one of: prefix, recurse; did you mean 'prefix'?)"},
+  {"Module:state_dict", function() return nn.Linear(2, 2):state_dict({keep_vars = true}) end,
+    "state_dict: unknown option 'keep_vars' (expected one of: prefix)"},
+  {"Module:load_state_dict", function() local m = nn.Linear(2, 2) return m:load_state_dict(m:state_dict(), {stric = false}) end,
+    "load_state_dict: unknown option 'stric' (expected one of: strict; did you mean 'strict'?)"},
+  {"Module:register_buffer", function() return nn.Linear(2, 2):register_buffer("b", torch.ones(1), {persistant = false}) end,
+    "register_buffer: unknown option 'persistant' (expected one of: persistent; did you mean 'persistent'?)"},
+  {"Module:to", function() return nn.Linear(2, 2):to({dtyp = "float64"}) end,
+    "to: unknown option 'dtyp' (expected one of: device, dtype; did you mean 'dtype'?)",
+    function() return nn.Linear(2, 2):to({dtype = "float64"}) end,
+    function(m) eq(m.weight.dtype, torch.float64) end},
+}
+
+for _, c in ipairs(lua_cases) do
+  test("option of " .. c[1] .. " (Lua): a misspelt key is an error; the right one takes effect", function()
+    eq(message(c[2]), c[3], "message")
+    if c[4] then c[5](c[4]()) end
+  end)
+end
+
+test("FashionMNIST takes the right option (when the dataset is installed)", function()
+  local f = io.open("/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz", "rb")
+  if not f then T.skip("dataset-fashion-mnist is not installed") end
+  f:close()
+  local ds = data.FashionMNIST({train = false})
+  eq(#ds, 10000, "the test split")
+end)
+
+-- These once worded an unknown option their own way ("unknown option 'sed'
+-- (num_replicas, rank, ...)", "(options: device_ids, ...)", none at all for
+-- Timer); now check_opts words them, with the nearest key.
+test("DistributedSampler, DataParallel, bench and the profiler word an unknown option as check_opts", function()
+  local ds = data.TensorDataset(torch.ones(4))
+  eq(message(function() return data.DistributedSampler(ds, {sed = 1, num_replicas = 2, rank = 0}) end),
+    "DistributedSampler: unknown option 'sed' (expected one of: drop_last, num_replicas, rank, seed, shuffle; did you mean 'seed'?)")
+  eq(#data.DistributedSampler(ds, {seed = 1, num_replicas = 2, rank = 0}), 2, "the right keys still work")
+  eq(message(function() return nn.DataParallel(nn.Linear(2, 2), {device_idz = {0}}) end),
+    "DataParallel: unknown option 'device_idz' (expected one of: device_ids, dim, output_device; did you mean 'device_ids'?)")
+  eq(message(function() return nn.DataParallel(nn.Linear(2, 2), {dim = 0, outptu_device = 0}) end),
+    "DataParallel: unknown option 'outptu_device' (expected one of: device_ids, dim, output_device; did you mean 'output_device'?)")
+  eq(message(function() return bench.Timer({stmt = "local y = 1", setpu = "x = 1"}) end),
+    "Timer: unknown option 'setpu' (expected one of: description, device, env, globals, label, num_threads, setup, " ..
+    "stmt, sub_label, timer; did you mean 'setup'?)")
+  local t = bench.Timer({stmt = function() end, device = "cpu", timer = function() return 1 end})
+  eq(message(function() return t:blocked_autorange({min_runtime = 0.1}) end),
+    "Timer.blocked_autorange: unknown option 'min_runtime' (expected one of: callback, min_run_time; did you mean 'min_run_time'?)")
+  eq(message(function() return bench.case("c", function() end, {param = {}}) end),
+    "bench.case: unknown option 'param' (expected one of: device, min_run_time, num_threads, params, setup; did you mean 'params'?)")
+  eq(message(function() return profiler.profile({record_shape = true}, function() end) end),
+    "profiler.profile: unknown option 'record_shape' (expected one of: activities, profile_memory, record_shapes, with_stack; did you mean 'record_shapes'?)")
+  local prof = profiler.profile({}, function() end)
+  eq(message(function() return prof:key_averages({group_by_shape = true}) end),
+    "key_averages: unknown option 'group_by_shape' (expected one of: group_by_input_shape)")
+  eq(message(function() return prof:key_averages():table({row_limt = 3}) end),
+    "table: unknown option 'row_limt' (expected one of: max_name_column_width, names, row_limit, sort_by; did you mean 'row_limit'?)")
+end)
+
 test("torch.load and tb.SummaryWriter check their options", function()
   local dir = os.tmpname()
   os.remove(dir)

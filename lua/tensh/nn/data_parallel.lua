@@ -270,18 +270,19 @@ end
 local DataParallel = nn.Module:extend("DataParallel")
 M.DataParallel = DataParallel
 
+local DP_OPTS = {device_ids = true, output_device = true, dim = true}
+
 -- DataParallel(module, {device_ids =, output_device =, dim = 0}), or the
 -- same positionally as PyTorch's DataParallel(module, device_ids, output_device, dim)
 function DataParallel:init(module, device_ids, output_device, dim, extra)
   local fn = "DataParallel"
   if not nn.is_module(module) then raise("%s: expected an nn.Module to wrap, got %s", fn, A.typename(module)) end
+  -- Module's construct() has moved the keys that name a parameter of init to
+  -- their places; an options table left among the arguments holds the others
   local given = {device_ids, output_device, dim, extra}
   for i = 1, 4 do
     local v = given[i]
-    if is_opts(v) and next(v) ~= nil then
-      local k = next(v)
-      raise("%s: unknown option '%s' (options: device_ids, output_device, dim)", fn, tostring(k))
-    end
+    if is_opts(v) and next(v) ~= nil then A.check_opts(fn, v, DP_OPTS) end
   end
   if dim == nil then dim = 0 end
   dim = util.check_int(fn, "dim", dim)

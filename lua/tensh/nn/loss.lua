@@ -13,19 +13,31 @@ local A = require "tensh.args"
 
 local M = {}
 
+local OPTIONS = require("tensh.nn.losses").OPTIONS
+
 local function loss_class(name, fname)
   local cls = Module:extend(name)
   M[name] = cls
-  -- Loss({reduction = "mean", weight =, ...}) or Loss(weight, {...}); tensor options are buffers
+  local allowed = OPTIONS[fname]
+  -- Loss({reduction = "mean", weight =, ...}) or Loss(weight, {...}); tensor options are buffers.
+  -- The keys are checked here, with the class's name, so a misspelt one fails at the user's line
+  -- rather than at the first forward (or never, had the functional ignored it).
   function cls:init(first, opts)
     if opts ~= nil and not A.is_plain_table(opts) then A.type_error(name, 2, "options table", opts) end
     if is_tensor(first) then
+      if not allowed.weight then A.type_error(name, 1, "options table", first) end
       local o = {weight = first}
-      for k, v in pairs(opts or {}) do o[k] = v end
+      for k, v in pairs(A.check_opts(name, opts, allowed)) do
+        if k == "weight" then raise("%s: 'weight' given both as an argument and as an option", name) end
+        o[k] = v
+      end
       opts = o
     elseif first ~= nil then
       if type(first) ~= "table" then raise("%s: expected an options table, got %s", name, type(first)) end
-      opts = first
+      if opts ~= nil then raise("%s: expected one options table, got two", name) end
+      opts = A.check_opts(name, first, allowed)
+    else -- Loss(nil, {...}): PyTorch's weight=None
+      opts = A.check_opts(name, opts, allowed)
     end
     local o = {}
     for k, v in pairs(opts or {}) do

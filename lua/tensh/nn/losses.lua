@@ -245,11 +245,13 @@ function M.l1_loss(input, target, opts)
   return reduce((input - target):abs(), reduction)
 end
 
+local smooth_l1_opts = {reduction = true, beta = true}
+
 -- 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta; beta = 0 is l1_loss
 function M.smooth_l1_loss(input, target, opts)
   local fn = "smooth_l1_loss"
   local reduction
-  input, target, opts, reduction = loss_args(fn, input, target, opts, {reduction = true, beta = true})
+  input, target, opts, reduction = loss_args(fn, input, target, opts, smooth_l1_opts)
   local beta = opts.beta or 1.0
   if type(beta) ~= "number" or beta < 0 then
     fail("%s: beta must be a non-negative number, got %s", fn, tostring(beta))
@@ -317,5 +319,13 @@ function M.binary_cross_entropy_with_logits(input, target, opts)
   if opts.weight then loss = loss * opts.weight end
   return reduce(loss, reduction)
 end
+
+-- The keys each loss takes, for the loss modules (tensh.nn.loss) to check
+-- their constructor's options against: a misspelt key is refused where it was
+-- written, not at the first forward. Not a function, so nn.lua leaves it out
+-- of nn.functional.
+M.OPTIONS = {nll_loss = nll_opts, cross_entropy = ce_opts, mse_loss = red_opts, l1_loss = red_opts,
+  smooth_l1_loss = smooth_l1_opts, binary_cross_entropy = bin_opts,
+  binary_cross_entropy_with_logits = bce_logits_opts}
 
 return M
