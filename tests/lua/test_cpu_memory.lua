@@ -12,6 +12,14 @@ local function settle() collectgarbage() collectgarbage() end
 local function stat(k) return cpu.memory_stats()[k] end
 local function round512(n) return (n + 511) // 512 * 512 end
 local build = os.getenv("TENSH_BUILD") or "../../build"
+-- resident memory in kB, as source: the DataLoader case's child process runs it too
+local RSS_KB = [[return function()
+  for line in io.lines("/proc/self/status") do
+    local kb = line:match("^VmRSS:%s+(%d+)")
+    if kb then return tonumber(kb) end
+  end
+end]]
+local rss_kb = load(RSS_KB)()
 
 test("memory_allocated counts each buffer above 512 bytes, rounded to 512", function()
   settle()
@@ -119,12 +127,6 @@ end)
 test("a loop of 1-element ops keeps few dead tensors: resident memory stays flat", function()
   -- Lua sees ~40 bytes of userdata per tensor, not the ~360 bytes of C behind it; unless the
   -- binding charges them, 400,000 adds left ~100 MB of dead tensors resident
-  local function rss_kb()
-    for line in io.lines("/proc/self/status") do
-      local kb = line:match("^VmRSS:%s+(%d+)")
-      if kb then return tonumber(kb) end
-    end
-  end
   local a, b = torch.ones(1), torch.ones(1)
   for _ = 1, 20000 do local _ = a + b end
   local before, heap = rss_kb(), 0
@@ -144,12 +146,7 @@ test("DataLoader workers allocate, the main thread frees: memory stays flat (MAL
   f:write([[
     local ds = data.TensorDataset(torch.randn(512, 3, 32, 32), torch.arange(512))
     local loader = data.DataLoader(ds, {batch_size = 64, shuffle = true, num_workers = 2})
-    local function rss_kb()
-      for line in io.lines("/proc/self/status") do
-        local kb = line:match("^VmRSS:%s+(%d+)")
-        if kb then return tonumber(kb) end
-      end
-    end
+    local rss_kb = load(]] .. ("%q"):format(RSS_KB) .. [[)()
     for epoch = 1, 40 do
       local sum = 0
       for x, y in loader:iter() do sum = sum + x:sum():item() + y:sum():item() end
