@@ -79,9 +79,10 @@ ts_status ts_storage_new_from(size_t nbytes, ts_device dev, const ts_allocator *
   s->pinned = false;
   s->version = 0;
   s->pending = 0;
-  /* buffers only: Lua already counts a userdata per tensor, which paces the
-   * fixed-size headers well enough (counting them too made the collector
-   * run three times as often for 1-element loops, for no memory saved) */
+  /* buffers only: the fixed-size headers behind each tensor are charged to
+   * Lua's own debt by the binding, per tensor box (lt_gc_debt in
+   * src/lua/ltensor.c), where they cost an incremental step, not a full
+   * collection */
   atomic_fetch_add(&alloc_debt, nbytes < 64 ? 64 : nbytes);
   size_t now = atomic_fetch_add(&live[dev.type], nbytes) + nbytes;
   if (now > atomic_load_explicit(&peak[dev.type], memory_order_relaxed))

@@ -590,17 +590,17 @@ test("large inputs: parallel chunks and tiles agree with Lua sums", function()
   -- The CPU accumulates them in float64 (errors of the inputs' rounding only); CUDA in
   -- float32, as PyTorch's does (400 terms of up to 10: ~1e-5 of rounding)
   local mf = m:float()
-  local fa = T.device == "cpu" and 1e-5 or 1e-4
-  close(mf:sum(0), reduce_ref(g, {0}, false, R.sum), 1e-6, fa, "float32 column sums")
+  local col_atol = T.device == "cpu" and 1e-5 or 1e-4
+  close(mf:sum(0), reduce_ref(g, {0}, false, R.sum), 1e-6, col_atol, "float32 column sums")
   close(mf:mean(0), reduce_ref(g, {0}, false, R.mean), 1e-6, 1e-6, "float32 column means")
   local cut = {shape = {400, 437}, data = {}}
   for r = 0, 399 do for c = 0, 436 do cut.data[r * 437 + c + 1] = data[r * 500 + c + 4] end end
-  close(mf[{ {}, {3, 440} }]:sum(0), reduce_ref(cut, {0}, false, R.sum), 1e-6, fa, "float32 sliced column sums")
+  close(mf[{ {}, {3, 440} }]:sum(0), reduce_ref(cut, {0}, false, R.sum), 1e-6, col_atol, "float32 sliced column sums")
   close(mf[{ {}, {0, 17} }]:sum(0, {keepdim = true}), reduce_ref({shape = {400, 17}, data = (function()
     local d = {}
     for r = 0, 399 do for c = 0, 16 do d[#d + 1] = data[r * 500 + c + 1] end end
     return d
-  end)()}, {0}, false, R.sum), 1e-6, fa, "float32 17 column sums, keepdim")
+  end)()}, {0}, false, R.sum), 1e-6, col_atol, "float32 17 column sums, keepdim")
 end)
 
 test("equal, isclose and allclose", function()
