@@ -9,9 +9,16 @@ NVCC     ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2
 CUDA     ?= $(if $(NVCC),1,0)
 # machine code for the cards users own: sm_80 A100/A30, sm_86 RTX 30xx/A10/A40,
 # sm_89 RTX 40xx/L4/L40, sm_90 H100/H200; the newest also as PTX, which the
-# driver compiles for later cards (Blackwell). CUDA_ARCH=86 builds one (a
-# quarter of the nvcc time); a value with -gencode is passed as it is.
-CUDA_ARCH ?= 80 86 89 90
+# driver compiles for later cards (Blackwell). On a machine with a GPU the
+# build is for the cards present (nvidia-smi's compute capability: a quarter of
+# the nvcc time); `make release` (CUDA_ARCH=all) builds the list whatever the
+# machine. CUDA_ARCH=86 builds one; a value with -gencode is passed as it is.
+CUDA_ARCH_ALL := 80 86 89 90
+GPU_ARCH := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | tr -d . | sort -u | tr '\n' ' ')
+CUDA_ARCH ?= $(or $(strip $(GPU_ARCH)),$(CUDA_ARCH_ALL))
+override CUDA_ARCH := $(if $(filter all,$(CUDA_ARCH)),$(CUDA_ARCH_ALL),$(CUDA_ARCH))
+# ccache, where it is installed, for the C and nvcc compiles (CCACHE= turns it off)
+CCACHE   ?= $(shell command -v ccache 2>/dev/null)
 OPT      ?= -O2
 # Link-time optimisation: the per-op call chain (binding, op layer, allocator)
 # spans files; inlined across them a 1-element op costs 4% less. It makes
@@ -137,7 +144,7 @@ endif
 
 include sim/sim.mk
 
-.PHONY: all deps test asan bench fuzz demo clean probe
+.PHONY: all deps test asan bench fuzz demo clean probe release install uninstall
 all: $(BUILD)/tensh $(BUILD)/tensh.so
 
 # what the build found: said before the first compile and whenever the
@@ -159,7 +166,7 @@ probe:
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(call say,CC,$<)$(CC) $(CFLAGS) -c $< -o $@
+	$(call say,CC,$<)$(CCACHE) $(CC) $(CFLAGS) -c $< -o $@
 
 # the Lua library is embedded in the binary, so tensh runs from anywhere
 $(BUILD)/embed: tools/embed.c
@@ -190,14 +197,14 @@ $(CUDA_BUILD)/cuda/cublas_loader.o: NVCC_EXTRA := -Xcompiler -fvisibility=hidden
 $(CUDA_BUILD)/cuda/.started: $(CUDA_SRC) $(wildcard cuda/*.h cuda/*.cuh)
 	@mkdir -p $(@D)
 	@echo "NVCC: the CUDA backend, $(words $(CUDA_SRC)) files in cuda/, for $(NVCC_ARCH_SAID)."
-	@echo "      The longest part of the build; CUDA_ARCH=86 (your card's compute capability) builds for that"
+	@echo "      The longest part of the build; CUDA_ARCH=86 (one card's compute capability) builds for that"
 	@echo "      card only, in about half the time; CUDA=0 builds without CUDA."
 	@touch $@
 $(CUDA_OBJ): | $(CUDA_BUILD)/cuda/.started
 
 $(CUDA_BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
-	$(call say,NVCC,$<)$(NVCC) $(NVCCFLAGS) $(NVCC_EXTRA) -c $< -o $@
+	$(call say,NVCC,$<)$(CCACHE) $(NVCC) $(NVCCFLAGS) $(NVCC_EXTRA) -c $< -o $@
 
 # the CUDA objects first, so the longest jobs start first
 $(BUILD)/tensh: $(CUDA_OBJ) $(CORE_OBJ) $(LUA_OBJ) $(SHELL_OBJ)
@@ -228,9 +235,9 @@ asan:
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test
 
 # the measured binaries: with LTO, in their own directory
-# make bench [PEERS=../shared/peers] [BASELINE=old.jsonl] [THRESHOLD=5%]
+# make bench [PEERS=scripts/bench/twins] [BASELINE=old.jsonl] [THRESHOLD=5%]
 # [BENCH_THREADS=1] (scripts/bench/run.sh lists the rest): tensh bench over
-# scripts/bench/ and the PyTorch twins in PEERS, ratios per case; with a
+# scripts/bench/ and the PyTorch twins in PEERS (scripts/bench/twins), ratios per case; with a
 # BASELINE, the runner's verdict is the exit status
 BENCH_BUILD ?= build-lto
 bench:
@@ -246,10 +253,42 @@ fuzz: all
 # on a fresh Debian machine: dependencies and Debian's Fashion-MNIST first,
 # then a build in a sub-make that sees them, then training on the best device
 # (DEMO_ARGS=... passes options, e.g. DEMO_ARGS="--model cnn")
+# Without a GPU the demo runs a CPU-only build in $(BUILD)-cpu/ (no nvcc on its
+# path: minutes instead of a quarter of an hour); `make` and `make test`
+# still compile the CUDA backend in build/.
+DEMO_GPU := $(if $(strip $(GPU_ARCH)),1,0)
+DEMO_BUILD := $(if $(filter 1,$(DEMO_GPU)),$(BUILD),$(BUILD)-cpu)
 demo:
 	$(INSTALL_DEPS) dataset-fashion-mnist
-	$(MAKE) all
-	$(BUILD)/tensh scripts/train_fashion_mnist.lua $(DEMO_ARGS)
+	$(if $(filter 1,$(DEMO_GPU)),$(MAKE) all,$(MAKE) BUILD=$(DEMO_BUILD) CUDA=0 all)
+	$(DEMO_BUILD)/tensh scripts/train_fashion_mnist.lua $(DEMO_ARGS)
+
+# the multi-architecture binary with PTX, whatever GPU this machine has
+release:
+	$(MAKE) CUDA_ARCH=all all
+
+# GNU conventions: PREFIX, DESTDIR; the Lua module where lua5.4 looks for that
+# prefix (PREFIX/lib/lua/5.4), the man page, docs and bash completion.
+# The Lua library is compiled into both binaries, so no .lua files install.
+PREFIX  ?= /usr/local
+prefix  ?= $(PREFIX)
+bindir  ?= $(prefix)/bin
+mandir  ?= $(prefix)/share/man
+docdir  ?= $(prefix)/share/doc/tensh
+luacdir ?= $(prefix)/lib/lua/5.4
+bashcompdir ?= $(prefix)/share/bash-completion/completions
+INSTALLED := $(bindir)/tensh $(luacdir)/tensh.so $(mandir)/man1/tensh.1 $(bashcompdir)/tensh \
+             $(addprefix $(docdir)/,README.md api.md porting.md design.md data_parallel.md)
+install: all
+	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(luacdir) $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(docdir) $(DESTDIR)$(bashcompdir)
+	install -m 755 $(BUILD)/tensh $(DESTDIR)$(bindir)/tensh
+	install -m 644 $(BUILD)/tensh.so $(DESTDIR)$(luacdir)/tensh.so
+	install -m 644 docs/man/tensh.1 $(DESTDIR)$(mandir)/man1/tensh.1
+	install -m 644 scripts/completion/tensh.bash $(DESTDIR)$(bashcompdir)/tensh
+	install -m 644 README.md docs/api.md docs/porting.md docs/design.md docs/data_parallel.md $(DESTDIR)$(docdir)/
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	-rmdir $(DESTDIR)$(docdir) 2>/dev/null
 
 clean:
-	rm -rf build build-asan build-sim build-lto
+	rm -rf build build-cpu build-asan build-sim build-lto

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds build-gpu/ for a GPU machine that has the CUDA toolkit but none of
-# our Debian packages (the device machine of ../shared: CUDA 13, PyTorch, no
-# package registry): an sm_90 build whose Debian libraries (Lua, readline,
+# A portable bundle for a GPU machine that has the CUDA toolkit (and perhaps
+# PyTorch) but none of the Debian packages tensh builds with, and may have no
+# package registry: a build whose Debian libraries (Lua, readline,
 # OpenBLAS, cJSON, zlib and what they need) are copied into build-gpu/lib and
 # found through an $ORIGIN rpath. cuBLAS and the CUDA runtime come from the
 # machine's own toolkit (LD_LIBRARY_PATH=/usr/local/cuda/lib64 there); cuDNN
@@ -56,12 +56,13 @@ EOF
     done
   fi
   # the benchmarks and their PyTorch twins, side by side
-  TENSH_PEERS="${TENSH_PEERS:-shared/peers}" bash scripts/bench/run.sh "$build" >"$out/bench.jsonl" 2>"$out/bench.err" || true
+  bash scripts/bench/run.sh "$build" >"$out/bench.jsonl" 2>"$out/bench.err" || true
   tail -n 20 "$out/bench.jsonl"
   exit 0
 fi
 
-make -j"$(nproc)" BUILD="$build" CUDA_ARCH="-gencode arch=compute_90,code=sm_90" LDFLAGS='-Wl,-rpath,\$$ORIGIN/lib' \
+# every architecture with PTX, unless CUDA_ARCH names the target machine's card
+make -j"$(nproc)" BUILD="$build" CUDA_ARCH="${CUDA_ARCH:-all}" LDFLAGS='-Wl,-rpath,\$$ORIGIN/lib' \
   "$build/tensh" "$build/test_c"
 mkdir -p "$build/lib"
 # every shared library the binaries need, except the C runtime and CUDA's own
@@ -69,7 +70,7 @@ for bin in "$build/tensh" "$build/test_c"; do
   ldd "$bin" | awk '/=> \//{print $3}'
 done | sort -u | grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcublas[^/]*|libcudart[^/]*)\.so' |
   grep -v "/$build/lib/" | while read -r lib; do cp -L "$lib" "$build/lib/"; done
-# the carry limit is 64 MiB: binaries without debug sections, everything xz-packed
+# small enough to carry: binaries without debug sections, everything xz-packed
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/$build" build-kit
@@ -79,4 +80,4 @@ tar cJf build-kit/tensh-gpu.tar.xz -C "$stage" "$build"
 # the dataset the Fashion-MNIST benchmark and script read (30 MB, already gzipped)
 [ -d /usr/share/datasets/fashion-mnist ] && rm -rf build-kit/fashion-mnist && cp -r /usr/share/datasets/fashion-mnist build-kit/
 du -sh build-kit
-echo "carry build-kit (and copy ../shared/peers into the repository as shared/peers for the benchmarks)"
+echo "carry build-kit with a checkout of this repository (the PyTorch twins are in scripts/bench/twins)"

@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
 # `make bench`: runs scripts/bench/ with `tensh bench` (one JSON line per
 # case, the runner's schema) and, in the same run, the PyTorch twins of
-# $PEERS (scripts/bench/peers.py times them by the runner's rules), both with
+# scripts/bench/twins/ (or $PEERS; scripts/bench/peers.py times them by the runner's rules), both with
 # the same OpenBLAS kernels and thread counts, then prints the ratio per
 # benchmark (compare.py). With BASELINE=file.jsonl the runner compares its
 # medians with that earlier run and its exit status is this script's: 1 on a
 # regression, 2 on a broken benchmark.
 # Usage: scripts/bench/run.sh [build-dir]. Environment (make bench passes
-# them): PEERS (the twins' folder; default ../shared/peers beside the
-# checkout or its parent), BASELINE, THRESHOLD (default 5%), BENCH_THREADS
+# them): PEERS (the twins' folder; default scripts/bench/twins), BASELINE, THRESHOLD (default 5%), BENCH_THREADS
 # (default 1), BENCH_MIN_RUN_TIME (seconds of timed blocks per case, default
 # 1), BENCH_REPEAT, BENCH_FILTER, BENCH_DEVICE (default cpu), BENCH_FASHION=0
 # (skips the Fashion-MNIST epochs), BENCH_OUT (default <build>/bench),
@@ -38,13 +37,7 @@ min_run_time=${BENCH_MIN_RUN_TIME:-1}
 out=${BENCH_OUT:-$root/$build/bench}
 mkdir -p "$out"
 
-peers=${PEERS:-}
-if [ -z "$peers" ]; then
-  for d in "$root/../shared/peers" "$root/../../shared/peers"; do
-    [ -d "$d" ] && { peers=$d; break; }
-  done
-  peers=${peers:-$root/../shared/peers}
-fi
+peers=${PEERS:-$here/twins}
 # the first Python that has torch (the PATH's python3 may not: Debian's
 # python3-torch is /usr/bin/python3's)
 py=""

@@ -65,6 +65,14 @@ if want "bare machine: make demo"; then
   bare demo
   check_bare "bare machine: make demo"
 fi
+# without a GPU the demo's build has no nvcc on its path (minutes, not a quarter hour)
+if want "make demo without a GPU runs no nvcc"; then
+  out=$(PATH="$fake/bin:$PATH" make -n -C "$root" --no-print-directory BUILD="$tmp/nogpu" SIM=0 GPU_ARCH= \
+    INSTALL_DEPS=true demo 2>&1)
+  if grep -qE 'nvcc .* -c cuda/' <<<"$out"; then fail "make demo without a GPU runs no nvcc" "nvcc in the demo's build" "$(grep nvcc <<<"$out" | head -n 5)"
+  elif ! grep -qE -- "-o $tmp/nogpu-cpu/tensh " <<<"$out"; then fail "make demo without a GPU runs no nvcc" "no CPU-only tensh linked in BUILD-cpu" "$out"
+  else pass; fi
+fi
 
 # ---- the incremental build, on one small object ----------------------------------
 obj=$tmp/inc/src/status.o
