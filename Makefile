@@ -113,7 +113,9 @@ NVCC_ARCH := $(if $(findstring -gencode,$(CUDA_ARCH)),$(CUDA_ARCH),\
                $(foreach a,$(SM_LIST),-gencode arch=compute_$(a)$(comma)code=sm_$(a)) \
                -gencode arch=compute_$(SM_NEWEST)$(comma)code=compute_$(SM_NEWEST))
 NVCC_ARCH_SAID := $(if $(findstring -gencode,$(CUDA_ARCH)),$(CUDA_ARCH),$(addprefix sm_,$(SM_LIST)) + PTX compute_$(SM_NEWEST))
-NVCCFLAGS := -O3 -std=c++17 $(NVCC_ARCH) --expt-relaxed-constexpr -Isrc -Icuda -Xcompiler -fPIC -MMD -MP \
+# --resource-usage: ptxas's registers, spills and shared memory per kernel, kept
+# beside each object (.o.res) for `make gpu-report`
+NVCCFLAGS := -O3 -std=c++17 $(NVCC_ARCH) --expt-relaxed-constexpr -Isrc -Icuda -Xcompiler -fPIC -MMD -MP --resource-usage \
              $(NVCC_DEFS) -DTSC_CUDA_LIB_DIR='"$(CUDA_HOME)/lib64"'
 else
 CUDA_OBJ  :=
@@ -144,7 +146,7 @@ endif
 
 include sim/sim.mk
 
-.PHONY: all deps test asan bench fuzz demo clean probe release install uninstall
+.PHONY: all deps test asan bench fuzz demo clean probe release install uninstall gpu-report
 all: $(BUILD)/tensh $(BUILD)/tensh.so
 
 # what the build found: said before the first compile and whenever the
@@ -204,7 +206,8 @@ $(CUDA_OBJ): | $(CUDA_BUILD)/cuda/.started
 
 $(CUDA_BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
-	$(call say,NVCC,$<)$(CCACHE) $(NVCC) $(NVCCFLAGS) $(NVCC_EXTRA) -c $< -o $@
+	$(call say,NVCC,$<)$(CCACHE) $(NVCC) $(NVCCFLAGS) $(NVCC_EXTRA) -c $< -o $@ 2>$@.res; rc=$$?; \
+	  grep -vE '^(ptxas info|    [0-9]+ bytes stack frame)' $@.res >&2; exit $$rc
 
 # the CUDA objects first, so the longest jobs start first
 $(BUILD)/tensh: $(CUDA_OBJ) $(CORE_OBJ) $(LUA_OBJ) $(SHELL_OBJ)
@@ -219,6 +222,11 @@ $(BUILD)/test_c: $(CUDA_OBJ) $(CTEST_OBJ) $(CORE_OBJ)
 
 deps:
 	$(INSTALL_DEPS)
+
+# every kernel's registers, spills, static shared memory and theoretical
+# occupancy per architecture; fails on a spill or a broken __launch_bounds__ promise
+gpu-report: $(CUDA_OBJ)
+	@lua5.4 scripts/gpu_report.lua $(CUDA_BUILD)
 
 # with the simulated device where it builds (sim/sim.mk): the CUDA suite runs there too
 test: all $(BUILD)/test_c $(if $(filter 1,$(SIM)),sim)
