@@ -133,8 +133,8 @@ local function f32(x) return (string.unpack("f", string.pack("f", x))) end
 -- Values of `actual` (a tensor) against a spec; what: where in the result.
 local floor -- the current case's loosest floating dtype
 
--- tol: the case's own {rtol, atol}, false for shape and dtype only, or nil
--- for the dtype's (from `tols`, TOL or GRAD_TOL)
+-- tol: the case's own {rtol, atol}, false for shape and dtype only, "exact"
+-- for equal values, or nil for the dtype's (from `tols`, TOL or GRAD_TOL)
 local function compare_tensor(actual, spec, tol, what, tols)
   if not torch.is_tensor(actual) then
     error(("%s: expected a tensor, got %s"):format(what, type(actual)), 0)
@@ -155,13 +155,13 @@ local function compare_tensor(actual, spec, tol, what, tols)
   local e = spec.data
   local rtol, atol = 0, 0
   tols = tols or TOL
-  if tols[dt] then -- the dtype's, the case's loosest dtype's, the case's own: whichever is loosest
+  if tols[dt] and tol ~= "exact" then -- the dtype's, the case's loosest dtype's, the case's own: whichever is loosest
     rtol, atol = table.unpack(tols[dt])
     for _, t in pairs({floor and tols[floor] or false, tol or false}) do
       if t then rtol, atol = math.max(rtol, t[1]), math.max(atol, t[2]) end
     end
   end
-  if dt == "float16" or dt == "bfloat16" then
+  if (dt == "float16" or dt == "bfloat16") and tol ~= "exact" then
     local big = 0
     for _, y in ipairs(e) do
       if y == y and math.abs(y) ~= math.huge then big = math.max(big, math.abs(y)) end
@@ -208,7 +208,7 @@ local function compare(actual, expected, tol, what)
   if tol == false then return end
   if type(expected) == "number" and type(actual) == "number" then
     if actual == expected or (actual ~= actual and expected ~= expected) or
-      math.abs(actual - expected) <= 1e-6 * math.abs(expected) then return end
+      (tol ~= "exact" and math.abs(actual - expected) <= 1e-6 * math.abs(expected)) then return end
   elseif expected == actual or (type(expected) == "string" and tostring(actual) == expected) then
     return
   end
@@ -241,7 +241,7 @@ function O.check(c)
   local res = r[2]
   if r.n > 2 then res = {n = r.n - 1, table.unpack(r, 2, r.n)} end
   local tol = c.tol
-  if c.random then tol = false end
+  if c.random then tol = false elseif c.exact then tol = "exact" end
   compare(res, c.out, tol, "result")
   if c.after then compare(inputs[1].base, c.after, tol, "input after the in-place op") end
   if not c.g then return end
