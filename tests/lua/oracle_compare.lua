@@ -98,6 +98,7 @@ local OPERATORS = {
   ["*"] = function(a, b) return a * b end, ["/"] = function(a, b) return a / b end,
   ["%"] = function(a, b) return a % b end, ["^"] = function(a, b) return a ^ b end,
   ["//"] = function(a, b) return a // b end, unm = function(a) return -a end,
+  ["[]"] = function(a, i) return a[i] end,
 }
 
 local function resolve(call)
@@ -287,7 +288,9 @@ function O.documented_ops(path)
     if line:match("^### ") then
       for chunk in line:gmatch("`([^`]*)`") do
         local name = chunk:match("^[%w_.:]+")
-        if name and (in_ops or (section:find("nn.functional", 1, true) and name:match("^nn%.functional%."))) then
+        local functional = section and section:find("nn.functional", 1, true) and name and
+          name:match("^nn%.functional%.")
+        if name and (in_ops or functional) then
           names[#names + 1] = name
         end
       end
