@@ -277,13 +277,14 @@ end
 -- nn.functional entries of its nn.functional section.
 function O.documented_ops(path)
   local names, section = {}, nil
-  local in_ops = false
+  local in_ops, seen_first, seen_last = false, false, false
   for line in io.lines(path) do
     local s = line:match("^## (.*)$")
     if s then
+      if section == "Neural-network functions on tensors" then in_ops = false end
       section = s
-      if s == "Creating tensors" then in_ops = true end
-      if s == "Autograd" then in_ops = false end
+      if s == "Creating tensors" then in_ops, seen_first = true, true end
+      if s == "Neural-network functions on tensors" then seen_last = true end
     end
     if line:match("^### ") then
       for chunk in line:gmatch("`([^`]*)`") do
@@ -295,6 +296,9 @@ function O.documented_ops(path)
         end
       end
     end
+  end
+  if not (seen_first and seen_last) then
+    error(path .. ": no sections 'Creating tensors' ... 'Neural-network functions on tensors' (renamed?)")
   end
   return names
 end

@@ -3,7 +3,8 @@
 -- base tensor plus view steps, so transposed, step-sliced and expanded
 -- layouts are the same in both systems), PyTorch's results, a fixed g and
 -- PyTorch's gradients of sum(out * g). Values, dtypes, shapes and gradients
--- are compared (per-dtype tolerances, exact for integers and booleans, NaN
+-- are compared (per-dtype tolerances, tests/lua/oracle_compare.lua says
+-- which; exact for integers, booleans and ops determined to the bit; NaN
 -- equal to NaN). Runs on the CPU and, on the cuda pass (TENSH_TEST_DEVICE),
 -- with every input on the test device.
 --
@@ -13,8 +14,10 @@
 --
 -- tests/fixtures/ops/known_wrong.tsv lists the cases tensh gets wrong today
 -- (id, tab, reason). A failing case not listed fails, and so does a listed
--- case that passes: delete its line when a fix lands. Each documented name
--- needs a case or a line in EXEMPT below (test "coverage").
+-- case that passes: delete its line when a fix lands. Each name documented
+-- in docs/api.md's tensor-op sections (Creating tensors ... Neural-network
+-- functions on tensors) and each nn.functional op there needs a case, or a
+-- line in EXEMPT below.
 local T = require "harness"
 local O = require "oracle_compare"
 
