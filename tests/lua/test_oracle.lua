@@ -94,7 +94,9 @@ T.test("oracle: every documented op has a case or an exemption", function()
       error(name .. " has cases and an exemption: drop the exemption")
     end
   end
-  for name in pairs(EXEMPT) do T.ok(doc_set[name], "EXEMPT names " .. name .. ", which docs/api.md does not document") end
+  for name in pairs(EXEMPT) do
+    T.ok(doc_set[name], "EXEMPT names " .. name .. ", which docs/api.md does not document")
+  end
   T.ok(#missing == 0, "documented ops without a case in tests/fixtures/ops: " .. table.concat(missing, ", "))
 end)
 
