@@ -130,6 +130,14 @@ static const char *unary_name(ts_op op) {
   case TS_OP_SILU: return "SiluBackward0";
   case TS_OP_CLAMP: return "ClampBackward1";
   case TS_OP_POW_SCALAR: return "PowBackward0";
+  case TS_OP_SIGN: return "SignBackward0";
+  case TS_OP_FLOOR: return "FloorBackward0";
+  case TS_OP_CEIL: return "CeilBackward0";
+  case TS_OP_LOG1P: return "Log1PBackward0";
+  case TS_OP_RSQRT: return "RsqrtBackward0";
+  case TS_OP_SIN: return "SinBackward0";
+  case TS_OP_COS: return "CosBackward0";
+  case TS_OP_RECIPROCAL: return "ReciprocalBackward0";
   case TS_OP_ROUND: return "RoundBackward0";
   case TS_OP_TRUNC: return "TruncBackward0";
   case TS_OP_EXPM1: return "Expm1Backward0";
