@@ -2,7 +2,7 @@
 // WHERE, LERP and THRESHOLD_BACKWARD, on the machinery of loops.cuh.
 // src/cpu/elementwise.c is the spec: the same compute types (float for
 // float16/bfloat16, int64 for every integer type and bool), the same formulas (round half to even, NaN through
-// sign/clamp/maximum, Python's signs for floor_divide and remainder), the same
+// clamp/maximum, Python's signs for floor_divide and remainder, C's for fmod), the same
 // errors (integer division by zero, integers to negative integer powers),
 // found here through a device flag read back after the launch.
 //
@@ -11,6 +11,7 @@
 #include <math.h>
 
 #include "loops.cuh"
+#include "erfinv.h"
 
 namespace {
 
@@ -30,11 +31,29 @@ TSC_M1(m_sin, sinf, sin)
 TSC_M1(m_cos, cosf, cos)
 TSC_M1(m_tanh, tanhf, tanh)
 TSC_M1(m_erf, erff, erf)
+TSC_M1(m_trunc, truncf, trunc)
+TSC_M1(m_expm1, expm1f, expm1)
+TSC_M1(m_exp2, exp2f, exp2)
+TSC_M1(m_log2, log2f, log2)
+TSC_M1(m_log10, log10f, log10)
+TSC_M1(m_tan, tanf, tan)
+TSC_M1(m_sinh, sinhf, sinh)
+TSC_M1(m_cosh, coshf, cosh)
+TSC_M1(m_asinh, asinhf, asinh)
+TSC_M1(m_acosh, acoshf, acosh)
+TSC_M1(m_atanh, atanhf, atanh)
+TSC_M1(m_asin, asinf, asin)
+TSC_M1(m_acos, acosf, acos)
+TSC_M1(m_atan, atanf, atan)
 #undef TSC_M1
 __device__ __forceinline__ float m_pow(float a, float b) { return powf(a, b); }
 __device__ __forceinline__ double m_pow(double a, double b) { return pow(a, b); }
 __device__ __forceinline__ float m_fmod(float a, float b) { return fmodf(a, b); }
 __device__ __forceinline__ double m_fmod(double a, double b) { return fmod(a, b); }
+__device__ __forceinline__ float m_atan2(float a, float b) { return atan2f(a, b); }
+__device__ __forceinline__ double m_atan2(double a, double b) { return atan2(a, b); }
+__device__ __forceinline__ float m_copysign(float a, float b) { return copysignf(a, b); }
+__device__ __forceinline__ double m_copysign(double a, double b) { return copysign(a, b); }
 // Rounded products and sums the compiler may not fuse into an FMA: the CPU
 // build (ISO C, no FMA contraction) rounds each, and these give its bits.
 __device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
@@ -83,6 +102,30 @@ __device__ __forceinline__ int64_t iremainder(int64_t a, int64_t b, int *err) {
   if (r != 0 && ((r < 0) != (b < 0))) r += b;
   return r;
 }
+__device__ __forceinline__ int64_t ifmod(int64_t a, int64_t b, int *err) { // the dividend's sign
+  if (b == 0) {
+    if (err) *err = 2;
+    return 0;
+  }
+  return b == -1 ? 0 : a % b;
+}
+__device__ __forceinline__ int64_t itruncdiv(int64_t a, int64_t b, int *err) {
+  if (b == 0) {
+    if (err) *err = 2;
+    return 0;
+  }
+  return b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b;
+}
+// torch's div_floor for floats (the CPU's FFLOORDIV): from a - fmod(a, b), so
+// floor_divide(inf, 2) is NaN and floor(7.0 / 0.7) is 9, as Python's //
+template <typename C> __device__ __forceinline__ C ffloordiv(C a, C b) {
+  if (b == 0) return a / b;
+  C m = m_fmod(a, b), d = (a - m) / b;
+  if (m != 0 && ((b < 0) != (m < 0))) d -= 1;
+  if (d == 0) return m_copysign((C)0, a / b);
+  C q = m_floor(d);
+  return d - q > (C)0.5 ? q + 1 : q;
+}
 
 // ---- unary functors (C: the compute type) ----------------------------------
 struct f_neg {
@@ -97,18 +140,47 @@ struct f_abs {
     else return m_fabs(x);
   }
 };
-struct f_sign {
-  template <typename C> __device__ C operator()(C x) const {
-    if constexpr (is_int_v<C>) return (C)((x > 0) - (x < 0)); // bool: x itself
-    else return x > 0 ? (C)1 : x < 0 ? (C)-1 : x;              // NaN and -0 stay
-  }
+struct f_sign { // (0 < x) - (x < 0) as PyTorch 1.13: NaN and -0 give +0; bool: x itself
+  template <typename C> __device__ C operator()(C x) const { return (C)((x > (C)0) - (x < (C)0)); }
 };
 struct f_ident { // floor, ceil and round of integers
   template <typename C> __device__ C operator()(C x) const { return x; }
 };
 struct f_floor { template <typename C> __device__ C operator()(C x) const { return m_floor(x); } };
 struct f_ceil { template <typename C> __device__ C operator()(C x) const { return m_ceil(x); } };
-struct f_round { template <typename C> __device__ C operator()(C x) const { return m_rint(x); } };
+struct f_round { // decimals d (i[0]) with p = 10^|d| (f[0]), as the CPU's ROUND_EXPR
+  int64_t d;
+  double p;
+  template <typename C> __device__ C operator()(C x) const {
+    C pc = (C)p;
+    return d == 0 ? m_rint(x) : d > 0 ? m_rint(x * pc) / pc : m_rint(x / pc) * pc;
+  }
+};
+struct f_trunc { template <typename C> __device__ C operator()(C x) const { return m_trunc(x); } };
+template <bool IS_BOOL> struct f_bitnot { // integers: ~x; bool (computed as int64 0 or 1): not
+  template <typename C> __device__ C operator()(C x) const {
+    if constexpr (IS_BOOL) return (C)(x == 0);
+    else return (C)~x;
+  }
+};
+#define TSC_F1(NAME, M) \
+  struct NAME { template <typename C> __device__ C operator()(C x) const { return M(x); } };
+TSC_F1(f_expm1, m_expm1)
+TSC_F1(f_exp2, m_exp2)
+TSC_F1(f_log2, m_log2)
+TSC_F1(f_log10, m_log10)
+TSC_F1(f_tan, m_tan)
+TSC_F1(f_sinh, m_sinh)
+TSC_F1(f_cosh, m_cosh)
+TSC_F1(f_asinh, m_asinh)
+TSC_F1(f_acosh, m_acosh)
+TSC_F1(f_atanh, m_atanh)
+TSC_F1(f_asin, m_asin)
+TSC_F1(f_acos, m_acos)
+TSC_F1(f_atan, m_atan)
+TSC_F1(f_erf, m_erf)
+#undef TSC_F1
+struct f_erfinv { template <typename C> __device__ C operator()(C x) const { return (C)ts_erfinv((double)x); } };
 struct f_relu { template <typename C> __device__ C operator()(C x) const { return x < 0 ? (C)0 : x; } };
 struct f_exp { template <typename C> __device__ C operator()(C x) const { return m_exp(x); } };
 struct f_log { template <typename C> __device__ C operator()(C x) const { return m_log(x); } };
@@ -138,8 +210,11 @@ template <typename C> using clamp_t = std::conditional_t<is_int_v<C>, int64_t, C
 template <typename C> struct f_clamp {
   int64_t flags; // bit 1: lo; bit 2: hi
   clamp_t<C> lo, hi;
-  // lo wins over hi (lo > hi gives lo), NaN x stays NaN, as the CPU
-  __device__ C operator()(C x) const { return (C)(((flags & 1) && x < lo) ? lo : ((flags & 2) && x > hi) ? hi : x); }
+  // min(max(x, lo), hi): lo > hi gives hi (PyTorch), NaN x stays NaN, as the CPU
+  __device__ C operator()(C x) const {
+    clamp_t<C> y = ((flags & 1) && x < lo) ? lo : (clamp_t<C>)x;
+    return (C)(((flags & 2) && y > hi) ? hi : y);
+  }
 };
 template <typename C> struct f_pow_scalar {
   C p; // the exponent: (C)f[0]; integers: (int64_t)f[0]
@@ -183,7 +258,7 @@ struct f_floordiv {
   int *err;
   template <typename C> __device__ C operator()(C a, C b) const {
     if constexpr (is_int_v<C>) return ifloordiv(a, b, err);
-    else return m_floor(a / b);
+    else return ffloordiv(a, b);
   }
 };
 struct f_remainder {
@@ -197,6 +272,25 @@ struct f_remainder {
     }
   }
 };
+struct f_fmod {
+  int *err;
+  template <typename C> __device__ C operator()(C a, C b) const {
+    if constexpr (is_int_v<C>) return ifmod(a, b, err);
+    else return m_fmod(a, b);
+  }
+};
+struct f_truncdiv {
+  int *err;
+  template <typename C> __device__ C operator()(C a, C b) const {
+    if constexpr (is_int_v<C>) return itruncdiv(a, b, err);
+    else return m_trunc(a / b);
+  }
+};
+struct f_atan2 { template <typename C> __device__ C operator()(C a, C b) const { return m_atan2(a, b); } };
+struct f_copysign { template <typename C> __device__ C operator()(C a, C b) const { return m_copysign(a, b); } };
+struct f_bitand { template <typename C> __device__ C operator()(C a, C b) const { return a & b; } };
+struct f_bitor { template <typename C> __device__ C operator()(C a, C b) const { return a | b; } };
+struct f_bitxor { template <typename C> __device__ C operator()(C a, C b) const { return a ^ b; } };
 struct f_pow {
   int *err;
   template <typename C> __device__ C operator()(C a, C b) const {
@@ -292,11 +386,37 @@ ts_status k_unary(const ts_call *c) {
   case TS_OP_FLOOR:
   case TS_OP_CEIL:
   case TS_OP_ROUND:
+  case TS_OP_TRUNC:
     if (ts_dtype_is_int(dt)) return by_dtype<DI>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_ident{}); });
     return by_dtype<DF>(c, dt, [&](auto t) {
       using S = decltype(t);
-      return c->op == TS_OP_FLOOR ? unary<S>(c, f_floor{}) : c->op == TS_OP_CEIL ? unary<S>(c, f_ceil{}) : unary<S>(c, f_round{});
+      switch (c->op) {
+      case TS_OP_FLOOR: return unary<S>(c, f_floor{});
+      case TS_OP_CEIL: return unary<S>(c, f_ceil{});
+      case TS_OP_TRUNC: return unary<S>(c, f_trunc{});
+      default: return unary<S>(c, f_round{c->i[0], c->f[0]});
+      }
     });
+  case TS_OP_BITWISE_NOT:
+    return by_dtype<DI | DB>(c, dt, [&](auto t) {
+      using S = decltype(t);
+      return unary<S>(c, f_bitnot<std::is_same<S, bool>::value>{});
+    });
+  case TS_OP_EXPM1: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_expm1{}); });
+  case TS_OP_EXP2: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_exp2{}); });
+  case TS_OP_LOG2: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_log2{}); });
+  case TS_OP_LOG10: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_log10{}); });
+  case TS_OP_TAN: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_tan{}); });
+  case TS_OP_SINH: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_sinh{}); });
+  case TS_OP_COSH: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_cosh{}); });
+  case TS_OP_ASINH: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_asinh{}); });
+  case TS_OP_ACOSH: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_acosh{}); });
+  case TS_OP_ATANH: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_atanh{}); });
+  case TS_OP_ASIN: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_asin{}); });
+  case TS_OP_ACOS: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_acos{}); });
+  case TS_OP_ATAN: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_atan{}); });
+  case TS_OP_ERF: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_erf{}); });
+  case TS_OP_ERFINV: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_erfinv{}); });
   case TS_OP_EXP: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_exp{}); });
   case TS_OP_LOG: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_log{}); });
   case TS_OP_LOG1P: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_log1p{}); });
@@ -352,6 +472,8 @@ ts_status k_binary(const ts_call *c) {
   case TS_OP_DIV: return by_dtype<DF>(c, dt, [&](auto t) { return binary<decltype(t), decltype(t)>(c, f_div{}); });
   case TS_OP_FLOOR_DIVIDE:
   case TS_OP_REMAINDER:
+  case TS_OP_FMOD:
+  case TS_OP_DIV_TRUNC:
   case TS_OP_POW:
     return by_dtype<DF | DI>(c, dt, [&](auto t) {
       using S = decltype(t);
@@ -365,10 +487,29 @@ ts_status k_binary(const ts_call *c) {
         else need = !known;
       }
       return with_flag(c, need, [&](int *err) {
-        if (c->op == TS_OP_FLOOR_DIVIDE) return binary<S, S>(c, f_floordiv{err});
-        if (c->op == TS_OP_REMAINDER) return binary<S, S>(c, f_remainder{err});
-        return binary<S, S>(c, f_pow{err});
+        switch (c->op) {
+        case TS_OP_FLOOR_DIVIDE: return binary<S, S>(c, f_floordiv{err});
+        case TS_OP_REMAINDER: return binary<S, S>(c, f_remainder{err});
+        case TS_OP_FMOD: return binary<S, S>(c, f_fmod{err});
+        case TS_OP_DIV_TRUNC: return binary<S, S>(c, f_truncdiv{err});
+        default: return binary<S, S>(c, f_pow{err});
+        }
       });
+    });
+  case TS_OP_BITWISE_AND:
+  case TS_OP_BITWISE_OR:
+  case TS_OP_BITWISE_XOR:
+    return by_dtype<DI | DB>(c, dt, [&](auto t) {
+      using S = decltype(t);
+      if (c->op == TS_OP_BITWISE_AND) return binary<S, S>(c, f_bitand{});
+      if (c->op == TS_OP_BITWISE_OR) return binary<S, S>(c, f_bitor{});
+      return binary<S, S>(c, f_bitxor{});
+    });
+  case TS_OP_ATAN2:
+  case TS_OP_COPYSIGN:
+    return by_dtype<DF>(c, dt, [&](auto t) {
+      using S = decltype(t);
+      return c->op == TS_OP_ATAN2 ? binary<S, S>(c, f_atan2{}) : binary<S, S>(c, f_copysign{});
     });
   case TS_OP_MAXIMUM:
   case TS_OP_MINIMUM:

@@ -30,6 +30,8 @@ ts_status ts_ag_binary(ts_op op, ts_tensor *a, ts_tensor *b, ts_tensor *ac, ts_t
                        double alpha);
 ts_status ts_ag_where(ts_tensor *cond, ts_tensor *a, ts_tensor *b, ts_tensor *y);
 ts_status ts_ag_lerp(ts_tensor *a, ts_tensor *b, ts_tensor *w, ts_tensor *y);
+/* clamp with tensor bounds (lo or hi NULL when absent) */
+ts_status ts_ag_clamp_tensor(ts_tensor *x, ts_tensor *lo, ts_tensor *hi, ts_tensor *y);
 /* y = x up to dtype or layout (casts, clone, contiguous) */
 ts_status ts_ag_identity(const char *name, ts_tensor *x, ts_tensor *y);
 

@@ -17,7 +17,26 @@ static ts_tensor *unary_formula(ag_scope *s, ts_op op, const ts_node *n, ts_tens
   case TS_OP_SIGN:
   case TS_OP_FLOOR:
   case TS_OP_CEIL:
+  case TS_OP_TRUNC:
   case TS_OP_ROUND: return ag_zeros_like(s, g);
+  case TS_OP_EXPM1: return AG_MUL(s, g, AG_ADD(s, y, ag_num(s, 1)));
+  case TS_OP_EXP2: return AG_MUL(s, g, AG_MUL(s, y, ag_num(s, M_LN2)));
+  case TS_OP_LOG2: return AG_DIV(s, g, AG_MUL(s, x, ag_num(s, M_LN2)));
+  case TS_OP_LOG10: return AG_DIV(s, g, AG_MUL(s, x, ag_num(s, M_LN10)));
+  case TS_OP_TAN: return AG_MUL(s, g, AG_ADD(s, AG_MUL(s, y, y), ag_num(s, 1)));
+  case TS_OP_SINH: return AG_MUL(s, g, ag_un(s, TS_OP_COSH, x));
+  case TS_OP_COSH: return AG_MUL(s, g, ag_un(s, TS_OP_SINH, x));
+  case TS_OP_ASINH: return AG_MUL(s, g, ag_un(s, TS_OP_RSQRT, AG_ADD(s, AG_MUL(s, x, x), ag_num(s, 1))));
+  case TS_OP_ACOSH: return AG_MUL(s, g, ag_un(s, TS_OP_RSQRT, AG_SUB(s, AG_MUL(s, x, x), ag_num(s, 1))));
+  case TS_OP_ATANH: return AG_DIV(s, g, AG_SUB(s, ag_num(s, 1), AG_MUL(s, x, x)));
+  case TS_OP_ASIN: return AG_MUL(s, g, ag_un(s, TS_OP_RSQRT, AG_SUB(s, ag_num(s, 1), AG_MUL(s, x, x))));
+  case TS_OP_ACOS:
+    return AG_MUL(s, g, ag_un(s, TS_OP_NEG, ag_un(s, TS_OP_RSQRT, AG_SUB(s, ag_num(s, 1), AG_MUL(s, x, x)))));
+  case TS_OP_ATAN: return AG_DIV(s, g, AG_ADD(s, AG_MUL(s, x, x), ag_num(s, 1)));
+  case TS_OP_ERF: /* 2/sqrt(pi) e^(-x^2) */
+    return AG_MUL(s, g, AG_MUL(s, ag_un(s, TS_OP_EXP, ag_un(s, TS_OP_NEG, AG_MUL(s, x, x))), ag_num(s, M_2_SQRTPI)));
+  case TS_OP_ERFINV: /* sqrt(pi)/2 e^(y^2) */
+    return AG_MUL(s, g, AG_MUL(s, ag_un(s, TS_OP_EXP, AG_MUL(s, y, y)), ag_num(s, 0.88622692545275801365)));
   case TS_OP_RELU:
     if (!s->st && g->dtype == y->dtype && g->ndim == y->ndim &&
         !memcmp(g->sizes, y->sizes, sizeof(int64_t) * (size_t)g->ndim)) { /* one pass, no bool mask */
@@ -111,6 +130,31 @@ static const char *unary_name(ts_op op) {
   case TS_OP_SILU: return "SiluBackward0";
   case TS_OP_CLAMP: return "ClampBackward1";
   case TS_OP_POW_SCALAR: return "PowBackward0";
+  case TS_OP_SIGN: return "SignBackward0";
+  case TS_OP_FLOOR: return "FloorBackward0";
+  case TS_OP_CEIL: return "CeilBackward0";
+  case TS_OP_LOG1P: return "Log1PBackward0";
+  case TS_OP_RSQRT: return "RsqrtBackward0";
+  case TS_OP_SIN: return "SinBackward0";
+  case TS_OP_COS: return "CosBackward0";
+  case TS_OP_RECIPROCAL: return "ReciprocalBackward0";
+  case TS_OP_ROUND: return "RoundBackward0";
+  case TS_OP_TRUNC: return "TruncBackward0";
+  case TS_OP_EXPM1: return "Expm1Backward0";
+  case TS_OP_EXP2: return "Exp2Backward0";
+  case TS_OP_LOG2: return "Log2Backward0";
+  case TS_OP_LOG10: return "Log10Backward0";
+  case TS_OP_TAN: return "TanBackward0";
+  case TS_OP_SINH: return "SinhBackward0";
+  case TS_OP_COSH: return "CoshBackward0";
+  case TS_OP_ASINH: return "AsinhBackward0";
+  case TS_OP_ACOSH: return "AcoshBackward0";
+  case TS_OP_ATANH: return "AtanhBackward0";
+  case TS_OP_ASIN: return "AsinBackward0";
+  case TS_OP_ACOS: return "AcosBackward0";
+  case TS_OP_ATAN: return "AtanBackward0";
+  case TS_OP_ERF: return "ErfBackward0";
+  case TS_OP_ERFINV: return "ErfinvBackward0";
   default: return "UnaryBackward0";
   }
 }
@@ -119,7 +163,9 @@ ts_status ts_ag_unary(ts_op op, ts_tensor *x, ts_tensor *xc, ts_tensor *y, const
   ts_op_kind k = ts_ops[op].kind;
   if (k == TS_KIND_UNARY_BOOL || !ts_dtype_is_float(y->dtype)) return TS_OK; /* not differentiable */
   ts_node *n;
-  ts_status st = ts_ag_record(unary_name(op), unary_backward, 1, &x, y, &n);
+  /* round with decimals is torch's round.decimals, a second overload */
+  const char *name = op == TS_OP_ROUND && ip && ip[0] ? "RoundBackward1" : unary_name(op);
+  ts_status st = ts_ag_record(name, unary_backward, 1, &x, y, &n);
   if (st) return st;
   n->i[5] = op;
   for (int j = 0; j < 4; j++) {
@@ -130,7 +176,8 @@ ts_status ts_ag_unary(ts_op op, ts_tensor *x, ts_tensor *xc, ts_tensor *y, const
    * in place makes backward fail, so saving more than needed would refuse
    * valid programs (y = x:exp(); y:add_(1) is fine for exp's formula) */
   bool needs_y = op == TS_OP_RELU || op == TS_OP_EXP || op == TS_OP_SQRT || op == TS_OP_RSQRT || op == TS_OP_TANH ||
-                 op == TS_OP_SIGMOID || op == TS_OP_RECIPROCAL || op == TS_OP_GELU;
+                 op == TS_OP_SIGMOID || op == TS_OP_RECIPROCAL || op == TS_OP_GELU || op == TS_OP_EXPM1 ||
+                 op == TS_OP_EXP2 || op == TS_OP_TAN || op == TS_OP_ERFINV;
   bool needs_x = !(needs_y && op != TS_OP_GELU) && op != TS_OP_NEG;
   if (needs_x) ts_ag_save(n, 0, xc);
   if (needs_y) ts_ag_save(n, 1, y);
@@ -191,7 +238,25 @@ static ts_status binary_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
     if (wa) ga = g;
     if (wb) gb = ag_un(&s, TS_OP_NEG, AG_MUL(&s, g, ag_bin(&s, TS_OP_FLOOR_DIVIDE, a, b)));
     break;
+  case TS_OP_FMOD: /* a - trunc(a / b) b */
+    if (wa) ga = g;
+    if (wb) gb = ag_un(&s, TS_OP_NEG, AG_MUL(&s, g, ag_bin(&s, TS_OP_DIV_TRUNC, a, b)));
+    break;
+  case TS_OP_ATAN2: { /* (b, -a) / (a^2 + b^2) */
+    ts_tensor *r2 = AG_ADD(&s, AG_MUL(&s, a, a), AG_MUL(&s, b, b));
+    if (wa) ga = AG_DIV(&s, AG_MUL(&s, g, b), r2);
+    if (wb) gb = AG_DIV(&s, AG_MUL(&s, g, ag_un(&s, TS_OP_NEG, a)), r2);
+    break;
+  }
+  case TS_OP_COPYSIGN: /* y / a, 0 where a is 0; b gets none (zeros), as torch */
+    if (wa) {
+      ts_tensor *zero = ag_bin(&s, TS_OP_EQ, a, ag_num(&s, 0));
+      ga = AG_MUL(&s, g, ag_where(&s, zero, ag_num(&s, 0), AG_DIV(&s, y, a)));
+    }
+    if (wb) gb = ag_zeros_like(&s, g);
+    break;
   case TS_OP_FLOOR_DIVIDE:
+  case TS_OP_DIV_TRUNC:
     if (wa) ga = ag_zeros_like(&s, g);
     if (wb) gb = ag_zeros_like(&s, g);
     break;
@@ -214,6 +279,10 @@ static const char *binary_name(ts_op op) {
   case TS_OP_MAXIMUM: return "MaximumBackward0";
   case TS_OP_MINIMUM: return "MinimumBackward0";
   case TS_OP_REMAINDER: return "RemainderBackward0";
+  case TS_OP_FMOD: return "FmodBackward1";
+  case TS_OP_DIV_TRUNC: return "DivBackward2";
+  case TS_OP_ATAN2: return "Atan2Backward0";
+  case TS_OP_COPYSIGN: return "CopysignBackward0";
   default: return "BinaryBackward0";
   }
 }
@@ -229,10 +298,12 @@ ts_status ts_ag_binary(ts_op op, ts_tensor *a, ts_tensor *b, ts_tensor *ac, ts_t
   n->f[0] = alpha;
   /* save only what the formulas below will read (see ts_ag_unary for why) */
   bool ga_w = a->requires_grad, gb_w = b->requires_grad;
-  bool both = op == TS_OP_POW || op == TS_OP_MAXIMUM || op == TS_OP_MINIMUM || op == TS_OP_REMAINDER;
-  if (both || (op == TS_OP_MUL && gb_w)) ts_ag_save(n, 0, ac);
+  bool both = op == TS_OP_POW || op == TS_OP_MAXIMUM || op == TS_OP_MINIMUM || op == TS_OP_REMAINDER ||
+              op == TS_OP_FMOD || op == TS_OP_ATAN2;
+  bool copysign_a = op == TS_OP_COPYSIGN && ga_w;
+  if (both || (op == TS_OP_MUL && gb_w) || copysign_a) ts_ag_save(n, 0, ac);
   if (both || op == TS_OP_DIV || (op == TS_OP_MUL && ga_w)) ts_ag_save(n, 1, bc);
-  if ((op == TS_OP_DIV || op == TS_OP_POW) && gb_w) ts_ag_save(n, 2, y);
+  if (((op == TS_OP_DIV || op == TS_OP_POW) && gb_w) || copysign_a) ts_ag_save(n, 2, y);
   return TS_OK;
 }
 
@@ -283,6 +354,57 @@ ts_status ts_ag_lerp(ts_tensor *a, ts_tensor *b, ts_tensor *w, ts_tensor *y) {
   ts_status st = ts_ag_record("LerpBackward1", lerp_backward, 3, in, y, &n);
   if (st) return st;
   for (int k = 0; k < 3; k++) ts_ag_save(n, k, in[k]);
+  return TS_OK;
+}
+
+/* ---- clamp with tensor bounds: saved x, lo, hi (NULL when absent); i[0]
+ * bit 1: lo given, bit 2: hi given; edges x, then lo, then hi ---------------- */
+
+static ts_status clamp_tensor_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
+  ts_tensor *x = NULL, *lo = NULL, *hi = NULL;
+  bool has_lo = n->i[0] & 1, has_hi = n->i[0] & 2;
+  ts_status st = ts_ag_saved(n, 0, &x);
+  if (!st && has_lo) st = ts_ag_saved(n, 1, &lo);
+  if (!st && has_hi) st = ts_ag_saved(n, 2, &hi);
+  if (st) return st;
+  int k_lo = 1, k_hi = has_lo ? 2 : 1;
+  ag_scope s = {.st = TS_OK};
+  ts_tensor *zero = ag_num(&s, 0), *gx = NULL, *glo = NULL, *ghi = NULL;
+  if (ag_wants(n, 0)) { /* x passes where lo <= x <= hi */
+    ts_tensor *in_lo = lo ? ag_bin(&s, TS_OP_GE, x, lo) : NULL, *in_hi = hi ? ag_bin(&s, TS_OP_LE, x, hi) : NULL;
+    ts_tensor *pass = in_lo && in_hi ? ag_bin(&s, TS_OP_LOGICAL_AND, in_lo, in_hi) : in_lo ? in_lo : in_hi;
+    gx = ag_where(&s, pass, g, zero);
+  }
+  if (has_lo && ag_wants(n, k_lo)) { /* lo where x < lo, unless hi is below lo (then hi wins) */
+    ts_tensor *pick = ag_bin(&s, TS_OP_LT, x, lo);
+    if (hi) pick = ag_bin(&s, TS_OP_LOGICAL_AND, pick, ag_bin(&s, TS_OP_LT, lo, hi));
+    glo = ag_where(&s, pick, g, zero);
+  }
+  if (has_hi && ag_wants(n, k_hi)) { /* hi where x > hi, or everywhere hi is below lo */
+    ts_tensor *pick = ag_bin(&s, TS_OP_GT, x, hi);
+    if (lo) pick = ag_bin(&s, TS_OP_LOGICAL_OR, pick, ag_bin(&s, TS_OP_LT, hi, lo));
+    ghi = ag_where(&s, pick, g, zero);
+  }
+  grads[0] = ag_end_keep(&s, gx);
+  if (has_lo) grads[k_lo] = ag_end_keep(&s, glo);
+  if (has_hi) grads[k_hi] = ag_end_keep(&s, ghi);
+  ag_end(&s, NULL);
+  return s.st;
+}
+
+ts_status ts_ag_clamp_tensor(ts_tensor *x, ts_tensor *lo, ts_tensor *hi, ts_tensor *y) {
+  if (!ts_dtype_is_float(y->dtype)) return TS_OK;
+  ts_tensor *in[3] = {x};
+  int n = 1;
+  if (lo) in[n++] = lo;
+  if (hi) in[n++] = hi;
+  ts_node *node;
+  ts_status st = ts_ag_record("ClampBackward0", clamp_tensor_backward, n, in, y, &node);
+  if (st) return st;
+  node->i[0] = (lo ? 1 : 0) | (hi ? 2 : 0);
+  ts_ag_save(node, 0, x);
+  if (lo) ts_ag_save(node, 1, lo);
+  if (hi) ts_ag_save(node, 2, hi);
   return TS_OK;
 }
 

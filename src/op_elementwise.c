@@ -67,6 +67,16 @@ static ts_status cast_operand(cast_set *cs, int k, ts_tensor *t, ts_dtype dt, ts
 
 static const char *op_name(ts_op op) { return ts_ops[op].name; }
 
+static bool is_bitwise(ts_op op) {
+  return op == TS_OP_BITWISE_AND || op == TS_OP_BITWISE_OR || op == TS_OP_BITWISE_XOR || op == TS_OP_BITWISE_NOT;
+}
+
+/* Bitwise ops take integers and bool only, as PyTorch's ("not implemented for 'Float'"). */
+static ts_status check_bitwise(ts_op op, ts_dtype dt) {
+  if (!is_bitwise(op) || !ts_dtype_is_float(dt)) return TS_OK;
+  return ts_fail(TS_ERR_DTYPE, "%s: expected integer or bool tensors, got %s", op_name(op), ts_dtype_name(dt));
+}
+
 /* Where the result lives: the first operand that is not a CPU scalar. */
 static ts_device result_device(int n, ts_tensor *const *ts) {
   for (int i = 0; i < n; i++)
@@ -96,7 +106,7 @@ static ts_status unary_dtype(ts_op op, ts_dtype in, bool params_fractional, ts_d
   if (kind == TS_KIND_UNARY_BOOL) return *compute = in, *result = TS_BOOL, TS_OK;
   if (kind == TS_KIND_UNARY_FLOAT || (params_fractional && !ts_dtype_is_float(in)))
     in = ts_dtype_is_float(in) ? in : TS_DEFAULT_DTYPE;
-  if (in == TS_BOOL && op != TS_OP_SIGN)
+  if (in == TS_BOOL && op != TS_OP_SIGN && op != TS_OP_BITWISE_NOT)
     return ts_fail(TS_ERR_DTYPE, "%s is not supported for bool tensors; convert first, e.g. t:to(\"int64\")",
                    op_name(op));
   *compute = *result = in;
@@ -134,10 +144,21 @@ static ts_status wrote_once(ts_tensor *out, uint32_t before, ts_status st) {
   return st;
 }
 
+/* What a unary op refuses before any dtype logic: bitwise_not of floats, and
+ * round(x, {decimals}) of integers (PyTorch has no integer kernel for it). */
+static ts_status check_unary_input(ts_op op, const ts_tensor *x, const int64_t *ip) {
+  ts_status st = check_bitwise(op, x->dtype);
+  if (st || op != TS_OP_ROUND || !ip || ip[0] == 0 || ts_dtype_is_float(x->dtype)) return st;
+  return ts_fail(TS_ERR_DTYPE, "round: decimals is only supported for floating-point tensors, got %s",
+                 ts_dtype_name(x->dtype));
+}
+
 static ts_status unary_out_impl(ts_op op, ts_tensor *x, const int64_t *ip, const double *fp, ts_tensor *out) {
   ts_tensor *xin = NULL, *r = NULL;
   ts_op_kind kind = ts_ops[op].kind;
-  ts_status st0 = ts_check_internal_overlap(op_name(op), out);
+  ts_status st0 = check_unary_input(op, x, ip);
+  if (st0) return st0;
+  st0 = ts_check_internal_overlap(op_name(op), out);
   if (st0 || (st0 = ts_check_partial_overlap(op_name(op), out, x))) return st0;
   if (out == x && !(ts_grad_enabled() && x->requires_grad) &&
       (kind == TS_KIND_UNARY || (kind == TS_KIND_UNARY_FLOAT && ts_dtype_is_float(x->dtype)))) {
@@ -171,7 +192,8 @@ ts_status ts_unary_p(ts_op op, ts_tensor *x, const int64_t *ip, const double *fp
   if (op == TS_OP_POW_SCALAR && !ts_dtype_is_float(x->dtype) && fp[0] < 0 && !fractional)
     return ts_fail(TS_ERR_ARG, "pow: integers to negative integer powers are not allowed");
   ts_dtype compute = x->dtype, result = x->dtype;
-  ts_status st = unary_dtype(op, x->dtype, fractional, &compute, &result);
+  ts_status st = check_unary_input(op, x, ip);
+  if (!st) st = unary_dtype(op, x->dtype, fractional, &compute, &result);
   if (st) return st;
   cast_set cs;
   cs.n = 0; /* no initialiser: zeroing the boxes costs more than a small op */
@@ -225,8 +247,10 @@ static ts_status binary_impl(ts_op op, ts_tensor *a, ts_tensor *b, double alpha,
   ts_dtype compute = plain ? a->dtype : ts_result_type(2, ab);
   ts_op_kind kind = ts_ops[op].kind;
   if (kind == TS_KIND_BINARY_FLOAT && !ts_dtype_is_float(compute)) compute = TS_DEFAULT_DTYPE;
-  if (compute == TS_BOOL && (op == TS_OP_SUB || op == TS_OP_FLOOR_DIVIDE || op == TS_OP_REMAINDER || op == TS_OP_POW))
+  if (compute == TS_BOOL && (op == TS_OP_SUB || op == TS_OP_FLOOR_DIVIDE || op == TS_OP_REMAINDER || op == TS_OP_POW ||
+                             op == TS_OP_FMOD || op == TS_OP_DIV_TRUNC))
     return ts_fail(TS_ERR_DTYPE, "%s is not supported for two bool tensors; convert one, e.g. t:to(\"int64\")", fn);
+  if ((st = check_bitwise(op, compute))) return st;
   if (ts_dtype_is_int(compute) && alpha != floor(alpha))
     return ts_fail(TS_ERR_DTYPE, "%s: for integer tensors alpha must be an integer, got %g", fn, alpha);
   ts_dtype result = kind == TS_KIND_COMPARE ? TS_BOOL : compute;
@@ -356,6 +380,69 @@ ts_status ts_lerp(ts_tensor *start, ts_tensor *end, ts_tensor *weight, ts_tensor
   if (!ts_dtype_is_float(dt))
     return ts_fail(TS_ERR_DTYPE, "lerp: expected floating-point tensors, got %s", ts_dtype_name(dt));
   return ternary(TS_OP_LERP, in3, 0, dt, out);
+}
+
+/* clamp with tensor bounds, either NULL: min(max(x, lo), hi) in the operands'
+ * promoted dtype, broadcast; a NaN in x or a bound gives NaN and lo > hi gives
+ * hi, as PyTorch. The maximum and minimum kernels run unrecorded and one node
+ * (ClampBackward0) carries PyTorch's gradients for x and both bounds. */
+ts_status ts_clamp_tensor(ts_tensor *x, ts_tensor *lo, ts_tensor *hi, ts_tensor **out) {
+  ts_tensor *in[3] = {x}, *made[2] = {NULL, NULL}, *xc = NULL, *m = NULL, *r = NULL;
+  int n = 1;
+  if (lo) in[n++] = lo;
+  if (hi) in[n++] = hi;
+  if (n == 1) return ts_fail(TS_ERR_ARG, "clamp: at least one of 'min' or 'max' must not be nil");
+  ts_status st = ts_check_same_device("clamp", n, in);
+  if (st) return st;
+  ts_dtype dt = ts_result_type(n, in);
+  if (dt == TS_BOOL) return ts_fail(TS_ERR_DTYPE, "clamp is not supported for bool tensors; convert first, e.g. t:to(\"int64\")");
+  /* a Lua number beside a tensor bound becomes a 0-dim tensor of the result
+   * dtype: the node keeps its bounds, and a number lives only for this call */
+  for (int k = 1; k < n && !st; k++)
+    if (in[k]->is_wrapped_number) {
+      double v = ts_dtype_is_float(in[k]->dtype) ? ts_load_f64(ts_data(in[k]), in[k]->dtype)
+                                                  : (double)ts_load_i64(ts_data(in[k]), in[k]->dtype);
+      st = ts_full(0, NULL, v, dt, TS_DEVICE_CPU, &made[k - 1]);
+      in[k] = made[k - 1];
+    }
+  ts_tensor *lo_t = lo ? in[1] : NULL, *hi_t = hi ? in[n - 1] : NULL;
+  TS_AG_OFF(prev);
+  if (!st) st = ts_to_dtype(x, dt, &xc);
+  if (!st) {
+    if (lo_t) st = ts_binary(TS_OP_MAXIMUM, xc, lo_t, &m);
+    else ts_tensor_retain(m = xc);
+  }
+  if (!st) {
+    if (hi_t) st = ts_binary(TS_OP_MINIMUM, m, hi_t, &r);
+    else ts_tensor_retain(r = m);
+  }
+  TS_AG_RESTORE(prev);
+  if (!st && ts_ag_needed(n, in)) st = ts_ag_clamp_tensor(x, lo_t, hi_t, r);
+  ts_tensor_release(xc);
+  ts_tensor_release(m);
+  for (int k = 0; k < 2; k++) ts_tensor_release(made[k]);
+  if (st) {
+    ts_tensor_release(r);
+    return st;
+  }
+  *out = r;
+  return TS_OK;
+}
+
+ts_status ts_clamp_tensor_out(ts_tensor *x, ts_tensor *lo, ts_tensor *hi, ts_tensor *out) {
+  uint32_t v = out->storage->version;
+  ts_tensor *xin = NULL, *r = NULL;
+  ts_status st = ts_check_internal_overlap("clamp_", out);
+  if (!st && lo) st = ts_check_partial_overlap("clamp_", out, lo);
+  if (!st && hi) st = ts_check_partial_overlap("clamp_", out, hi);
+  if (!st) st = inplace_input("clamp_", x, out, ts_ag_needed(1, &x) || (lo && lo->requires_grad) ||
+                                                   (hi && hi->requires_grad), &xin);
+  if (st) return st;
+  st = ts_clamp_tensor(xin, lo, hi, &r);
+  ts_tensor_release(xin);
+  if (!st) st = write_out("clamp_", r, out);
+  ts_tensor_release(r);
+  return wrote_once(out, v, st);
 }
 
 /* Not recorded for autograd: backward formulas call it on gradients. */

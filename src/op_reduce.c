@@ -344,8 +344,9 @@ ts_status ts_isclose(ts_tensor *a, ts_tensor *b, double rtol, double atol, bool 
   ts_tensor *ab[2] = {a, b};
   ts_dtype dt = ts_result_type(2, ab);
   if (!ts_dtype_is_float(dt)) dt = TS_FLOAT64; /* exact for integers up to 2^53 */
-  /* close = (a == b) | (|a - b| <= atol + rtol * |b|) [| (isnan(a) & isnan(b))] */
-  enum { A, B, D, AD, BA, TOL, LE, EQ, NA, NB, NN, C1, NT };
+  /* close = (a == b) | (isfinite(|a - b|) & |a - b| <= atol + rtol * |b|) [| (isnan(a) & isnan(b))],
+   * as PyTorch: only equal infinities are close (inf - inf is NaN, 1 - inf is inf) */
+  enum { A, B, D, AD, BA, TOL, LE0, FIN, LE, EQ, NA, NB, NN, C1, NT };
   ts_tensor *t[NT] = {NULL};
   ts_scalar_box box;
   ts_status st = ts_to_dtype(a, dt, &t[A]);
@@ -354,7 +355,9 @@ ts_status ts_isclose(ts_tensor *a, ts_tensor *b, double rtol, double atol, bool 
   if (!st) st = ts_unary(TS_OP_ABS, t[D], &t[AD]);
   if (!st) st = ts_unary(TS_OP_ABS, t[B], &t[BA]);
   if (!st) st = ts_add_scaled(ts_scalar_wrap_double(&box, atol), t[BA], rtol, &t[TOL]);
-  if (!st) st = ts_binary(TS_OP_LE, t[AD], t[TOL], &t[LE]);
+  if (!st) st = ts_binary(TS_OP_LE, t[AD], t[TOL], &t[LE0]);
+  if (!st) st = ts_binary(TS_OP_LT, t[AD], ts_scalar_wrap_double(&box, INFINITY), &t[FIN]); /* NaN: false */
+  if (!st) st = ts_binary(TS_OP_LOGICAL_AND, t[LE0], t[FIN], &t[LE]);
   if (!st) st = ts_binary(TS_OP_EQ, t[A], t[B], &t[EQ]);
   if (!st) st = ts_binary(TS_OP_LOGICAL_OR, t[LE], t[EQ], &t[C1]);
   ts_tensor *r = t[C1];

@@ -150,6 +150,10 @@ ts_status ts_add_scaled(ts_tensor *a, ts_tensor *b, double alpha, ts_tensor **ou
 ts_status ts_add_scaled_out(ts_tensor *a, ts_tensor *b, double alpha, ts_tensor *out);
 ts_status ts_where(ts_tensor *cond, ts_tensor *a, ts_tensor *b, ts_tensor **out);
 ts_status ts_lerp(ts_tensor *start, ts_tensor *end, ts_tensor *weight, ts_tensor **out);
+/* clamp with tensor (or wrapped-number) bounds, lo or hi NULL when absent;
+ * differentiable in x and in both bounds, as PyTorch's clamp.Tensor */
+ts_status ts_clamp_tensor(ts_tensor *x, ts_tensor *lo, ts_tensor *hi, ts_tensor **out);
+ts_status ts_clamp_tensor_out(ts_tensor *x, ts_tensor *lo, ts_tensor *hi, ts_tensor *out);
 /* ReLU's gradient: y > 0 ? g : 0, for g and y of one floating dtype and shape */
 ts_status ts_threshold_backward(ts_tensor *g, ts_tensor *y, ts_tensor **out);
 

@@ -99,8 +99,8 @@ both("square", function(t)
   return t * t
 end)
 
-both("clamp_min", function(t, min) check_number("clamp_min", "min", min) return t:clamp({min = min}) end)
-both("clamp_max", function(t, max) check_number("clamp_max", "max", max) return t:clamp({max = max}) end)
+both("clamp_min", function(t, min) check_operand("clamp_min", 2, min) return t:clamp({min = min}) end)
+both("clamp_max", function(t, max) check_operand("clamp_max", 2, max) return t:clamp({max = max}) end)
 
 -- input + value * t1 * t2, input + value * t1 / t2
 local function addc(name, combine)
@@ -921,60 +921,11 @@ both("addbmm", function(t, b1, b2, opts)
 end)
 
 -- ---- math composed from the kernel ops -----------------------------------------
--- Written to keep precision where a naive identity loses it (expm1 and sinh
--- near 0, asinh, acosh, atanh); differentiable through the ops they use.
+-- (log2, log10, exp2, expm1, tan, sinh, cosh, asinh, acosh, atanh and trunc
+-- are kernel ops now: src/ops.def)
 
 local function floatify(t) return is_float(t) and t or t:to(torch.get_default_dtype()) end
 
-both("log2", function(t) return floatify(t):log() * (1 / math.log(2)) end)
-both("log10", function(t) return floatify(t):log() * (1 / math.log(10)) end)
-both("exp2", function(t) return (floatify(t) * math.log(2)):exp() end)
-
--- e^x - 1: 2 tanh(x/2) / (1 - tanh(x/2)) near 0 (no cancellation), e^x - 1 elsewhere
-local function expm1(x)
-  local th = (x * 0.5):tanh()
-  local small = x:abs():lt(0.5)
-  local near = (th * 2) / (1 - torch.where(small, th, 0))
-  return torch.where(small, near, x:exp() - 1)
-end
-both("expm1", function(t) return expm1(floatify(t)) end)
-
-both("tan", function(t) local x = floatify(t) return x:sin() / x:cos() end)
-both("sinh", function(t)
-  local e = expm1(floatify(t))
-  return (e + e / (e + 1)) * 0.5 -- (e^x - e^-x) / 2 from expm1: exact near 0
-end)
-both("cosh", function(t)
-  local x = floatify(t):abs()
-  local h = (x - math.log(2)):exp() -- e^x / 2 without overflowing before the result does
-  return h + 0.25 / h
-end)
-both("asinh", function(t)
-  local x = floatify(t)
-  local a = x:abs()
-  -- log1p(a + a^2 / (1 + sqrt(1 + a^2))); for large a, log(2a) (a^2 would overflow)
-  local big = a:gt(1e150)
-  local safe = torch.where(big, 1, a)
-  local r = (safe + safe * safe / ((safe * safe + 1):sqrt() + 1)):log1p()
-  return torch.where(big, (a * 2):log(), r) * x:sign()
-end)
-both("acosh", function(t)
-  local x = floatify(t)
-  local big = x:gt(1e150)
-  local safe = torch.where(big, 2, x)
-  local d = safe - 1
-  local r = (d + (d * (safe + 1)):sqrt()):log1p()
-  return torch.where(big, (x * 2):log(), r)
-end)
-both("atanh", function(t)
-  local x = floatify(t)
-  return (x * 2 / (1 - x)):log1p() * 0.5
-end)
-
-both("trunc", function(t)
-  if not is_float(t) then return t:clone() end
-  return t:abs():floor() * t:sign() -- sign keeps NaN and -0.0
-end)
 both("frac", function(t)
   if not is_float(t) then raise("frac: expected a floating-point tensor, got %s", t.dtype) end
   return t - t:trunc()

@@ -7,6 +7,7 @@
 #include <tgmath.h>
 
 #include "vmath.h"
+#include "../erfinv.h"
 
 /* exp and tanh in the compute type: the vectorisable ones for float (and
  * the half types, which compute in float), libm's for double */
@@ -151,23 +152,63 @@ static inline int64_t iremainder(int64_t a, int64_t b, ts_loop_ctx *ctx) {
   return r;
 }
 
+/* C's remainder of integers: the sign of the dividend (fmod's), as torch.fmod */
+static inline int64_t ifmod(int64_t a, int64_t b, ts_loop_ctx *ctx) {
+  if (b == 0) { ctx->err = 2; return 0; }
+  if (b == -1) return 0; /* INT64_MIN % -1 traps in C */
+  return a % b;
+}
+
+/* a / b rounded toward zero, as div(a, b, {rounding_mode = "trunc"}) */
+static inline int64_t itruncdiv(int64_t a, int64_t b, ts_loop_ctx *ctx) {
+  if (b == 0) { ctx->err = 2; return 0; }
+  if (b == -1) return (int64_t)(0 - (uint64_t)a);
+  return a / b;
+}
+
 #define FREMAINDER(a, b) ({ ct r_ = fmod(a, b); (r_ != 0 && ((r_ < 0) != (b < 0))) ? r_ + b : r_; })
+/* torch's div_floor for floats: the quotient of a - fmod(a, b), corrected by
+ * one where fmod's sign differs from b's, so floor(7.0 / 0.7) is 9 (as
+ * Python's //) and floor_divide(inf, 2) is NaN, as in PyTorch */
+#define FFLOORDIV(a, b)                                                       \
+  ({                                                                          \
+    ct q_;                                                                    \
+    if (b == 0) {                                                             \
+      q_ = a / b;                                                             \
+    } else {                                                                  \
+      ct m_ = fmod(a, b), d_ = (a - m_) / b;                                  \
+      if (m_ != 0 && ((b < 0) != (m_ < 0))) d_ -= 1;                          \
+      if (d_ != 0) {                                                          \
+        q_ = floor(d_);                                                       \
+        if (d_ - q_ > (ct)0.5) q_ += 1;                                       \
+      } else {                                                                \
+        q_ = copysign((ct)0, a / b);                                          \
+      }                                                                       \
+    }                                                                         \
+    q_;                                                                       \
+  })
 #define FMAX_NAN(a, b) ((a) != (a) ? (a) : (b) != (b) ? (b) : (a) > (b) ? (a) : (b))
 #define FMIN_NAN(a, b) ((a) != (a) ? (a) : (b) != (b) ? (b) : (a) < (b) ? (a) : (b))
 #define GELU_EXPR                                                                           \
   (ctx->i[0] ? (ct)0.5 * x * (1 + tanh((ct)0.7978845608028654 * (x + (ct)0.044715 * x * x * x))) \
              : (ct)0.5 * x * (1 + erf(x * (ct)0.7071067811865476)))
+/* min(max(x, lo), hi): with lo > hi every element is hi, as PyTorch; NaN stays */
 #define CLAMP_EXPR(LO, HI) \
-  (((flags_ & 1) && x < (LO)) ? (LO) : ((flags_ & 2) && x > (HI)) ? (HI) : x)
+  ({ ct lo_ = ((flags_ & 1) && x < (LO)) ? (LO) : x; ((flags_ & 2) && lo_ > (HI)) ? (HI) : lo_; })
+/* round(x, {decimals = d}) as torch: p0_ is 10^|d|, scaled, rounded half to even, scaled back */
+#define ROUND_EXPR \
+  (flags_ == 0 ? nearbyint(x) : flags_ > 0 ? nearbyint(x * p0_) / p0_ : nearbyint(x / p0_) * p0_)
 
 /* ---- unary ---- */
 /* integer negation through uint64: wraps at the minimum, as torch, instead of UB */
 U_F(neg, -x)               U_I(neg, (int64_t)(0 - (uint64_t)x))
 U_F(abs, fabs(x))          U_I(abs, x < 0 ? (int64_t)(0 - (uint64_t)x) : x)
-U_F(sign, x > 0 ? (ct)1 : x < 0 ? (ct)-1 : x) U_I(sign, (x > 0) - (x < 0)) U_B(sign, x)
+/* (0 < x) - (x < 0), as PyTorch 1.13: NaN and -0 give +0 */
+U_F(sign, (ct)((x > 0) - (x < 0))) U_I(sign, (x > 0) - (x < 0)) U_B(sign, x)
 U_F(floor, floor(x))       U_I(floor, x)
 U_F(ceil, ceil(x))         U_I(ceil, x)
-U_F(round, nearbyint(x))   U_I(round, x)
+U_F(round, ROUND_EXPR)     U_I(round, x)
+U_F(trunc, trunc(x))       U_I(trunc, x)
 U_F(relu, x < 0 ? (ct)0 : x) U_I(relu, x < 0 ? 0 : x)
 U_F(exp, EXP(x))
 U_F(log, log(x))
@@ -185,6 +226,22 @@ U_F(clamp, CLAMP_EXPR(p0_, p1_))
 U_I(clamp, CLAMP_EXPR(p0_, p1_))
 U_F(pow_scalar, pow(x, p0_))
 U_I(pow_scalar, ipow(x, (int64_t)ctx->f[0], ctx))
+U_I(bitnot, ~x) U_B(bitnot, !x)
+U_F(expm1, expm1(x))
+U_F(exp2, exp2(x))
+U_F(log2, log2(x))
+U_F(log10, log10(x))
+U_F(tan, tan(x))
+U_F(sinh, sinh(x))
+U_F(cosh, cosh(x))
+U_F(asinh, asinh(x))
+U_F(acosh, acosh(x))
+U_F(atanh, atanh(x))
+U_F(asin, asin(x))
+U_F(acos, acos(x))
+U_F(atan, atan(x))
+U_F(erf, erf(x))
+U_F(erfinv, (ct)ts_erfinv((double)x))
 
 /* logical_not reads any dtype and writes bool: its loops are two-typed */
 #define LNOT(NAME, S, LD)                                                              \
@@ -205,11 +262,18 @@ B_F_SAME(add1, a + b)                  B_I_SAME(add1, (int64_t)((uint64_t)a + (u
 B_F_SAME(sub, a - alpha_ * b)   B_I_SAME(sub, (int64_t)((uint64_t)a - (uint64_t)(alpha_ * b)))
 B_F_SAME(mul, a * b)                   B_I_SAME(mul, (int64_t)((uint64_t)a * (uint64_t)b)) B_B_SAME(mul, a && b)
 B_F_SAME(div, a / b)
-B_F_SAME(floordiv, floor(a / b))       B_I_SAME(floordiv, ifloordiv(a, b, ctx))
+B_F_SAME(floordiv, FFLOORDIV(a, b))    B_I_SAME(floordiv, ifloordiv(a, b, ctx))
 B_F_SAME(remainder, FREMAINDER(a, b))  B_I_SAME(remainder, iremainder(a, b, ctx))
 B_F_SAME(pow, pow(a, b))               B_I_SAME(pow, ipow(a, b, ctx))
 B_F_SAME(maximum, FMAX_NAN(a, b))      B_I_SAME(maximum, a > b ? a : b) B_B_SAME(maximum, a || b)
 B_F_SAME(minimum, FMIN_NAN(a, b))      B_I_SAME(minimum, a < b ? a : b) B_B_SAME(minimum, a && b)
+B_F_SAME(fmod, fmod(a, b))             B_I_SAME(fmod, ifmod(a, b, ctx))
+B_F_SAME(truncdiv, trunc(a / b))       B_I_SAME(truncdiv, itruncdiv(a, b, ctx))
+B_I_SAME(bitand, a & b) B_B_SAME(bitand, a & b)
+B_I_SAME(bitor, a | b)  B_B_SAME(bitor, a | b)
+B_I_SAME(bitxor, a ^ b) B_B_SAME(bitxor, a ^ b)
+B_F_SAME(atan2, atan2(a, b))
+B_F_SAME(copysign, copysign(a, b))
 
 #define CMP(OP, EXPR) B_F(OP, uint8_t, ST_BOOL, EXPR) B_I(OP, uint8_t, ST_BOOL, EXPR) B_B(OP, uint8_t, ST_BOOL, EXPR)
 CMP(eq, a == b) CMP(ne, a != b) CMP(lt, a < b) CMP(le, a <= b) CMP(gt, a > b) CMP(ge, a >= b)
@@ -235,6 +299,24 @@ static void init_loops(void) {
   SET_FI(loops[TS_OP_FLOOR], floor);
   SET_FI(loops[TS_OP_CEIL], ceil);
   SET_FI(loops[TS_OP_ROUND], round);
+  SET_FI(loops[TS_OP_TRUNC], trunc);
+  SET_I(loops[TS_OP_BITWISE_NOT], bitnot);
+  loops[TS_OP_BITWISE_NOT][TS_BOOL] = bitnot_b;
+  SET_F(loops[TS_OP_EXPM1], expm1);
+  SET_F(loops[TS_OP_EXP2], exp2);
+  SET_F(loops[TS_OP_LOG2], log2);
+  SET_F(loops[TS_OP_LOG10], log10);
+  SET_F(loops[TS_OP_TAN], tan);
+  SET_F(loops[TS_OP_SINH], sinh);
+  SET_F(loops[TS_OP_COSH], cosh);
+  SET_F(loops[TS_OP_ASINH], asinh);
+  SET_F(loops[TS_OP_ACOSH], acosh);
+  SET_F(loops[TS_OP_ATANH], atanh);
+  SET_F(loops[TS_OP_ASIN], asin);
+  SET_F(loops[TS_OP_ACOS], acos);
+  SET_F(loops[TS_OP_ATAN], atan);
+  SET_F(loops[TS_OP_ERF], erf);
+  SET_F(loops[TS_OP_ERFINV], erfinv);
   SET_FI(loops[TS_OP_RELU], relu);
   SET_F(loops[TS_OP_EXP], exp);
   SET_F(loops[TS_OP_LOG], log);
@@ -262,6 +344,16 @@ static void init_loops(void) {
   SET_FI(loops[TS_OP_POW], pow);
   SET_FIB(loops[TS_OP_MAXIMUM], maximum);
   SET_FIB(loops[TS_OP_MINIMUM], minimum);
+  SET_FI(loops[TS_OP_FMOD], fmod);
+  SET_FI(loops[TS_OP_DIV_TRUNC], truncdiv);
+  SET_I(loops[TS_OP_BITWISE_AND], bitand);
+  loops[TS_OP_BITWISE_AND][TS_BOOL] = bitand_b;
+  SET_I(loops[TS_OP_BITWISE_OR], bitor);
+  loops[TS_OP_BITWISE_OR][TS_BOOL] = bitor_b;
+  SET_I(loops[TS_OP_BITWISE_XOR], bitxor);
+  loops[TS_OP_BITWISE_XOR][TS_BOOL] = bitxor_b;
+  SET_F(loops[TS_OP_ATAN2], atan2);
+  SET_F(loops[TS_OP_COPYSIGN], copysign);
   SET_FIB(loops[TS_OP_EQ], eq);
   SET_FIB(loops[TS_OP_NE], ne);
   SET_FIB(loops[TS_OP_LT], lt);

@@ -43,6 +43,7 @@ static inline float ts_tanhf(float x) {
                   1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
   float big = 1.0f - 2.0f / (ts_expf(2.0f * ax) + 1.0f);
   big = x < 0 ? -big : big;
+  small = x == 0 ? x : small; /* the polynomial gives +0 for -0: keep the sign, as libm and PyTorch */
   return ax < 0.625f ? small : big;
 }
 

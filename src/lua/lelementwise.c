@@ -6,10 +6,14 @@
 #include <math.h>
 #include <string.h>
 
-/* upvalue 1: the op */
+static const char *const no_options[] = {NULL};
+
+/* upvalue 1: the op. An options table is refused ("exp takes no options"),
+ * as PyTorch refuses an unexpected keyword, instead of being ignored. */
 static int l_unary(lua_State *L) {
   ts_op op = (ts_op)lua_tointeger(L, lua_upvalueindex(1));
   ts_tensor *x = lt_check(L, 1);
+  lt_opts_check(L, lt_opts_index(L, 2), ts_ops[op].name, no_options);
   ts_tensor **slot = lt_newslot(L);
   LT_TRY(L, ts_unary(op, x, slot));
   lt_gc_debt(L);
@@ -19,25 +23,77 @@ static int l_unary(lua_State *L) {
 static int l_unary_(lua_State *L) {
   ts_op op = (ts_op)lua_tointeger(L, lua_upvalueindex(1));
   ts_tensor *x = lt_check(L, 1);
+  char fn[64];
+  snprintf(fn, sizeof fn, "%s_", ts_ops[op].name);
+  lt_opts_check(L, lt_opts_index(L, 2), fn, no_options);
   LT_TRY(L, ts_unary_out(op, x, x));
   lua_settop(L, 1);
   return 1;
 }
 
+/* round(x, {decimals = n}): PyTorch's keyword-only decimals, negative too */
+static void round_args(lua_State *L, const char *fn, int64_t *ip, double *fp) {
+  static const char *const known[] = {"decimals", NULL};
+  int opts = lt_opts_index(L, 2);
+  lt_opts_check(L, opts, fn, known);
+  int64_t d = lt_opt_int(L, opts, "decimals", 0);
+  if (d > 400 || d < -400) lt_errorf(L, "%s: decimals must be in [-400, 400], got %lld", fn, (long long)d);
+  ip[0] = d;
+  fp[0] = pow(10, (double)(d < 0 ? -d : d)); /* as torch: 10^|d| in double, cast by the kernel */
+}
+
+static int l_round(lua_State *L) {
+  ts_tensor *x = lt_check(L, 1);
+  int64_t ip[4] = {0};
+  double fp[4] = {0};
+  round_args(L, "round", ip, fp);
+  ts_tensor **slot = lt_newslot(L);
+  LT_TRY(L, ts_unary_p(TS_OP_ROUND, x, ip, fp, slot));
+  lt_gc_debt(L);
+  return 1;
+}
+
+static int l_round_(lua_State *L) {
+  ts_tensor *x = lt_check(L, 1);
+  int64_t ip[4] = {0};
+  double fp[4] = {0};
+  round_args(L, "round_", ip, fp);
+  LT_TRY(L, ts_unary_p_out(TS_OP_ROUND, x, ip, fp, x));
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* div's rounding_mode: nil (true division), "floor" or "trunc", as PyTorch */
+static ts_op div_rounding(lua_State *L, int opts, const char *fn) {
+  int t = lua_getfield(L, opts, "rounding_mode");
+  const char *m = t == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+  ts_op op = t == LUA_TNIL                 ? TS_OP_DIV
+             : m && !strcmp(m, "floor") ? TS_OP_FLOOR_DIVIDE
+             : m && !strcmp(m, "trunc") ? TS_OP_DIV_TRUNC
+                                        : TS_OP_COUNT;
+  if (op == TS_OP_COUNT)
+    lt_errorf(L, "%s: rounding_mode must be nil, 'trunc' or 'floor', got %s", fn,
+              m ? lua_pushfstring(L, "'%s'", m) : luaL_typename(L, -1));
+  lua_pop(L, 1);
+  return op;
+}
+
 /* binary: a op b, either side a tensor or a number; an options table may
- * give add's and sub's alpha, and no other op takes one (torch.div(a, b,
- * {rounding_mode = "floor"}) must not divide exactly without a word). */
-static int binary(lua_State *L, ts_op op, int ia, int ib, bool inplace) {
-  static const char *const alpha_only[] = {"alpha", NULL}, *const none[] = {NULL};
+ * give add's and sub's alpha and div's rounding_mode, and no other op takes
+ * one. `name`, when given, is the function called (true_divide: op DIV
+ * without rounding_mode). */
+static int binary_opts(lua_State *L, ts_op op, int ia, int ib, bool inplace, const char *name) {
+  static const char *const alpha_only[] = {"alpha", NULL}, *const rounding[] = {"rounding_mode", NULL};
   ts_scalar_box ba, bb;
   ts_tensor *a = inplace ? lt_check(L, ia) : lt_operand(L, ia, &ba);
   ts_tensor *b = lt_operand(L, ib, &bb);
   double alpha = 1;
-  bool add_sub = op == TS_OP_ADD || op == TS_OP_SUB;
+  bool add_sub = op == TS_OP_ADD || op == TS_OP_SUB, div = op == TS_OP_DIV && !name;
   if (lt_opts_index(L, 3)) {
     char fn[64];
-    snprintf(fn, sizeof fn, "%s%s", ts_ops[op].name, inplace ? "_" : "");
-    lt_opts_check(L, 3, fn, add_sub ? alpha_only : none);
+    snprintf(fn, sizeof fn, "%s%s", name ? name : ts_ops[op].name, inplace ? "_" : "");
+    lt_opts_check(L, 3, fn, add_sub ? alpha_only : div ? rounding : no_options);
+    if (div) op = div_rounding(L, 3, fn);
   }
   if (add_sub && lua_type(L, 3) == LUA_TTABLE) alpha = lt_opt_number(L, 3, "alpha", 1);
   if (inplace) {
@@ -53,8 +109,13 @@ static int binary(lua_State *L, ts_op op, int ia, int ib, bool inplace) {
   return 1;
 }
 
+static int binary(lua_State *L, ts_op op, int ia, int ib, bool inplace) {
+  return binary_opts(L, op, ia, ib, inplace, NULL);
+}
 static int l_binary(lua_State *L) { return binary(L, (ts_op)lua_tointeger(L, lua_upvalueindex(1)), 1, 2, false); }
 static int l_binary_(lua_State *L) { return binary(L, (ts_op)lua_tointeger(L, lua_upvalueindex(1)), 1, 2, true); }
+static int l_true_divide(lua_State *L) { return binary_opts(L, TS_OP_DIV, 1, 2, false, "true_divide"); }
+static int l_true_divide_(lua_State *L) { return binary_opts(L, TS_OP_DIV, 1, 2, true, "true_divide"); }
 
 /* metamethods: Lua calls them with the operands in source order */
 static int mm_add(lua_State *L) { return binary(L, TS_OP_ADD, 1, 2, false); }
@@ -64,6 +125,17 @@ static int mm_div(lua_State *L) { return binary(L, TS_OP_DIV, 1, 2, false); }
 static int mm_mod(lua_State *L) { return binary(L, TS_OP_REMAINDER, 1, 2, false); }
 static int mm_pow(lua_State *L) { return binary(L, TS_OP_POW, 1, 2, false); }
 static int mm_idiv(lua_State *L) { return binary(L, TS_OP_FLOOR_DIVIDE, 1, 2, false); }
+/* Lua 5.4's bitwise operators: a & b, a | b, a ~ b (exclusive or), ~a */
+static int mm_band(lua_State *L) { return binary(L, TS_OP_BITWISE_AND, 1, 2, false); }
+static int mm_bor(lua_State *L) { return binary(L, TS_OP_BITWISE_OR, 1, 2, false); }
+static int mm_bxor(lua_State *L) { return binary(L, TS_OP_BITWISE_XOR, 1, 2, false); }
+static int mm_bnot(lua_State *L) {
+  ts_tensor *x = lt_check(L, 1);
+  ts_tensor **slot = lt_newslot(L);
+  LT_TRY(L, ts_unary(TS_OP_BITWISE_NOT, x, slot));
+  lt_gc_debt(L);
+  return 1;
+}
 static int mm_unm(lua_State *L) {
   ts_tensor *x = lt_check(L, 1);
   ts_tensor **slot = lt_newslot(L);
@@ -72,43 +144,63 @@ static int mm_unm(lua_State *L) {
   return 1;
 }
 
-/* clamp(min, max) / clamp({min=, max=}); either bound may be nil */
-static void clamp_args(lua_State *L, const char *fn, int64_t *ip, double *fp) {
-  ip[0] = 0;
-  double lo = 0, hi = 0;
+/* clamp(min, max) / clamp({min =, max =}): each bound nil, a number or a
+ * tensor (broadcast, differentiable). Leaves x, min, max at 1..3 and the
+ * bounds at 4 and 5; returns whether a bound is a tensor. */
+static bool clamp_bounds(lua_State *L, const char *fn) {
   static const char *const known[] = {"min", "max", NULL};
+  lua_settop(L, 3);
   if (lt_opts_index(L, 2)) {
     lt_opts_check(L, 2, fn, known);
-    if (lua_getfield(L, 2, "min") != LUA_TNIL) ip[0] |= 1;
-    if (lua_getfield(L, 2, "max") != LUA_TNIL) ip[0] |= 2;
-    lua_pop(L, 2);
-    lo = lt_opt_number(L, 2, "min", 0);
-    hi = lt_opt_number(L, 2, "max", 0);
+    lua_getfield(L, 2, "min");
+    lua_getfield(L, 2, "max");
   } else {
-    if (!lua_isnoneornil(L, 2)) ip[0] |= 1, lo = luaL_checknumber(L, 2);
-    if (!lua_isnoneornil(L, 3)) ip[0] |= 2, hi = luaL_checknumber(L, 3);
+    lua_pushvalue(L, 2);
+    lua_pushvalue(L, 3);
   }
-  if (!ip[0]) luaL_error(L, "clamp: at least one of 'min' or 'max' must not be nil");
-  fp[0] = lo, fp[1] = hi;
+  for (int k = 4; k <= 5; k++)
+    if (!lua_isnil(L, k) && lua_type(L, k) != LUA_TNUMBER && !lt_test(L, k))
+      lt_errorf(L, "%s: %s must be a number or a tensor, got %s", fn, k == 4 ? "min" : "max", luaL_typename(L, k));
+  if (lua_isnil(L, 4) && lua_isnil(L, 5)) lt_errorf(L, "%s: at least one of 'min' or 'max' must not be nil", fn);
+  return lt_test(L, 4) || lt_test(L, 5);
+}
+
+/* the scalar kernel's parameters: i[0] bit 1 has min f[0], bit 2 has max f[1] */
+static void clamp_numbers(lua_State *L, int64_t *ip, double *fp) {
+  for (int k = 0; k < 2; k++)
+    if (!lua_isnil(L, 4 + k)) ip[0] |= 1 << k, fp[k] = lua_tonumber(L, 4 + k);
 }
 
 static int l_clamp(lua_State *L) {
   ts_tensor *x = lt_check(L, 1);
-  int64_t ip[4] = {0};
-  double fp[4] = {0};
-  clamp_args(L, "clamp", ip, fp);
+  bool tensors = clamp_bounds(L, "clamp");
   ts_tensor **slot = lt_newslot(L);
-  LT_TRY(L, ts_unary_p(TS_OP_CLAMP, x, ip, fp, slot));
+  if (tensors) {
+    ts_scalar_box blo, bhi;
+    ts_tensor *lo = lua_isnil(L, 4) ? NULL : lt_operand(L, 4, &blo), *hi = lua_isnil(L, 5) ? NULL : lt_operand(L, 5, &bhi);
+    LT_TRY(L, ts_clamp_tensor(x, lo, hi, slot));
+  } else {
+    int64_t ip[4] = {0};
+    double fp[4] = {0};
+    clamp_numbers(L, ip, fp);
+    LT_TRY(L, ts_unary_p(TS_OP_CLAMP, x, ip, fp, slot));
+  }
   lt_gc_debt(L);
   return 1;
 }
 
 static int l_clamp_(lua_State *L) {
   ts_tensor *x = lt_check(L, 1);
-  int64_t ip[4] = {0};
-  double fp[4] = {0};
-  clamp_args(L, "clamp_", ip, fp);
-  LT_TRY(L, ts_unary_p_out(TS_OP_CLAMP, x, ip, fp, x));
+  if (clamp_bounds(L, "clamp_")) {
+    ts_scalar_box blo, bhi;
+    ts_tensor *lo = lua_isnil(L, 4) ? NULL : lt_operand(L, 4, &blo), *hi = lua_isnil(L, 5) ? NULL : lt_operand(L, 5, &bhi);
+    LT_TRY(L, ts_clamp_tensor_out(x, lo, hi, x));
+  } else {
+    int64_t ip[4] = {0};
+    double fp[4] = {0};
+    clamp_numbers(L, ip, fp);
+    LT_TRY(L, ts_unary_p_out(TS_OP_CLAMP, x, ip, fp, x));
+  }
   lua_settop(L, 1);
   return 1;
 }
@@ -197,11 +289,12 @@ static int l_masked_fill_(lua_State *L) {
   return 1;
 }
 
-/* Aliases torch users type, mapped to registry names. */
+/* Aliases torch users type, mapped to registry names (true_divide is bound
+ * on its own: it takes no rounding_mode). */
 static const struct { const char *alias; ts_op op; } aliases[] = {
     {"negative", TS_OP_NEG}, {"absolute", TS_OP_ABS}, {"multiply", TS_OP_MUL}, {"subtract", TS_OP_SUB},
-    {"divide", TS_OP_DIV}, {"true_divide", TS_OP_DIV}, {"fmod", TS_OP_REMAINDER}, {"greater", TS_OP_GT},
-    {"less", TS_OP_LT}, {"greater_equal", TS_OP_GE}, {"less_equal", TS_OP_LE}, {"not_equal", TS_OP_NE}};
+    {"divide", TS_OP_DIV}, {"greater", TS_OP_GT}, {"less", TS_OP_LT}, {"greater_equal", TS_OP_GE},
+    {"less_equal", TS_OP_LE}, {"not_equal", TS_OP_NE}};
 
 static bool has_inplace(ts_op op) {
   ts_op_kind k = ts_ops[op].kind;
@@ -214,13 +307,25 @@ static void set_closure(lua_State *L, int table, const char *name, lua_CFunction
   lua_setfield(L, table, name);
 }
 
+/* ops bound by hand below, or only used inside the library (div's "trunc"
+ * rounding mode is div_trunc, reached through div) */
+static bool bound_elsewhere(ts_op op) {
+  return op == TS_OP_CLAMP || op == TS_OP_POW_SCALAR || op == TS_OP_GELU || op == TS_OP_POW || op == TS_OP_ROUND ||
+         op == TS_OP_DIV_TRUNC;
+}
+
+static bool is_unary(ts_op op) {
+  ts_op_kind k = ts_ops[op].kind;
+  return k == TS_KIND_UNARY || k == TS_KIND_UNARY_FLOAT || k == TS_KIND_UNARY_BOOL;
+}
+
 void lt_open_elementwise(lua_State *L) {
   int methods = lua_gettop(L), torch = methods - 1;
   for (int op = 0; op < TS_OP_COUNT; op++) {
     ts_op_kind k = ts_ops[op].kind;
     const char *name = ts_ops[op].name;
-    if (op == TS_OP_CLAMP || op == TS_OP_POW_SCALAR || op == TS_OP_GELU || op == TS_OP_POW) continue;
-    bool unary = k == TS_KIND_UNARY || k == TS_KIND_UNARY_FLOAT || k == TS_KIND_UNARY_BOOL;
+    if (bound_elsewhere((ts_op)op)) continue;
+    bool unary = is_unary((ts_op)op);
     bool bin = k == TS_KIND_BINARY || k == TS_KIND_BINARY_FLOAT || k == TS_KIND_COMPARE;
     if (!unary && !bin) continue;
     for (int t = 0; t < 2; t++) set_closure(L, t ? torch : methods, name, unary ? l_unary : l_binary, (ts_op)op);
@@ -231,18 +336,25 @@ void lt_open_elementwise(lua_State *L) {
     }
   }
   for (size_t i = 0; i < sizeof aliases / sizeof *aliases; i++) {
-    set_closure(L, methods, aliases[i].alias, l_binary, aliases[i].op);
-    set_closure(L, torch, aliases[i].alias, l_binary, aliases[i].op);
+    ts_op op = aliases[i].op;
+    bool unary = is_unary(op);
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s_", aliases[i].alias);
+    set_closure(L, methods, aliases[i].alias, unary ? l_unary : l_binary, op);
+    set_closure(L, torch, aliases[i].alias, unary ? l_unary : l_binary, op);
+    set_closure(L, methods, buf, unary ? l_unary_ : l_binary_, op);
   }
   static const luaL_Reg both[] = {{"clamp", l_clamp}, {"clip", l_clamp}, {"gelu", l_gelu}, {"pow", l_pow},
                                   {"where", l_where}, {"lerp", l_lerp}, {"masked_fill", l_masked_fill},
-                                  {NULL, NULL}};
-  static const luaL_Reg only_methods[] = {{"clamp_", l_clamp_}, {"clip_", l_clamp_},
-                                          {"masked_fill_", l_masked_fill_}, {NULL, NULL}};
+                                  {"round", l_round}, {"true_divide", l_true_divide}, {NULL, NULL}};
+  static const luaL_Reg only_methods[] = {{"clamp_", l_clamp_}, {"clip_", l_clamp_}, {"round_", l_round_},
+                                          {"true_divide_", l_true_divide_}, {"masked_fill_", l_masked_fill_},
+                                          {NULL, NULL}};
   lt_register(L, both, both);
   lt_register(L, NULL, only_methods);
   static const luaL_Reg meta[] = {{"__add", mm_add}, {"__sub", mm_sub}, {"__mul", mm_mul}, {"__div", mm_div},
                                   {"__mod", mm_mod}, {"__pow", mm_pow}, {"__idiv", mm_idiv}, {"__unm", mm_unm},
+                                  {"__band", mm_band}, {"__bor", mm_bor}, {"__bxor", mm_bxor}, {"__bnot", mm_bnot},
                                   {NULL, NULL}};
   luaL_getmetatable(L, LT_TENSOR);
   luaL_setfuncs(L, meta, 0);

@@ -30,6 +30,8 @@ local GEN = {
     return torch.randn(shape, {device = "cpu"}):to(dt)
   end,
   positive = function(shape, dt) return (torch.rand(shape, {device = "cpu"}) * 3 + 0.25):to(dt) end,
+  unit = function(shape, dt) return (torch.rand(shape, {device = "cpu"}) * 1.8 - 0.9):to(dt) end, -- asin, atanh, erfinv
+  above_one = function(shape, dt) return (torch.rand(shape, {device = "cpu"}) * 3 + 1.1):to(dt) end, -- acosh
   nonzero_int = function(shape, dt) -- divisors: no zeros
     local v = torch.randint(1, 7, shape, {device = "cpu"})
     return (v * (torch.randint(0, 2, shape, {device = "cpu"}) * 2 - 1)):to(dt)
@@ -139,6 +141,24 @@ local UNARY = {
   {"logical_not", function(x) return x:logical_not() end, {"bool", "float32", "int64"}},
   {"clamp", function(x) return x:clamp(-0.5, 0.7) end, FLOATS, INTS},
   {"pow_scalar", function(x) return x:pow(3) end, FLOATS, grad = true},
+  -- issue 21's kernels (values against PyTorch in test_elementwise21.lua)
+  {"trunc", function(x) return (x * 3):trunc() end, FLOATS, INTS},
+  {"bitwise_not", function(x) return x:bitwise_not() end, {"bool"}, INTS},
+  {"expm1", function(x) return x:expm1() end, FLOATS, grad = true},
+  {"exp2", function(x) return x:exp2() end, FLOATS},
+  {"log2", function(x) return x:log2() end, FLOATS, gen = "positive", grad = true},
+  {"log10", function(x) return x:log10() end, FLOATS, gen = "positive"},
+  {"tan", function(x) return x:tan() end, FLOATS, gen = "unit", grad = true},
+  {"sinh", function(x) return x:sinh() end, FLOATS, grad = true},
+  {"cosh", function(x) return x:cosh() end, FLOATS},
+  {"asinh", function(x) return x:asinh() end, FLOATS},
+  {"acosh", function(x) return x:acosh() end, FLOATS, gen = "above_one", grad = true},
+  {"atanh", function(x) return x:atanh() end, FLOATS, gen = "unit"},
+  {"asin", function(x) return x:asin() end, FLOATS, gen = "unit", grad = true},
+  {"acos", function(x) return x:acos() end, FLOATS, gen = "unit"},
+  {"atan", function(x) return x:atan() end, FLOATS},
+  {"erf", function(x) return x:erf() end, FLOATS, grad = true},
+  {"erfinv", function(x) return x:erfinv() end, FLOATS, gen = "unit", grad = true},
 }
 for _, u in ipairs(UNARY) do
   local dts = {table.unpack(u[3])}
@@ -170,6 +190,13 @@ local BINARY = {
   {"ge", function(a, b) return a:ge(b) end, {"int32", "float16"}},
   {"logical_and", function(a, b) return a:logical_and(b) end, {"bool", "int64"}},
   {"logical_or", function(a, b) return a:logical_or(b) end, {"bool", "float32"}},
+  {"fmod", function(a, b) return a:fmod(b) end, {"int64", "int8", "float32", "float64"}, gen = "nonzero_int", grad = true},
+  {"div_trunc", function(a, b) return torch.div(a, b, {rounding_mode = "trunc"}) end, {"int32", "float32", "float16"}, gen = "nonzero_int"},
+  {"bitwise_and", function(a, b) return a:bitwise_and(b) end, {"bool"}, INTS},
+  {"bitwise_or", function(a, b) return a:bitwise_or(b) end, {"bool", "int64", "uint8"}},
+  {"bitwise_xor", function(a, b) return a:bitwise_xor(b) end, {"bool", "int32", "int8"}},
+  {"atan2", function(a, b) return torch.atan2(a, b) end, FLOATS, grad = true},
+  {"copysign", function(a, b) return torch.copysign(a, b) end, FLOATS, grad = true},
 }
 for _, b in ipairs(BINARY) do
   local dts = {table.unpack(b[3])}

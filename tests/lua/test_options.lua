@@ -127,10 +127,18 @@ local cases = {
     "add: unknown option 'alpah' (expected one of: alpha; did you mean 'alpha'?)",
     function() return x23:add(1, {alpha = 2}) end,
     function(t) close(t:flatten(), {2, 3, 4, 5, 6, 7}) end},
-  {"div", function() return torch.div(x23, 4, {rounding_mode = "floor"}) end,
-    "div: unknown option 'rounding_mode' (div takes no options)",
-    function() return torch.div(x23, 4) end,
-    function(t) close(t:flatten(), {0, 0.25, 0.5, 0.75, 1, 1.25}) end},
+  {"div", function() return torch.div(x23, 4, {roundingmode = "floor"}) end,
+    "div: unknown option 'roundingmode' (expected one of: rounding_mode; did you mean 'rounding_mode'?)",
+    function() return torch.div(x23, 4, {rounding_mode = "floor"}) end,
+    function(t) close(t:flatten(), {0, 0, 0, 0, 1, 1}) end},
+  {"mul", function() return torch.mul(x23, 4, {rounding_mode = "floor"}) end,
+    "mul: unknown option 'rounding_mode' (mul takes no options)",
+    function() return torch.mul(x23, 4) end,
+    function(t) close(t:flatten(), {0, 4, 8, 12, 16, 20}) end},
+  {"exp", function() return torch.exp(x23, {out = x23}) end,
+    "exp: unknown option 'out' (exp takes no options)",
+    function() return torch.exp(x23) end,
+    function(t) close(t:flatten():narrow(0, 0, 2), {1, math.exp(1)}, 1e-6) end},
   -- llinalg.c
   {"addmm", function() return torch.addmm(torch.ones(2, 2), x23, x23:t(), {beat = 0}) end,
     "addmm: unknown option 'beat' (expected one of: alpha, beta; did you mean 'beta'?)",
@@ -237,8 +245,8 @@ test("the C bindings and the Lua library word an unknown option alike", function
   for _, bad in ipairs({{dtyp = 1}, {xyzzy = 1}, {[true] = 1}, {[2.5] = 1}, {DTYPE = 1}}) do
     eq(message(function() A.check_opts("zeros", bad, known) end), message(function() local r = torch.zeros(1, bad) return r end))
   end
-  eq(message(function() A.check_opts("div", {rounding_mode = 1}, {}) end),
-    message(function() return torch.div(x23, 2, {rounding_mode = 1}) end), "no options")
+  eq(message(function() A.check_opts("mul", {rounding_mode = 1}, {}) end),
+    message(function() return torch.mul(x23, 2, {rounding_mode = 1}) end), "no options")
   -- Lua functions: nn, optim
   eq(message(function() nn.Linear(2, 3, {bais = false}) end),
     "Linear: unknown option 'bais' (expected one of: bias, device, dtype; did you mean 'bias'?)")

@@ -88,7 +88,7 @@ function F.hardsigmoid(x, ...)
   do
     local _ <close> = torch.no_grad()
     inside = x:gt(-3):logical_and(x:lt(3))
-    high = x:ge(3):to(x.dtype)
+    high = torch.where(x:ne(x), x, x:ge(3):to(x.dtype)) -- NaN stays NaN, as PyTorch
   end
   local y = torch.where(inside, x / 6 + 0.5, high)
   if a.inplace and can_inplace(x) then return x:copy_(y) end
