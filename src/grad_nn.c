@@ -48,6 +48,21 @@ ts_status ts_nn_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
     int64_t pad = n->i[2];
     return ts_embedding_backward(g, s0, n->i[1], n->i[3] ? &pad : NULL, &grads[0]);
   }
+  case TS_GRAD_SOFTPLUS:
+  case TS_GRAD_ELU:
+  case TS_GRAD_HARDTANH:
+  case TS_GRAD_LOG_SIGMOID:
+  case TS_GRAD_MISH: /* saved x */
+    return ts_activation_backward((ts_activation)n->i[1], g, s0, n->f, &grads[0]);
+  case TS_GRAD_GROUP_NORM: /* inputs x, weight, bias; saved x, weight, mean, rstd */
+    return ts_group_norm_backward(g, s0, n->i[1], s2, s3, s1, need, &grads[0], &grads[1], &grads[2]);
+  case TS_GRAD_UPSAMPLE_NEAREST1D:
+  case TS_GRAD_UPSAMPLE_NEAREST2D:
+  case TS_GRAD_UPSAMPLE_LINEAR1D:
+  case TS_GRAD_UPSAMPLE_BILINEAR2D: /* the input's sizes from its edge */
+    return ts_upsample_backward(g, n->next[0].sizes, (const ts_upsample_params *)n->list, &grads[0]);
+  case TS_GRAD_ADAPTIVE_MAX_POOL2D: /* saved x, indices */
+    return ts_max_pool2d_backward(g, s1, s0, &grads[0]);
   }
   return ts_fail(TS_ERR_ARG, "unknown nn node");
 }
@@ -123,5 +138,49 @@ ts_status ts_ag_embedding(ts_tensor *w, ts_tensor *indices, const int64_t *paddi
   n->i[2] = padding_idx ? *padding_idx : 0;
   n->i[3] = padding_idx != NULL;
   ts_ag_save(n, 0, indices);
+  return TS_OK;
+}
+
+ts_status ts_ag_activation(ts_activation a, ts_tensor *x, const double p[2], ts_tensor *y) {
+  static const ts_grad_kind kinds[] = {[TS_ACT_SOFTPLUS] = TS_GRAD_SOFTPLUS, [TS_ACT_ELU] = TS_GRAD_ELU,
+                                       [TS_ACT_HARDTANH] = TS_GRAD_HARDTANH, [TS_ACT_LOG_SIGMOID] = TS_GRAD_LOG_SIGMOID,
+                                       [TS_ACT_MISH] = TS_GRAD_MISH};
+  ts_node *n;
+  ts_status st = ts_ag_record_kind(kinds[a], 1, &x, y, &n);
+  if (st) return st;
+  n->i[1] = a;
+  n->f[0] = p ? p[0] : 0, n->f[1] = p ? p[1] : 0;
+  ts_ag_save(n, 0, x);
+  return TS_OK;
+}
+
+ts_status ts_ag_group_norm(ts_tensor *x, int64_t G, ts_tensor *w, ts_tensor *b, ts_tensor *mean, ts_tensor *rstd,
+                           ts_tensor *y) {
+  ts_tensor *in[3] = {x, w, b};
+  ts_node *n;
+  ts_status st = ts_ag_record_kind(TS_GRAD_GROUP_NORM, 3, in, y, &n);
+  if (st) return st;
+  n->i[1] = G;
+  ts_ag_save(n, 0, x);
+  if (w) ts_ag_save(n, 1, w);
+  ts_ag_save(n, 2, mean);
+  ts_ag_save(n, 3, rstd);
+  return TS_OK;
+}
+
+ts_status ts_ag_upsample(ts_tensor *x, const ts_upsample_params *p, ts_tensor *y) {
+  const ts_grad_kind kind = p->nd == 1 ? (p->linear ? TS_GRAD_UPSAMPLE_LINEAR1D : TS_GRAD_UPSAMPLE_NEAREST1D)
+                                       : (p->linear ? TS_GRAD_UPSAMPLE_BILINEAR2D : TS_GRAD_UPSAMPLE_NEAREST2D);
+  ts_node *n;
+  ts_status st = ts_ag_record_kind(kind, 1, &x, y, &n);
+  return st ? st : keep_params(n, p, sizeof *p);
+}
+
+ts_status ts_ag_adaptive_max_pool2d(ts_tensor *x, ts_tensor *indices, ts_tensor *y) {
+  ts_node *n;
+  ts_status st = ts_ag_record_kind(TS_GRAD_ADAPTIVE_MAX_POOL2D, 1, &x, y, &n);
+  if (st) return st;
+  ts_ag_save(n, 0, x);
+  ts_ag_save(n, 1, indices);
   return TS_OK;
 }

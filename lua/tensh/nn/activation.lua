@@ -1,4 +1,4 @@
--- nn layers, one family a file: the activations (ReLU, GELU, Softmax, ...), parameterless layers over nn.functional.
+-- nn layers, one family a file: the activations (ReLU, GELU, ELU, Softplus, Softmax, ...), parameterless layers over nn.functional.
 -- Constructors, parameter names, shapes, initialisation and extra_repr as
 -- PyTorch's; forward through nn.functional. nn.lua loads this file after
 -- defining Module and Parameter, and copies the classes it returns into nn.
@@ -7,6 +7,7 @@ local C = require "tensh.nn.common"
 local Module, F = nn.Module, nn.functional
 local raise, args, pyval = C.raise, C.args, C.pyval
 local check_int, check_input = C.check_int, C.check_input
+local A = require "tensh.args"
 
 local M = {}
 
@@ -31,6 +32,7 @@ inplace_activation("ReLU6", F.relu6, true)
 inplace_activation("SiLU", F.silu, true)
 inplace_activation("Hardswish", F.hardswish, false)
 inplace_activation("Hardsigmoid", F.hardsigmoid, false)
+inplace_activation("Mish", F.mish, true)
 
 local function plain_activation(name, fn)
   local cls = Module:extend(name)
@@ -42,6 +44,7 @@ local function plain_activation(name, fn)
 end
 plain_activation("Sigmoid", F.sigmoid)
 plain_activation("Tanh", F.tanh)
+plain_activation("LogSigmoid", F.logsigmoid)
 
 local LeakyReLU = Module:extend("LeakyReLU")
 M.LeakyReLU = LeakyReLU
@@ -91,5 +94,56 @@ local function softmax_class(name, fn)
 end
 softmax_class("Softmax", F.softmax)
 softmax_class("LogSoftmax", F.log_softmax)
+softmax_class("Softmin", F.softmin)
+
+-- Softplus(beta = 1, threshold = 20)
+local Softplus = Module:extend("Softplus")
+M.Softplus = Softplus
+function Softplus:init(...)
+  local a = args("Softplus", {"beta", "threshold"}, ...)
+  self.beta = A.check_number("Softplus", "beta", a.beta == nil and 1 or a.beta)
+  self.threshold = A.check_number("Softplus", "threshold", a.threshold == nil and 20 or a.threshold)
+  if self.beta == 0 then raise("Softplus: beta must not be 0 (it divides)") end
+end
+function Softplus:extra_repr() return ("beta=%s, threshold=%s"):format(pyval(self.beta), pyval(self.threshold)) end
+function Softplus:forward(x)
+  check_input("Softplus", x)
+  return F.softplus(x, self.beta, self.threshold)
+end
+
+-- ELU(alpha = 1.0, inplace = false)
+local ELU = Module:extend("ELU")
+M.ELU = ELU
+function ELU:init(...)
+  local a = args("ELU", {"alpha", "inplace"}, ...)
+  self.alpha = A.check_number("ELU", "alpha", a.alpha == nil and 1.0 or a.alpha)
+  self.inplace = a.inplace or false
+end
+function ELU:extra_repr() return ("alpha=%s%s"):format(pyval(self.alpha), self.inplace and ", inplace=True" or "") end
+function ELU:forward(x)
+  check_input("ELU", x)
+  return F.elu(x, self.alpha, self.inplace)
+end
+
+-- Hardtanh(min_val = -1.0, max_val = 1.0, inplace = false); max_val must exceed min_val
+local Hardtanh = Module:extend("Hardtanh")
+M.Hardtanh = Hardtanh
+function Hardtanh:init(...)
+  local a = args("Hardtanh", {"min_val", "max_val", "inplace"}, ...)
+  self.min_val = A.check_number("Hardtanh", "min_val", a.min_val == nil and -1.0 or a.min_val)
+  self.max_val = A.check_number("Hardtanh", "max_val", a.max_val == nil and 1.0 or a.max_val)
+  if not (self.max_val > self.min_val) then
+    raise("Hardtanh: max_val (%s) must be greater than min_val (%s)", pyval(self.max_val), pyval(self.min_val))
+  end
+  self.inplace = a.inplace or false
+end
+function Hardtanh:extra_repr()
+  return ("min_val=%s, max_val=%s%s"):format(pyval(self.min_val), pyval(self.max_val),
+    self.inplace and ", inplace=True" or "")
+end
+function Hardtanh:forward(x)
+  check_input("Hardtanh", x)
+  return F.hardtanh(x, self.min_val, self.max_val, self.inplace)
+end
 
 return M
