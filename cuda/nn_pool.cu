@@ -70,22 +70,28 @@ __global__ void max_pool_kernel(pool_geo g, const T *__restrict__ x, T *__restri
   }
 }
 
+// Runs launch(T{}, I{}, total) for a max kernel writing values and int64 indices over
+// out[0]'s cells: T x's dtype, I the index width the size needs.
+template <typename L> static ts_status launch_max(const ts_call *c, const char *what, L launch) {
+  const int64_t total = ts_numel(c->out[0]);
+  if (total == 0) return TS_OK;
+  return tsc_with_index(total < INT32_MAX, [&](auto itag) -> ts_status {
+    if (c->in[0]->dtype == TS_FLOAT32) launch(float{}, itag, total);
+    else launch(double{}, itag, total);
+    TSC_LAUNCH_CHECK(what);
+    return TS_OK;
+  });
+}
+
 static ts_status k_max_pool2d(const ts_call *c) {
   const ts_tensor *x = c->in[0];
   ts_tensor *o = c->out[0], *oi = c->out[1];
   pool_geo g = make_geo(x, o, x, c->i, true);
-  const int64_t total = ts_numel(o);
-  if (total == 0) return TS_OK;
-  return tsc_with_index(total < INT32_MAX, [&](auto itag) -> ts_status {
+  return launch_max(c, "max_pool2d", [&](auto t, auto itag, int64_t total) {
+    using T = decltype(t);
     using I = decltype(itag);
-    if (x->dtype == TS_FLOAT32)
-      max_pool_kernel<float, I><<<tsc_blocks(total), TSC_THREADS, 0, tsc_stream()>>>(
-          g, tsc_ptr<float>(x), tsc_ptr<float>(o), tsc_ptr<int64_t>(oi), (I)total);
-    else
-      max_pool_kernel<double, I><<<tsc_blocks(total), TSC_THREADS, 0, tsc_stream()>>>(
-          g, tsc_ptr<double>(x), tsc_ptr<double>(o), tsc_ptr<int64_t>(oi), (I)total);
-    TSC_LAUNCH_CHECK("max_pool2d");
-    return TS_OK;
+    max_pool_kernel<T, I><<<tsc_blocks(total), TSC_THREADS, 0, tsc_stream()>>>(
+        g, tsc_ptr<T>(x), tsc_ptr<T>(o), tsc_ptr<int64_t>(oi), (I)total);
   });
 }
 
@@ -358,18 +364,11 @@ static ts_status k_adaptive_max_pool2d(const ts_call *c) {
   const ts_tensor *x = c->in[0];
   ts_tensor *o = c->out[0], *oi = c->out[1];
   pool_geo g = make_geo(x, o, x, NULL, false);
-  const int64_t total = ts_numel(o);
-  if (total == 0) return TS_OK;
-  return tsc_with_index(total < INT32_MAX, [&](auto itag) -> ts_status {
+  return launch_max(c, "adaptive_max_pool2d", [&](auto t, auto itag, int64_t total) {
+    using T = decltype(t);
     using I = decltype(itag);
-    if (x->dtype == TS_FLOAT32)
-      adaptive_max_kernel<float, I><<<tsc_blocks(total), TSC_THREADS, 0, tsc_stream()>>>(
-          g, tsc_ptr<float>(x), tsc_ptr<float>(o), tsc_ptr<int64_t>(oi), (I)total);
-    else
-      adaptive_max_kernel<double, I><<<tsc_blocks(total), TSC_THREADS, 0, tsc_stream()>>>(
-          g, tsc_ptr<double>(x), tsc_ptr<double>(o), tsc_ptr<int64_t>(oi), (I)total);
-    TSC_LAUNCH_CHECK("adaptive_max_pool2d");
-    return TS_OK;
+    adaptive_max_kernel<T, I><<<tsc_blocks(total), TSC_THREADS, 0, tsc_stream()>>>(
+        g, tsc_ptr<T>(x), tsc_ptr<T>(o), tsc_ptr<int64_t>(oi), (I)total);
   });
 }
 

@@ -77,13 +77,18 @@ ts_status ts_ag_conv(bool is_1d, ts_tensor *x, ts_tensor *w, ts_tensor *b, const
   return keep_params(n, p, sizeof *p);
 }
 
-ts_status ts_ag_max_pool2d(ts_tensor *x, ts_tensor *indices, ts_tensor *y) {
+/* the max pools' nodes: saved x and the indices of the maxima */
+static ts_status record_max_pool(ts_grad_kind kind, ts_tensor *x, ts_tensor *indices, ts_tensor *y) {
   ts_node *n;
-  ts_status st = ts_ag_record_kind(TS_GRAD_MAX_POOL2D, 1, &x, y, &n);
+  ts_status st = ts_ag_record_kind(kind, 1, &x, y, &n);
   if (st) return st;
   ts_ag_save(n, 0, x);
   ts_ag_save(n, 1, indices);
   return TS_OK;
+}
+
+ts_status ts_ag_max_pool2d(ts_tensor *x, ts_tensor *indices, ts_tensor *y) {
+  return record_max_pool(TS_GRAD_MAX_POOL2D, x, indices, y);
 }
 
 ts_status ts_ag_avg_pool2d(ts_tensor *x, const ts_pool2d_params *p, ts_tensor *y) {
@@ -101,30 +106,33 @@ ts_status ts_ag_adaptive_avg_pool2d(ts_tensor *x, ts_tensor *y) {
   return st;
 }
 
-ts_status ts_ag_batch_norm(ts_tensor *x, ts_tensor *w, ts_tensor *b, bool training, ts_tensor *mean, ts_tensor *invstd,
-                           ts_tensor *y) {
+/* the normalisations' nodes: inputs x, weight, bias; saved x, weight, the mean and the
+ * spread (invstd or rstd); i[1] param (batch norm: training; group norm: G) */
+static ts_status record_norm(ts_grad_kind kind, ts_tensor *x, ts_tensor *w, ts_tensor *b, ts_tensor *mean,
+                             ts_tensor *spread, ts_tensor *y, int64_t param, ts_node **node) {
   ts_tensor *in[3] = {x, w, b};
-  ts_node *n;
-  ts_status st = ts_ag_record_kind(TS_GRAD_BATCH_NORM, 3, in, y, &n);
+  ts_status st = ts_ag_record_kind(kind, 3, in, y, node);
   if (st) return st;
-  n->i[1] = training;
+  ts_node *n = *node;
+  n->i[1] = param;
   ts_ag_save(n, 0, x);
   if (w) ts_ag_save(n, 1, w);
   ts_ag_save(n, 2, mean);
-  ts_ag_save(n, 3, invstd);
+  ts_ag_save(n, 3, spread);
   return TS_OK;
+}
+
+ts_status ts_ag_batch_norm(ts_tensor *x, ts_tensor *w, ts_tensor *b, bool training, ts_tensor *mean, ts_tensor *invstd,
+                           ts_tensor *y) {
+  ts_node *n;
+  return record_norm(TS_GRAD_BATCH_NORM, x, w, b, mean, invstd, y, training, &n);
 }
 
 ts_status ts_ag_layer_norm(ts_tensor *x, int nd, const int64_t *shape, ts_tensor *w, ts_tensor *b, ts_tensor *mean,
                            ts_tensor *rstd, ts_tensor *y) {
-  ts_tensor *in[3] = {x, w, b};
   ts_node *n;
-  ts_status st = ts_ag_record_kind(TS_GRAD_LAYER_NORM, 3, in, y, &n);
+  ts_status st = record_norm(TS_GRAD_LAYER_NORM, x, w, b, mean, rstd, y, 0, &n);
   if (st) return st;
-  ts_ag_save(n, 0, x);
-  if (w) ts_ag_save(n, 1, w);
-  ts_ag_save(n, 2, mean);
-  ts_ag_save(n, 3, rstd);
   st = keep_params(n, shape, sizeof(int64_t) * (size_t)nd);
   n->nlist = nd;
   return st;
@@ -156,16 +164,8 @@ ts_status ts_ag_activation(ts_activation a, ts_tensor *x, const double p[2], ts_
 
 ts_status ts_ag_group_norm(ts_tensor *x, int64_t G, ts_tensor *w, ts_tensor *b, ts_tensor *mean, ts_tensor *rstd,
                            ts_tensor *y) {
-  ts_tensor *in[3] = {x, w, b};
   ts_node *n;
-  ts_status st = ts_ag_record_kind(TS_GRAD_GROUP_NORM, 3, in, y, &n);
-  if (st) return st;
-  n->i[1] = G;
-  ts_ag_save(n, 0, x);
-  if (w) ts_ag_save(n, 1, w);
-  ts_ag_save(n, 2, mean);
-  ts_ag_save(n, 3, rstd);
-  return TS_OK;
+  return record_norm(TS_GRAD_GROUP_NORM, x, w, b, mean, rstd, y, G, &n);
 }
 
 ts_status ts_ag_upsample(ts_tensor *x, const ts_upsample_params *p, ts_tensor *y) {
@@ -177,10 +177,5 @@ ts_status ts_ag_upsample(ts_tensor *x, const ts_upsample_params *p, ts_tensor *y
 }
 
 ts_status ts_ag_adaptive_max_pool2d(ts_tensor *x, ts_tensor *indices, ts_tensor *y) {
-  ts_node *n;
-  ts_status st = ts_ag_record_kind(TS_GRAD_ADAPTIVE_MAX_POOL2D, 1, &x, y, &n);
-  if (st) return st;
-  ts_ag_save(n, 0, x);
-  ts_ag_save(n, 1, indices);
-  return TS_OK;
+  return record_max_pool(TS_GRAD_ADAPTIVE_MAX_POOL2D, x, indices, y);
 }

@@ -337,6 +337,8 @@ test("Upsample and its fixed-mode forms", function()
   eq(tostring(b), "UpsamplingBilinear2d(scale_factor=2.0, mode='bilinear')", "UpsamplingBilinear2d repr")
   close(b(x), F.interpolate(x, {scale_factor = 2, mode = "bilinear", align_corners = true}), 0, 0, "align_corners")
   close(nn.UpsamplingNearest2d({size = 5})(x), F.interpolate(x, {size = 5}), 0, 0, "UpsamplingNearest2d")
+  close(F.interpolate(x, {size = torch.Size({5, 6})}), F.interpolate(x, {size = {5, 6}}), 0, 0, "a torch.Size as size")
+  raises(function() return nn.Upsample({size = true})(x) end, "size must be an integer, got boolean")
 end)
 
 test("HuberLoss and KLDivLoss modules", function()

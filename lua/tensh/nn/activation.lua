@@ -96,54 +96,45 @@ softmax_class("Softmax", F.softmax)
 softmax_class("LogSoftmax", F.log_softmax)
 softmax_class("Softmin", F.softmin)
 
--- Softplus(beta = 1, threshold = 20)
-local Softplus = Module:extend("Softplus")
-M.Softplus = Softplus
-function Softplus:init(...)
-  local a = args("Softplus", {"beta", "threshold"}, ...)
-  self.beta = A.check_number("Softplus", "beta", a.beta == nil and 1 or a.beta)
-  self.threshold = A.check_number("Softplus", "threshold", a.threshold == nil and 20 or a.threshold)
+-- An activation with number parameters {name, default} (and, when `inplace`, the inplace
+-- flag after them), as PyTorch's: repr "p=v, q=w[, inplace=True]", forward
+-- fn(x, p, q[, inplace]); check(self) runs after the constructor reads them.
+local function param_activation(name, fn, params, inplace, check)
+  local cls = Module:extend(name)
+  M[name] = cls
+  local keys = {}
+  for i, p in ipairs(params) do keys[i] = p[1] end
+  if inplace then keys[#keys + 1] = "inplace" end
+  function cls:init(...)
+    local a = args(name, keys, ...)
+    for _, p in ipairs(params) do
+      local v = a[p[1]]
+      self[p[1]] = A.check_number(name, p[1], v == nil and p[2] or v)
+    end
+    if inplace then self.inplace = a.inplace or false end
+    if check then check(self) end
+  end
+  function cls:extra_repr()
+    local parts = {}
+    for i, p in ipairs(params) do parts[i] = p[1] .. "=" .. pyval(self[p[1]]) end
+    return table.concat(parts, ", ") .. (self.inplace and ", inplace=True" or "")
+  end
+  function cls:forward(x)
+    check_input(name, x)
+    local v = {}
+    for i, p in ipairs(params) do v[i] = self[p[1]] end
+    if inplace then v[#v + 1] = self.inplace end
+    return fn(x, table.unpack(v, 1, #keys))
+  end
+end
+param_activation("Softplus", F.softplus, {{"beta", 1}, {"threshold", 20}}, false, function(self)
   if self.beta == 0 then raise("Softplus: beta must not be 0 (it divides)") end
-end
-function Softplus:extra_repr() return ("beta=%s, threshold=%s"):format(pyval(self.beta), pyval(self.threshold)) end
-function Softplus:forward(x)
-  check_input("Softplus", x)
-  return F.softplus(x, self.beta, self.threshold)
-end
-
--- ELU(alpha = 1.0, inplace = false)
-local ELU = Module:extend("ELU")
-M.ELU = ELU
-function ELU:init(...)
-  local a = args("ELU", {"alpha", "inplace"}, ...)
-  self.alpha = A.check_number("ELU", "alpha", a.alpha == nil and 1.0 or a.alpha)
-  self.inplace = a.inplace or false
-end
-function ELU:extra_repr() return ("alpha=%s%s"):format(pyval(self.alpha), self.inplace and ", inplace=True" or "") end
-function ELU:forward(x)
-  check_input("ELU", x)
-  return F.elu(x, self.alpha, self.inplace)
-end
-
--- Hardtanh(min_val = -1.0, max_val = 1.0, inplace = false); max_val must exceed min_val
-local Hardtanh = Module:extend("Hardtanh")
-M.Hardtanh = Hardtanh
-function Hardtanh:init(...)
-  local a = args("Hardtanh", {"min_val", "max_val", "inplace"}, ...)
-  self.min_val = A.check_number("Hardtanh", "min_val", a.min_val == nil and -1.0 or a.min_val)
-  self.max_val = A.check_number("Hardtanh", "max_val", a.max_val == nil and 1.0 or a.max_val)
+end)
+param_activation("ELU", F.elu, {{"alpha", 1.0}}, true)
+param_activation("Hardtanh", F.hardtanh, {{"min_val", -1.0}, {"max_val", 1.0}}, true, function(self)
   if not (self.max_val > self.min_val) then
     raise("Hardtanh: max_val (%s) must be greater than min_val (%s)", pyval(self.max_val), pyval(self.min_val))
   end
-  self.inplace = a.inplace or false
-end
-function Hardtanh:extra_repr()
-  return ("min_val=%s, max_val=%s%s"):format(pyval(self.min_val), pyval(self.max_val),
-    self.inplace and ", inplace=True" or "")
-end
-function Hardtanh:forward(x)
-  check_input("Hardtanh", x)
-  return F.hardtanh(x, self.min_val, self.max_val, self.inplace)
-end
+end)
 
 return M

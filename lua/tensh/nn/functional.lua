@@ -442,9 +442,10 @@ end
 
 local INTERP_LATER = {area = true, bicubic = true, trilinear = true, ["nearest-exact"] = true}
 
--- a number or a list of n numbers as a list of n (integers when `int`)
+-- a number, a list of n numbers or a torch.Size as a list of n (integers when `int`)
+local size_mt = getmetatable(torch.Size({}))
 local function spatial(fn, what, v, n, int)
-  if getmetatable(v) ~= nil and type(v.totable) == "function" then v = v:totable() end
+  if getmetatable(v) == size_mt then v = v:totable() end
   local list = {}
   if type(v) == "table" then
     if #v ~= n then
