@@ -1,5 +1,5 @@
 // CUDA kernels of the nn family (contracts in src/ops_nn.def; the CPU
-// reference is src/cpu/nn.c). This file holds batch and layer norm and the
+// reference is src/cpu/nn.c). This file holds batch, layer and group norm and the
 // family's registration; convolution kernels live in nn_conv.cu, pooling in nn_pool.cu.
 //
 // Batch norm sees x as (N, C, S) contiguous and per-channel vectors (C)
@@ -21,6 +21,8 @@ void tsc_register_nn_conv(ts_kernel *k); // nn_conv.cu
 void tsc_register_nn_pool(ts_kernel *k); // nn_pool.cu
 void tsc_register_rnn(ts_kernel *k);     // rnn.cu
 void tsc_register_attention(ts_kernel *k); // attention.cu
+void tsc_register_nn_act(ts_kernel *k);    // nn_act.cu
+void tsc_register_nn_upsample(ts_kernel *k); // nn_upsample.cu
 
 // ---- reduction states ------------------------------------------------------------
 
@@ -456,6 +458,116 @@ static ts_status k_layer_norm_backward(const ts_call *c) {
   return c->in[0]->dtype == TS_FLOAT32 ? layer_norm_backward<float>(c) : layer_norm_backward<double>(c);
 }
 
+// ---- group norm ----------------------------------------------------------------------
+// x and go (N, C, S) contiguous; row r = n*G + g is the D = C/G*S consecutive elements of
+// channels g*C/G.. of sample n (one contiguous span, as a layer-norm row), with the affine
+// per channel. Rows as the layer-norm kernels; the weight and bias gradients are per-channel
+// sums over (n, s): bn_reduce's passes.
+
+template <typename T>
+__global__ void gn_forward_kernel(const T *x, const T *w, const T *b, double eps, T *y, T *mean, T *rstd, int64_t NG,
+                                  int64_t G, int64_t cg, int64_t S) {
+  __shared__ T row[2]; // the row's mean and rstd
+  const int64_t D = cg * S;
+  for (int64_t r = blockIdx.x; r < NG; r += gridDim.x) { // block-uniform
+    const T *xr = x + r * D;
+    welford s = {0, 0, 0};
+    for (int64_t j = threadIdx.x; j < D; j += blockDim.x) welford_add(s, (double)xr[j]);
+    s = block_merge(s);
+    if (threadIdx.x == 0) {
+      row[0] = mean[r] = (T)(s.n > 0 ? s.mean : NAN_D);
+      row[1] = rstd[r] = (T)(1 / sqrt((s.n > 0 ? s.m2 / s.n : NAN_D) + eps));
+    }
+    __syncthreads();
+    const T mt = row[0], rt = row[1];
+    const T *wr = w + (r % G) * cg, *br = b + (r % G) * cg;
+    T *yr = y + r * D;
+    for (int64_t j = threadIdx.x; j < D; j += blockDim.x) yr[j] = (xr[j] - mt) * rt * wr[j / S] + br[j / S];
+    __syncthreads(); // row[] is written again for the next row
+  }
+}
+
+// gx = rstd * (g - mean(g) - xhat * mean(g * xhat)) per row, g = go * w[c]
+template <typename T>
+__global__ void gn_backward_kernel(const T *go, const T *x, const T *mean, const T *rstd, const T *w, T *gx,
+                                   int64_t NG, int64_t G, int64_t cg, int64_t S) {
+  __shared__ T row[2]; // mean(g) and mean(g * xhat)
+  const int64_t D = cg * S;
+  for (int64_t r = blockIdx.x; r < NG; r += gridDim.x) { // block-uniform
+    const T *gr = go + r * D, *xr = x + r * D, *wr = w + (r % G) * cg, mt = mean[r], rt = rstd[r];
+    sums2 s = {0, 0};
+    for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
+      const T g = gr[j] * wr[j / S];
+      s.a += (double)g, s.d += (double)g * (double)((xr[j] - mt) * rt);
+    }
+    s = block_merge(s);
+    if (threadIdx.x == 0) row[0] = (T)(s.a / (double)D), row[1] = (T)(s.d / (double)D);
+    __syncthreads();
+    const T ca = row[0], cb = row[1];
+    T *q = gx + r * D;
+    for (int64_t j = threadIdx.x; j < D; j += blockDim.x)
+      q[j] = rt * (gr[j] * wr[j / S] - ca - (xr[j] - mt) * rt * cb);
+    __syncthreads();
+  }
+}
+
+// gw[c] = sums of go * xhat, gb[c] = those of go, over x as (N, C, S)
+template <typename T> struct gn_param_grad_op {
+  using acc = sums2;
+  struct chan {
+    int64_t g; // the channel's group
+  };
+  const T *go, *x, *mean, *rstd; // go, x (N, C, S); mean, rstd (N*G)
+  int64_t CS, G, cg;
+  T *gw, *gb; // (C), either may be NULL
+  __device__ chan channel(int64_t c) const { return {c / cg}; }
+  __device__ static acc zero() { return {0, 0}; }
+  __device__ void add(acc &s, const chan &ch, int64_t off) const {
+    const int64_t r = (off / CS) * G + ch.g;
+    const T g = go[off];
+    s.a += (double)g;
+    s.d += (double)g * (double)((x[off] - mean[r]) * rstd[r]);
+  }
+  __device__ void finish(int64_t c, const acc &s) const {
+    if (gb) gb[c] = (T)s.a;
+    if (gw) gw[c] = (T)s.d;
+  }
+};
+
+template <typename T> static ts_status group_norm(const ts_call *c) {
+  ts_tensor *const *in = c->in;
+  const int64_t N = in[0]->sizes[0], C = in[0]->sizes[1], S = in[0]->sizes[2], G = c->i[0];
+  if (N * G == 0) return TS_OK;
+  gn_forward_kernel<T><<<row_blocks(N * G), BN_THREADS, 0, tsc_stream()>>>(
+      P<T>(in[0]), P<T>(in[1]), P<T>(in[2]), c->f[0], P<T>(c->out[0]), P<T>(c->out[1]), P<T>(c->out[2]), N * G, G,
+      C / G, S);
+  return tsc_after_launch("group_norm");
+}
+
+template <typename T> static ts_status group_norm_backward(const ts_call *c) {
+  ts_tensor *const *in = c->in;
+  const int64_t N = in[1]->sizes[0], C = in[1]->sizes[1], S = in[1]->sizes[2], G = c->i[0];
+  T *gx = c->out[0] ? P<T>(c->out[0]) : NULL, *gw = c->out[1] ? P<T>(c->out[1]) : NULL,
+    *gb = c->out[2] ? P<T>(c->out[2]) : NULL;
+  if (gx && N * G > 0 && C * S > 0) {
+    gn_backward_kernel<T><<<row_blocks(N * G), BN_THREADS, 0, tsc_stream()>>>(
+        P<T>(in[0]), P<T>(in[1]), P<T>(in[2]), P<T>(in[3]), P<T>(in[4]), gx, N * G, G, C / G, S);
+    ts_status st = tsc_after_launch("group_norm_backward");
+    if (st) return st;
+  }
+  if (!gw && !gb) return TS_OK;
+  return bn_reduce(gn_param_grad_op<T>{P<T>(in[0]), P<T>(in[1]), P<T>(in[2]), P<T>(in[3]), C * S, G, C / G, gw, gb},
+                   N, C, S, "group_norm_backward");
+}
+
+static ts_status k_group_norm(const ts_call *c) {
+  return c->in[0]->dtype == TS_FLOAT32 ? group_norm<float>(c) : group_norm<double>(c);
+}
+
+static ts_status k_group_norm_backward(const ts_call *c) {
+  return c->in[0]->dtype == TS_FLOAT32 ? group_norm_backward<float>(c) : group_norm_backward<double>(c);
+}
+
 extern "C" void tsc_register_nn(ts_kernel *k) {
   k[TS_OP_BATCH_NORM_STATS] = k_batch_norm_stats;
   k[TS_OP_BATCH_NORM_ELEMT] = k_batch_norm_elemt;
@@ -463,6 +575,10 @@ extern "C" void tsc_register_nn(ts_kernel *k) {
   k[TS_OP_BATCH_NORM_BACKWARD_ELEMT] = k_batch_norm_backward_elemt;
   k[TS_OP_LAYER_NORM] = k_layer_norm;
   k[TS_OP_LAYER_NORM_BACKWARD] = k_layer_norm_backward;
+  k[TS_OP_GROUP_NORM] = k_group_norm;
+  k[TS_OP_GROUP_NORM_BACKWARD] = k_group_norm_backward;
+  tsc_register_nn_act(k);
+  tsc_register_nn_upsample(k);
   tsc_register_nn_conv(k);
   tsc_register_nn_pool(k);
   tsc_register_rnn(k);

@@ -1,6 +1,6 @@
 // CUDA kernels for pooling (contracts in src/ops_nn.def; the CPU reference is
-// src/cpu/nn.c): max, average and adaptive average pooling, their backward
-// passes, and the max-pool backward scatter.
+// src/cpu/nn.c): max, average, adaptive average and adaptive max pooling, their
+// backward passes, and the max-pool backward scatter (adaptive max pooling's too).
 //
 // Forward kernels take one thread per output element; the average pools'
 // backward passes are gathers (one thread per input pixel, visiting the
@@ -70,22 +70,28 @@ __global__ void max_pool_kernel(pool_geo g, const T *__restrict__ x, T *__restri
   }
 }
 
+// Runs launch(T{}, I{}, total) for a max kernel writing values and int64 indices over
+// out[0]'s cells: T x's dtype, I the index width the size needs.
+template <typename L> static ts_status launch_max(const ts_call *c, const char *what, L launch) {
+  const int64_t total = ts_numel(c->out[0]);
+  if (total == 0) return TS_OK;
+  return tsc_with_index(total < INT32_MAX, [&](auto itag) -> ts_status {
+    if (c->in[0]->dtype == TS_FLOAT32) launch(float{}, itag, total);
+    else launch(double{}, itag, total);
+    TSC_LAUNCH_CHECK(what);
+    return TS_OK;
+  });
+}
+
 static ts_status k_max_pool2d(const ts_call *c) {
   const ts_tensor *x = c->in[0];
   ts_tensor *o = c->out[0], *oi = c->out[1];
   pool_geo g = make_geo(x, o, x, c->i, true);
-  const int64_t total = ts_numel(o);
-  if (total == 0) return TS_OK;
-  return tsc_with_index(total < INT32_MAX, [&](auto itag) -> ts_status {
+  return launch_max(c, "max_pool2d", [&](auto t, auto itag, int64_t total) {
+    using T = decltype(t);
     using I = decltype(itag);
-    if (x->dtype == TS_FLOAT32)
-      max_pool_kernel<float, I><<<tsc_blocks(total), TSC_THREADS, 0, tsc_stream()>>>(
-          g, tsc_ptr<float>(x), tsc_ptr<float>(o), tsc_ptr<int64_t>(oi), (I)total);
-    else
-      max_pool_kernel<double, I><<<tsc_blocks(total), TSC_THREADS, 0, tsc_stream()>>>(
-          g, tsc_ptr<double>(x), tsc_ptr<double>(o), tsc_ptr<int64_t>(oi), (I)total);
-    TSC_LAUNCH_CHECK("max_pool2d");
-    return TS_OK;
+    max_pool_kernel<T, I><<<tsc_blocks(total), TSC_THREADS, 0, tsc_stream()>>>(
+        g, tsc_ptr<T>(x), tsc_ptr<T>(o), tsc_ptr<int64_t>(oi), (I)total);
   });
 }
 
@@ -330,6 +336,42 @@ static ts_status k_adaptive_avg_pool2d_backward(const ts_call *c) {
   });
 }
 
+// ---- adaptive max pool ---------------------------------------------------------------------
+
+// out, idx (N, C, Ho, Wo) contiguous: the maximum of adaptive_kernel's window and its flat
+// index h*W + w, the first on ties, NaN winning (as the CPU)
+template <typename T, typename I>
+__global__ void adaptive_max_kernel(pool_geo g, const T *__restrict__ x, T *__restrict__ out,
+                                    int64_t *__restrict__ idx, I total) {
+  TSC_GRID_STRIDE(I, i, total) {
+    SPLIT4(I, i, g.Ho, g.Wo, pl, y, x0);
+    const T *src = x + ((int64_t)pl / g.C) * g.xs[0] + ((int64_t)pl % g.C) * g.xs[1];
+    const int64_t h0 = ad_start(y, g.Ho, g.H), h1 = ad_end(y, g.Ho, g.H);
+    const int64_t w0 = ad_start(x0, g.Wo, g.W), w1 = ad_end(x0, g.Wo, g.W);
+    T best = T(0);
+    int64_t bi = -1;
+    for (int64_t a = h0; a < h1; a++)
+      for (int64_t b = w0; b < w1; b++) {
+        const T v = src[a * g.xs[2] + b * g.xs[3]];
+        if (bi < 0 || v > best || isnan(v)) best = v, bi = a * g.W + b;
+      }
+    out[i] = best;
+    idx[i] = bi;
+  }
+}
+
+static ts_status k_adaptive_max_pool2d(const ts_call *c) {
+  const ts_tensor *x = c->in[0];
+  ts_tensor *o = c->out[0], *oi = c->out[1];
+  pool_geo g = make_geo(x, o, x, NULL, false);
+  return launch_max(c, "adaptive_max_pool2d", [&](auto t, auto itag, int64_t total) {
+    using T = decltype(t);
+    using I = decltype(itag);
+    adaptive_max_kernel<T, I><<<tsc_blocks(total), TSC_THREADS, 0, tsc_stream()>>>(
+        g, tsc_ptr<T>(x), tsc_ptr<T>(o), tsc_ptr<int64_t>(oi), (I)total);
+  });
+}
+
 void tsc_register_nn_pool(ts_kernel *k) {
   k[TS_OP_MAX_POOL2D] = k_max_pool2d;
   k[TS_OP_MAX_POOL2D_BACKWARD] = k_max_pool2d_backward;
@@ -337,4 +379,5 @@ void tsc_register_nn_pool(ts_kernel *k) {
   k[TS_OP_AVG_POOL2D_BACKWARD] = k_avg_pool2d_backward;
   k[TS_OP_ADAPTIVE_AVG_POOL2D] = k_adaptive_avg_pool2d;
   k[TS_OP_ADAPTIVE_AVG_POOL2D_BACKWARD] = k_adaptive_avg_pool2d_backward;
+  k[TS_OP_ADAPTIVE_MAX_POOL2D] = k_adaptive_max_pool2d;
 }

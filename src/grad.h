@@ -62,5 +62,10 @@ ts_status ts_ag_batch_norm(ts_tensor *x, ts_tensor *w, ts_tensor *b, bool traini
 ts_status ts_ag_layer_norm(ts_tensor *x, int nd, const int64_t *shape, ts_tensor *w, ts_tensor *b, ts_tensor *mean,
                            ts_tensor *rstd, ts_tensor *y);
 ts_status ts_ag_embedding(ts_tensor *w, ts_tensor *indices, const int64_t *padding_idx, ts_tensor *y);
+ts_status ts_ag_activation(ts_activation a, ts_tensor *x, const double p[2], ts_tensor *y);
+ts_status ts_ag_group_norm(ts_tensor *x, int64_t G, ts_tensor *w, ts_tensor *b, ts_tensor *mean, ts_tensor *rstd,
+                           ts_tensor *y);
+ts_status ts_ag_upsample(ts_tensor *x, const ts_upsample_params *p, ts_tensor *y);
+ts_status ts_ag_adaptive_max_pool2d(ts_tensor *x, ts_tensor *indices, ts_tensor *y);
 
 #endif

@@ -72,4 +72,46 @@ ts_status ts_embedding_padded(ts_tensor *weight, ts_tensor *indices, const int64
 ts_status ts_embedding_backward(ts_tensor *grad_out, ts_tensor *indices, int64_t num_weights,
                                 const int64_t *padding_idx, ts_tensor **grad_weight);
 
+/* ---- activations with kernels of their own (op_nn_act.c) ---- */
+typedef enum ts_activation {
+  TS_ACT_SOFTPLUS,    /* p[0] beta, p[1] threshold */
+  TS_ACT_ELU,         /* p[0] alpha */
+  TS_ACT_HARDTANH,    /* p[0] min_val, p[1] max_val */
+  TS_ACT_LOG_SIGMOID,
+  TS_ACT_MISH,
+} ts_activation;
+/* x floating, any shape and strides -> act(x) in x's dtype (halves computed in float32) */
+ts_status ts_activation_forward(ts_activation a, ts_tensor *x, const double p[2], ts_tensor **out);
+/* grad_out of x's shape -> the gradient with respect to x */
+ts_status ts_activation_backward(ts_activation a, ts_tensor *grad_out, ts_tensor *x, const double p[2],
+                                 ts_tensor **grad_input);
+
+/* x (N, C, *) normalised over groups of C/G channels (with the trailing dims) per sample;
+ * weight/bias (C) or NULL. saved_mean/saved_rstd (N, G) in the compute dtype. */
+ts_status ts_group_norm(ts_tensor *x, int64_t G, ts_tensor *weight, ts_tensor *bias, double eps, ts_tensor **out,
+                        ts_tensor **saved_mean, ts_tensor **saved_rstd);
+ts_status ts_group_norm_backward(ts_tensor *grad_out, ts_tensor *x, int64_t G, ts_tensor *saved_mean,
+                                 ts_tensor *saved_rstd, ts_tensor *weight, const bool need[3], ts_tensor **grad_input,
+                                 ts_tensor **grad_weight, ts_tensor **grad_bias);
+
+/* Interpolation (op_nn_upsample.c), torch's upsample_nearest1d/2d, upsample_linear1d and
+ * upsample_bilinear2d: x (N, C, L) or (N, C, H, W) to the spatial size `size` (1 or 2
+ * entries); scales[d]: the scale factor the caller gave for spatial dim d, or 0 (the
+ * sizes set it). align_corners only for linear. */
+typedef struct ts_upsample_params {
+  bool linear;          /* linear (3-D) / bilinear (4-D); else nearest */
+  bool align_corners;
+  int nd;               /* spatial dims: 1 or 2 */
+  int64_t size[2];      /* the output's spatial sizes */
+  double scales[2];
+} ts_upsample_params;
+ts_status ts_upsample(ts_tensor *x, const ts_upsample_params *p, ts_tensor **out);
+/* input_sizes: x's sizes (its rank is p->nd + 2) */
+ts_status ts_upsample_backward(ts_tensor *grad_out, const int64_t *input_sizes, const ts_upsample_params *p,
+                               ts_tensor **grad_input);
+
+/* x (N, C, H, W) or (C, H, W) -> the maxima of adaptive_avg_pool2d's windows and their
+ * int64 indices into H*W; the backward is ts_max_pool2d_backward */
+ts_status ts_adaptive_max_pool2d(ts_tensor *x, int64_t oh, int64_t ow, ts_tensor **out, ts_tensor **indices);
+
 #endif

@@ -1,6 +1,7 @@
 /* The op layer for batch and layer normalisation (contracts in op_nn.h),
  * forward and backward: batch norm runs the BATCH_NORM_* kernels, layer norm
- * the LAYER_NORM ones (one pass over the rows each way). float16/bfloat16 are
+ * the LAYER_NORM ones (one pass over the rows each way), group norm the GROUP_NORM
+ * ones (rows of C/G channels, per-channel affine). float16/bfloat16 are
  * computed in float32 and rounded once at the end. */
 #include "op_nn_common.h"
 
@@ -12,12 +13,13 @@ static ts_status check_param(const char *fn, const char *what, const ts_tensor *
   return check_float(fn, what, t);
 }
 
-/* x as (N, C, S) in the compute dtype */
-static ts_status bn_view(ts_tensor *x, ts_tensor **xc, ts_tensor **x3) {
+/* x as (N, C, S) contiguous in the compute dtype (xc, x3: the steps, released by the caller) */
+static ts_status bn_view(ts_tensor *x, ts_tensor **xc, ts_tensor **x3, ts_tensor **out) {
   int64_t S = 1;
   for (int d = 2; d < x->ndim; d++) S *= x->sizes[d];
   ts_status st = to_compute(x, xc);
-  return st ? st : ts_reshape(*xc, 3, (int64_t[]){x->sizes[0], x->sizes[1], S}, x3);
+  if (!st) st = ts_reshape(*xc, 3, (int64_t[]){x->sizes[0], x->sizes[1], S}, x3);
+  return st ? st : ts_contiguous(*x3, out);
 }
 
 static ts_status bn_check(const char *fn, ts_tensor *x) {
@@ -65,8 +67,7 @@ static ts_status batch_norm_impl(ts_tensor *x, ts_tensor *rm, ts_tensor *rv, ts_
   ts_tensor **xc = tmp(&k), **x3 = tmp(&k), **x3c = tmp(&k), **mean = tmp(&k), **var = tmp(&k), **ve = tmp(&k),
             **inv = tmp(&k), **t1 = tmp(&k), **t2 = tmp(&k), **t3 = tmp(&k), **t4 = tmp(&k), **md = tmp(&k),
             **vd = tmp(&k), **wc = tmp(&k), **bc = tmp(&k), **y = tmp(&k), **yv = tmp(&k);
-  TRY(bn_view(x, xc, x3));
-  TRY(ts_contiguous(*x3, x3c));
+  TRY(bn_view(x, xc, x3, x3c));
   if (training) { /* one direct pass per statistic instead of composed reductions */
     TRY(ts_tensor_empty(1, &C, cd, x->device, mean));
     TRY(ts_tensor_empty(1, &C, cd, x->device, var));
@@ -106,6 +107,34 @@ done:
   return st;
 }
 
+/* A backward's results from its kernels' (compute-dtype) outputs, each where need says:
+ * gx from r (x's element count) in x's shape and dtype, gw and gb from rw, rb in the
+ * parameters' shape (pnd dims pshape) and dtype pdt. */
+static ts_status hand_back(const bool need[3], ts_tensor *r, ts_tensor *rw, ts_tensor *rb, ts_tensor *x, int pnd,
+                           const int64_t *pshape, ts_dtype pdt, ts_tensor **gx, ts_tensor **gw, ts_tensor **gb) {
+  ts_status st;
+  tmps k = {.n = 0};
+  ts_tensor **rv = tmp(&k), **rwv = tmp(&k), **rbv = tmp(&k), **fx = tmp(&k), **fw = tmp(&k), **fb = tmp(&k);
+  if (need[0]) {
+    TRY(ts_view(r, x->ndim, x->sizes, rv));
+    TRY(ts_to_dtype(*rv, x->dtype, fx));
+  }
+  if (need[1]) {
+    TRY(ts_view(rw, pnd, pshape, rwv));
+    TRY(ts_to_dtype(*rwv, pdt, fw));
+  }
+  if (need[2]) {
+    TRY(ts_view(rb, pnd, pshape, rbv));
+    TRY(ts_to_dtype(*rbv, pdt, fb));
+  }
+  if (need[0]) *gx = take(fx);
+  if (need[1]) *gw = take(fw);
+  if (need[2]) *gb = take(fb);
+done:
+  tmps_free(&k);
+  return st;
+}
+
 ts_status ts_batch_norm_backward(ts_tensor *go, ts_tensor *x, ts_tensor *w, ts_tensor *mean, ts_tensor *invstd,
                                  bool training, const bool need[3], ts_tensor **gx, ts_tensor **gw, ts_tensor **gb) {
   const char *fn = "batch_norm_backward";
@@ -122,12 +151,9 @@ ts_status ts_batch_norm_backward(ts_tensor *go, ts_tensor *x, ts_tensor *w, ts_t
   const ts_dtype cd = compute_dtype(x->dtype), pdt = w ? w->dtype : x->dtype;
   tmps k = {.n = 0};
   ts_tensor **xc = tmp(&k), **x3 = tmp(&k), **x3c = tmp(&k), **gc = tmp(&k), **g3 = tmp(&k), **g3c = tmp(&k),
-            **m = tmp(&k), **iv = tmp(&k), **wc = tmp(&k), **sg = tmp(&k), **sgx = tmp(&k), **r = tmp(&k),
-            **rv = tmp(&k), **fx = tmp(&k), **fw = tmp(&k), **fb = tmp(&k);
-  TRY(bn_view(x, xc, x3));
-  TRY(ts_contiguous(*x3, x3c));
-  TRY(bn_view(go, gc, g3));
-  TRY(ts_contiguous(*g3, g3c));
+            **m = tmp(&k), **iv = tmp(&k), **wc = tmp(&k), **sg = tmp(&k), **sgx = tmp(&k), **r = tmp(&k);
+  TRY(bn_view(x, xc, x3, x3c));
+  TRY(bn_view(go, gc, g3, g3c));
   TRY(bn_param(mean, 0, C, cd, x->device, m));
   TRY(bn_param(invstd, 0, C, cd, x->device, iv));
   /* the two per-channel sums (of go and of go * xhat) in one pass */
@@ -146,14 +172,8 @@ ts_status ts_batch_norm_backward(ts_tensor *go, ts_tensor *x, ts_tensor *w, ts_t
     ts_call c = {.op = TS_OP_BATCH_NORM_BACKWARD_ELEMT, .nin = 7, .in = in, .out = {*r},
                  .f = {training && M > 0 ? 1.0 / (double)M : 0}}; /* constant statistics: gx = go * w * invstd */
     TRY(ts_dispatch(&c));
-    TRY(ts_view(*r, x->ndim, x->sizes, rv));
-    TRY(ts_to_dtype(*rv, x->dtype, fx));
   }
-  if (need[1]) TRY(ts_to_dtype(*sgx, pdt, fw));
-  if (need[2]) TRY(ts_to_dtype(*sg, pdt, fb));
-  if (need[0]) *gx = take(fx);
-  if (need[1]) *gw = take(fw);
-  if (need[2]) *gb = take(fb);
+  TRY(hand_back(need, *r, *sgx, *sg, x, 1, &C, pdt, gx, gw, gb));
 done:
   tmps_free(&k);
   return st;
@@ -252,8 +272,7 @@ ts_status ts_layer_norm_backward(ts_tensor *go, ts_tensor *x, int nd, const int6
   const ts_dtype cd = compute_dtype(x->dtype), pdt = w ? w->dtype : x->dtype;
   tmps k = {.n = 0};
   ts_tensor **xc = tmp(&k), **x2 = tmp(&k), **xr = tmp(&k), **gc = tmp(&k), **g2 = tmp(&k), **gr = tmp(&k),
-            **mc = tmp(&k), **rc = tmp(&k), **wc = tmp(&k), **r = tmp(&k), **rw = tmp(&k), **rb = tmp(&k),
-            **rv = tmp(&k), **rwv = tmp(&k), **rbv = tmp(&k), **fx = tmp(&k), **fw = tmp(&k), **fb = tmp(&k);
+            **mc = tmp(&k), **rc = tmp(&k), **wc = tmp(&k), **r = tmp(&k), **rw = tmp(&k), **rb = tmp(&k);
   TRY(ln_rows(x, M, D, xc, x2, xr));
   TRY(ln_rows(go, M, D, gc, g2, gr));
   TRY(bn_param(mean, 0, M, cd, x->device, mc));
@@ -267,27 +286,119 @@ ts_status ts_layer_norm_backward(ts_tensor *go, ts_tensor *x, int nd, const int6
     ts_call c = {.op = TS_OP_LAYER_NORM_BACKWARD, .nin = 5, .in = in, .out = {*r, *rw, *rb}};
     if (need[0] || need[1] || need[2]) TRY(ts_dispatch(&c));
   }
-  if (need[0]) {
-    TRY(ts_view(*r, x->ndim, x->sizes, rv));
-    TRY(ts_to_dtype(*rv, x->dtype, fx));
+  TRY(hand_back(need, *r, *rw, *rb, x, nd, shape, pdt, gx, gw, gb));
+done:
+  tmps_free(&k);
+  return st;
+}
+
+/* Checks x (N, C, *) against G and the per-channel weight and bias; N samples of G
+ * rows of D = C/G * S elements. */
+static ts_status gn_check(const char *fn, ts_tensor *x, int64_t G, ts_tensor *w, ts_tensor *b, int64_t *N, int64_t *C,
+                          int64_t *S) {
+  if (x->ndim < 2)
+    return ts_fail(TS_ERR_SHAPE, "%s: expected an input of at least 2 dims (N, C, ...), got shape %s", fn,
+                   shape_of(x).s);
+  ts_status st = check_float(fn, "input", x);
+  if (st) return st;
+  *N = x->sizes[0], *C = x->sizes[1], *S = 1;
+  for (int d = 2; d < x->ndim; d++) *S *= x->sizes[d];
+  if (G < 1 || *C % G != 0)
+    return ts_fail(TS_ERR_ARG, "%s: expected the number of channels to be divisible by num_groups, but got input of "
+                   "shape %s and num_groups=%lld", fn, shape_of(x).s, (long long)G);
+  if ((st = check_param(fn, "weight", w, *C)) || (st = check_param(fn, "bias", b, *C))) return st;
+  ts_tensor *all[3] = {x, w ? w : x, b ? b : x};
+  return ts_check_same_device(fn, 3, all);
+}
+
+static ts_status group_norm_impl(ts_tensor *x, int64_t G, ts_tensor *w, ts_tensor *b, double eps, ts_tensor **out,
+                                 ts_tensor **saved_mean, ts_tensor **saved_rstd) {
+  const char *fn = "group_norm";
+  int64_t N, C, S;
+  ts_status st = gn_check(fn, x, G, w, b, &N, &C, &S);
+  if (st) return st;
+  const ts_dtype cd = compute_dtype(x->dtype);
+  const int64_t NG = N * G;
+  tmps k = {.n = 0};
+  ts_tensor **xc = tmp(&k), **x3 = tmp(&k), **x3c = tmp(&k), **wc = tmp(&k), **bc = tmp(&k), **y = tmp(&k),
+            **mean = tmp(&k), **rstd = tmp(&k), **yv = tmp(&k), **fy = tmp(&k), **fm = tmp(&k), **fr = tmp(&k);
+  TRY(bn_view(x, xc, x3, x3c));
+  TRY(bn_param(w, 1, C, cd, x->device, wc));
+  TRY(bn_param(b, 0, C, cd, x->device, bc));
+  TRY(ts_tensor_empty(3, x3c[0]->sizes, cd, x->device, y));
+  TRY(ts_tensor_empty(1, &NG, cd, x->device, mean));
+  TRY(ts_tensor_empty(1, &NG, cd, x->device, rstd));
+  if (NG > 0) { /* rows of no elements get NaN statistics, as layer norm's */
+    ts_tensor *in[3] = {*x3c, *wc, *bc};
+    ts_call c = {.op = TS_OP_GROUP_NORM, .nin = 3, .in = in, .out = {*y, *mean, *rstd}, .i = {G}, .f = {eps}};
+    TRY(ts_dispatch(&c));
   }
-  if (need[1]) {
-    TRY(ts_view(*rw, nd, shape, rwv));
-    TRY(ts_to_dtype(*rwv, pdt, fw));
+  TRY(ts_view(*y, x->ndim, x->sizes, yv));
+  TRY(ts_to_dtype(*yv, x->dtype, fy));
+  if (saved_mean) TRY(ts_view(*mean, 2, (int64_t[]){N, G}, fm));
+  if (saved_rstd) TRY(ts_view(*rstd, 2, (int64_t[]){N, G}, fr));
+  *out = take(fy);
+  if (saved_mean) *saved_mean = take(fm);
+  if (saved_rstd) *saved_rstd = take(fr);
+done:
+  tmps_free(&k);
+  return st;
+}
+
+ts_status ts_group_norm_backward(ts_tensor *go, ts_tensor *x, int64_t G, ts_tensor *mean, ts_tensor *rstd,
+                                 ts_tensor *w, const bool need[3], ts_tensor **gx, ts_tensor **gw, ts_tensor **gb) {
+  const char *fn = "group_norm_backward";
+  int64_t N, C, S;
+  ts_status st = gn_check(fn, x, G, w, NULL, &N, &C, &S);
+  if (st) return st;
+  if (go->ndim != x->ndim || memcmp(go->sizes, x->sizes, sizeof(int64_t) * (size_t)x->ndim))
+    return ts_fail(TS_ERR_SHAPE, "%s: grad_output has shape %s but the input has shape %s", fn, shape_of(go).s,
+                   shape_of(x).s);
+  if (ts_numel(mean) != N * G || ts_numel(rstd) != N * G)
+    return ts_fail(TS_ERR_SHAPE, "%s: expected saved_mean and saved_rstd of %lld elements, got shapes %s and %s", fn,
+                   (long long)(N * G), shape_of(mean).s, shape_of(rstd).s);
+  if ((st = check_float(fn, "grad_output", go)) || (st = check_float(fn, "saved_mean", mean)) ||
+      (st = check_float(fn, "saved_rstd", rstd)))
+    return st;
+  ts_tensor *all[4] = {go, x, mean, rstd};
+  if ((st = ts_check_same_device(fn, 4, all))) return st;
+  const ts_dtype cd = compute_dtype(x->dtype), pdt = w ? w->dtype : x->dtype;
+  const int64_t NG = N * G;
+  tmps k = {.n = 0};
+  ts_tensor **xc = tmp(&k), **x3 = tmp(&k), **x3c = tmp(&k), **gc = tmp(&k), **g3 = tmp(&k), **g3c = tmp(&k),
+            **mc = tmp(&k), **rc = tmp(&k), **wc = tmp(&k), **r = tmp(&k), **rw = tmp(&k), **rb = tmp(&k),
+            **m1 = tmp(&k), **r1 = tmp(&k);
+  TRY(bn_view(x, xc, x3, x3c));
+  TRY(bn_view(go, gc, g3, g3c));
+  TRY(ts_reshape(mean, 1, &NG, m1));
+  TRY(ts_reshape(rstd, 1, &NG, r1));
+  TRY(bn_param(*m1, 0, NG, cd, x->device, mc));
+  TRY(bn_param(*r1, 0, NG, cd, x->device, rc));
+  TRY(bn_param(w, 1, C, cd, x->device, wc));
+  if (need[0]) TRY(ts_tensor_empty(3, x3c[0]->sizes, cd, x->device, r));
+  if (need[1]) TRY(ts_tensor_empty(1, &C, cd, x->device, rw));
+  if (need[2]) TRY(ts_tensor_empty(1, &C, cd, x->device, rb));
+  if (need[0] || need[1] || need[2]) {
+    ts_tensor *in[5] = {*g3c, *x3c, *mc, *rc, *wc};
+    ts_call c = {.op = TS_OP_GROUP_NORM_BACKWARD, .nin = 5, .in = in, .out = {*r, *rw, *rb}, .i = {G}};
+    TRY(ts_dispatch(&c));
   }
-  if (need[2]) {
-    TRY(ts_view(*rb, nd, shape, rbv));
-    TRY(ts_to_dtype(*rbv, pdt, fb));
-  }
-  if (need[0]) *gx = take(fx);
-  if (need[1]) *gw = take(fw);
-  if (need[2]) *gb = take(fb);
+  TRY(hand_back(need, *r, *rw, *rb, x, 1, &C, pdt, gx, gw, gb));
 done:
   tmps_free(&k);
   return st;
 }
 
 /* ---- autograd: each op records one node that calls its backward (grad_nn.c) ---- */
+
+/* The statistics an impl made (for the node, or because the caller asked): a reference
+ * to each for the caller's pointers that are set, the impl's own released. */
+static void give_stats(ts_tensor *mean, ts_tensor *spread, ts_tensor **saved_mean, ts_tensor **saved_spread) {
+  if (saved_mean && mean) ts_tensor_retain(*saved_mean = mean);
+  if (saved_spread && spread) ts_tensor_retain(*saved_spread = spread);
+  ts_tensor_release(mean);
+  ts_tensor_release(spread);
+}
 
 ts_status ts_batch_norm(ts_tensor *x, ts_tensor *rm, ts_tensor *rv, ts_tensor *w, ts_tensor *b, bool training,
                         double momentum, double eps, ts_tensor **out, ts_tensor **saved_mean,
@@ -299,10 +410,7 @@ ts_status ts_batch_norm(ts_tensor *x, ts_tensor *rm, ts_tensor *rv, ts_tensor *w
                                  track || saved_invstd ? &invstd : NULL);
   TS_AG_RESTORE(prev);
   if (!st && track) st = ts_ag_batch_norm(x, w, b, training, mean, invstd, *out);
-  if (saved_mean && mean) ts_tensor_retain(*saved_mean = mean);
-  if (saved_invstd && invstd) ts_tensor_retain(*saved_invstd = invstd);
-  ts_tensor_release(mean);
-  ts_tensor_release(invstd);
+  give_stats(mean, invstd, saved_mean, saved_invstd);
   return st;
 }
 
@@ -316,9 +424,19 @@ ts_status ts_layer_norm(ts_tensor *x, int nd, const int64_t *shape, ts_tensor *w
                                  track || saved_rstd ? &rstd : NULL);
   TS_AG_RESTORE(prev);
   if (!st && track) st = ts_ag_layer_norm(x, nd, shape, w, b, mean, rstd, *out);
-  if (saved_mean && mean) ts_tensor_retain(*saved_mean = mean);
-  if (saved_rstd && rstd) ts_tensor_retain(*saved_rstd = rstd);
-  ts_tensor_release(mean);
-  ts_tensor_release(rstd);
+  give_stats(mean, rstd, saved_mean, saved_rstd);
+  return st;
+}
+
+ts_status ts_group_norm(ts_tensor *x, int64_t G, ts_tensor *w, ts_tensor *b, double eps, ts_tensor **out,
+                        ts_tensor **saved_mean, ts_tensor **saved_rstd) {
+  ts_tensor *in[3] = {x, w, b}, *mean = NULL, *rstd = NULL;
+  bool track = ts_ag_needed(3, in);
+  TS_AG_OFF(prev);
+  ts_status st = group_norm_impl(x, G, w, b, eps, out, track || saved_mean ? &mean : NULL,
+                                 track || saved_rstd ? &rstd : NULL);
+  TS_AG_RESTORE(prev);
+  if (!st && track) st = ts_ag_group_norm(x, G, w, b, mean, rstd, *out);
+  give_stats(mean, rstd, saved_mean, saved_rstd);
   return st;
 }

@@ -1,6 +1,6 @@
-/* The op layer for pooling (contracts in op_nn.h): max, average and adaptive
- * average pooling have kernels of their own; max-pool backward is a
- * scatter-add of the gradient at the saved indices. float16/bfloat16 are
+/* The op layer for pooling (contracts in op_nn.h): max, average, adaptive
+ * average and adaptive max pooling have kernels of their own; the max pools'
+ * backward is a scatter-add of the gradient at the saved indices. float16/bfloat16 are
  * computed in float32 and rounded once at the end. */
 #include "op_nn_common.h"
 
@@ -61,30 +61,39 @@ static ts_status check_grad_shape(const char *fn, const ts_tensor *go, const ts_
   return ts_fail(TS_ERR_SHAPE, "%s: grad_output has shape %s but the output has shape %s", fn, shape_of(go).s, es);
 }
 
-static ts_status max_pool2d_impl(ts_tensor *x, const ts_pool2d_params *p, ts_tensor **out, ts_tensor **indices) {
-  pool_geo g;
-  ts_status st = pool_check("max_pool2d", x, p, &g);
-  if (st) return st;
+/* The shared shape of the max pools: x as 4-D in its compute dtype, fresh (N, C, oh, ow)
+ * values and int64 indices from kernel call c, then x's dtype and rank again. */
+static ts_status run_max_pool(ts_call c, ts_tensor *x, const pool_geo *g, int64_t oh, int64_t ow, ts_tensor **out,
+                              ts_tensor **indices) {
+  ts_status st;
   tmps k = {.n = 0};
   ts_tensor **xc = tmp(&k), **x4 = tmp(&k), **r = tmp(&k), **ri = tmp(&k), **fr = tmp(&k), **fi = tmp(&k);
-  int64_t os[4] = {g.N, g.C, g.Ho, g.Wo};
+  int64_t os[4] = {g->N, g->C, oh, ow};
   TRY(to_compute(x, xc));
   TRY(lift4(*xc, x4));
   TRY(ts_tensor_empty(4, os, compute_dtype(x->dtype), x->device, r));
   TRY(ts_tensor_empty(4, os, TS_INT64, x->device, ri));
-  if (g.N > 0) {
-    ts_call c = {.op = TS_OP_MAX_POOL2D, .nin = 1, .in = x4, .out = {*r, *ri},
-                 .i = {ts_pack2(p->kernel[0], p->kernel[1]), ts_pack2(p->stride[0], p->stride[1]),
-                       ts_pack2(p->padding[0], p->padding[1]), ts_pack2(p->dilation[0], p->dilation[1])}};
+  if (g->N * g->C * oh * ow > 0) {
+    c.nin = 1, c.in = x4, c.out[0] = *r, c.out[1] = *ri;
     TRY(ts_dispatch(&c));
   }
-  TRY(finish(*r, x->dtype, g.unbatched, fr));
-  TRY(finish(*ri, TS_INT64, g.unbatched, fi));
+  TRY(finish(*r, x->dtype, g->unbatched, fr));
+  TRY(finish(*ri, TS_INT64, g->unbatched, fi));
   *out = take(fr);
   *indices = take(fi);
 done:
   tmps_free(&k);
   return st;
+}
+
+static ts_status max_pool2d_impl(ts_tensor *x, const ts_pool2d_params *p, ts_tensor **out, ts_tensor **indices) {
+  pool_geo g;
+  ts_status st = pool_check("max_pool2d", x, p, &g);
+  if (st) return st;
+  ts_call c = {.op = TS_OP_MAX_POOL2D,
+               .i = {ts_pack2(p->kernel[0], p->kernel[1]), ts_pack2(p->stride[0], p->stride[1]),
+                     ts_pack2(p->padding[0], p->padding[1]), ts_pack2(p->dilation[0], p->dilation[1])}};
+  return run_max_pool(c, x, &g, g.Ho, g.Wo, out, indices);
 }
 
 ts_status ts_max_pool2d_backward(ts_tensor *grad_out, ts_tensor *indices, ts_tensor *x, ts_tensor **grad_input) {
@@ -212,6 +221,12 @@ ts_status ts_adaptive_avg_pool2d_backward(ts_tensor *grad_out, ts_tensor *x, ts_
   return run_pool(TS_OP_ADAPTIVE_AVG_POOL2D_BACKWARD, grad_out, x, &g, g.H, g.W, NULL, grad_input);
 }
 
+static ts_status adaptive_max_pool2d_impl(ts_tensor *x, int64_t oh, int64_t ow, ts_tensor **out, ts_tensor **indices) {
+  pool_geo g;
+  ts_status st = adaptive_check("adaptive_max_pool2d", x, oh, ow, &g);
+  return st ? st : run_max_pool((ts_call){.op = TS_OP_ADAPTIVE_MAX_POOL2D}, x, &g, oh, ow, out, indices);
+}
+
 /* ---- autograd: each op records one node that calls its backward (grad_nn.c) ---- */
 
 ts_status ts_max_pool2d(ts_tensor *x, const ts_pool2d_params *p, ts_tensor **out, ts_tensor **indices) {
@@ -238,5 +253,16 @@ ts_status ts_adaptive_avg_pool2d(ts_tensor *x, int64_t oh, int64_t ow, ts_tensor
   ts_status st = adaptive_avg_pool2d_impl(x, oh, ow, out);
   TS_AG_RESTORE(prev);
   if (!st && ts_ag_needed(1, &x)) st = ts_ag_adaptive_avg_pool2d(x, *out);
+  return st;
+}
+
+ts_status ts_adaptive_max_pool2d(ts_tensor *x, int64_t oh, int64_t ow, ts_tensor **out, ts_tensor **indices) {
+  ts_tensor *ix = NULL; /* the backward needs the indices even when the caller does not */
+  TS_AG_OFF(prev);
+  ts_status st = adaptive_max_pool2d_impl(x, oh, ow, out, &ix);
+  TS_AG_RESTORE(prev);
+  if (!st && ts_ag_needed(1, &x)) st = ts_ag_adaptive_max_pool2d(x, ix, *out);
+  if (!st && indices) *indices = ix;
+  else ts_tensor_release(ix);
   return st;
 }

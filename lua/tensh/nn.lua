@@ -732,7 +732,7 @@ nn.utils = require "tensh.nn.utils"
 
 -- the layers, one family a file (lua/tensh/nn/<family>.lua)
 for _, family in ipairs({"linear", "activation", "conv", "pooling", "normalization", "sparse", "container", "loss",
-    "rnn", "attention", "transformer"}) do
+    "rnn", "attention", "transformer", "upsampling"}) do
   for name, cls in pairs(require("tensh.nn." .. family)) do nn[name] = cls end
 end
 -- nn.parallel (torch.nn.parallel): DistributedDataParallel, one process per device

@@ -5,7 +5,8 @@
 -- aten::addmm in PyTorch), im2col/col2im are steps inside a convolution,
 -- the optimizer steps are foreach loops there, the batch-norm pieces and
 -- the recurrent cells are pieces of larger ATen ops. Both convolution
--- backward kernels are PyTorch's one convolution_backward.
+-- backward kernels are PyTorch's one convolution_backward. The upsample
+-- kernels serve both the 1-d and the 2-d ATen ops.
 return {
   copy = "aten::copy_", fill = "aten::fill_", arange = "aten::arange", linspace = "aten::linspace",
   rand = "aten::uniform_", randn = "aten::normal_", randint = "aten::random_", randperm = "aten::randperm",
@@ -39,4 +40,9 @@ return {
   sum = "aten::sum", prod = "aten::prod", max = "aten::max", min = "aten::min", var = "aten::var",
   norm = "aten::linalg_vector_norm", all = "aten::all", any = "aten::any", logsumexp = "aten::logsumexp",
   cumsum = "aten::cumsum", softmax = "aten::_softmax", log_softmax = "aten::_log_softmax",
+  softplus = "aten::softplus", softplus_backward = "aten::softplus_backward", elu = "aten::elu",
+  elu_backward = "aten::elu_backward", hardtanh = "aten::hardtanh", hardtanh_backward = "aten::hardtanh_backward",
+  log_sigmoid = "aten::log_sigmoid_forward", log_sigmoid_backward = "aten::log_sigmoid_backward", mish = "aten::mish",
+  mish_backward = "aten::mish_backward", group_norm = "aten::native_group_norm",
+  group_norm_backward = "aten::native_group_norm_backward", adaptive_max_pool2d = "aten::adaptive_max_pool2d",
 }

@@ -689,6 +689,44 @@ static ts_status k_adaptive_avg_pool2d_backward(const ts_call *c) {
   return ts_check_interrupt();
 }
 
+/* adaptive max pool: x (N, C, H, W) with strides g->xs, out and idx (N, C, Ho, Wo)
+ * contiguous; the first maximum of each window (NaN wins), as torch's */
+#define ADAPTIVE_MAX(NAME, T)                                                                      \
+  static void NAME(const geo *g, const T *x, T *out, int64_t *idx) {                               \
+    const int64_t planes = g->N * g->C, L = g->Ho * g->Wo;                                         \
+    PARALLEL_IF(planes * g->H * g->W)                                                              \
+    for (int64_t pl = 0; pl < planes; pl++) {                                                      \
+      const T *src = x + (pl / g->C) * g->xs[0] + (pl % g->C) * g->xs[1];                          \
+      for (int64_t y = 0; y < g->Ho; y++) {                                                        \
+        const int64_t h0 = ad_start(y, g->Ho, g->H), h1 = ad_end(y, g->Ho, g->H);                  \
+        for (int64_t x0 = 0; x0 < g->Wo; x0++) {                                                   \
+          const int64_t w0 = ad_start(x0, g->Wo, g->W), w1 = ad_end(x0, g->Wo, g->W);              \
+          T best = 0;                                                                              \
+          int64_t bi = -1;                                                                         \
+          for (int64_t i = h0; i < h1; i++)                                                        \
+            for (int64_t j = w0; j < w1; j++) {                                                    \
+              const T v = src[i * g->xs[2] + j * g->xs[3]];                                        \
+              if (bi < 0 || v > best || isnan(v)) best = v, bi = i * g->W + j;                     \
+            }                                                                                      \
+          out[pl * L + y * g->Wo + x0] = best;                                                     \
+          idx[pl * L + y * g->Wo + x0] = bi;                                                       \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+  }
+
+ADAPTIVE_MAX(adaptive_max_f32, float)
+ADAPTIVE_MAX(adaptive_max_f64, double)
+
+static ts_status k_adaptive_max_pool2d(const ts_call *c) {
+  geo g;
+  const ts_tensor *x = c->in[0];
+  geo_image(&g, x, c->out[0]);
+  if (x->dtype == TS_FLOAT32) adaptive_max_f32(&g, ts_data(x), ts_data(c->out[0]), ts_data(c->out[1]));
+  else adaptive_max_f64(&g, ts_data(x), ts_data(c->out[0]), ts_data(c->out[1]));
+  return ts_check_interrupt();
+}
+
 /* ---- batch norm ------------------------------------------------------------- */
 
 /* Per channel c the planes x[n, c, :] of S elements; sums in double, one
@@ -970,7 +1008,14 @@ static ts_status k_max_pool2d_backward(const ts_call *c) {
 
 #undef D
 
+void ts_cpu_register_nn_act(ts_kernel *k);        /* nn_act.c */
+void ts_cpu_register_nn_group_norm(ts_kernel *k); /* nn_group_norm.c */
+void ts_cpu_register_nn_upsample(ts_kernel *k);   /* nn_upsample.c */
+
 void ts_cpu_register_nn(ts_kernel *k) {
+  ts_cpu_register_nn_act(k);
+  ts_cpu_register_nn_group_norm(k);
+  ts_cpu_register_nn_upsample(k);
   k[TS_OP_BATCH_NORM_STATS] = k_batch_norm_stats;
   k[TS_OP_BATCH_NORM_ELEMT] = k_batch_norm_elemt;
   k[TS_OP_BATCH_NORM_BACKWARD_REDUCE] = k_batch_norm_backward_reduce;
@@ -987,4 +1032,5 @@ void ts_cpu_register_nn(ts_kernel *k) {
   k[TS_OP_AVG_POOL2D_BACKWARD] = k_avg_pool2d_backward;
   k[TS_OP_ADAPTIVE_AVG_POOL2D] = k_adaptive_avg_pool2d;
   k[TS_OP_ADAPTIVE_AVG_POOL2D_BACKWARD] = k_adaptive_avg_pool2d_backward;
+  k[TS_OP_ADAPTIVE_MAX_POOL2D] = k_adaptive_max_pool2d;
 }

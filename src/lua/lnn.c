@@ -285,4 +285,5 @@ void lt_open_nn_ops(lua_State *L) {
                                 {NULL, NULL}};
   luaL_setfuncs(L, bw, 0);
   lua_setfield(L, -3, "_backward");
+  lt_open_nn_functional(L);
 }

@@ -92,6 +92,7 @@ void lt_open_reduce(lua_State *L);
 void lt_open_linalg(lua_State *L);
 void lt_open_index(lua_State *L);
 void lt_open_nn_ops(lua_State *L);
+void lt_open_nn_functional(lua_State *L); /* lnn_functional.c: torch._nn, called by lt_open_nn_ops */
 void lt_open_rnn(lua_State *L);
 void lt_open_attention(lua_State *L);
 void lt_open_print(lua_State *L);

@@ -178,6 +178,30 @@ static ts_status p_sdpa(ts_tensor *x, ts_tensor **y) {
   return st;
 }
 
+/* issue 21's ops: the activations (beta 1, threshold 20; alpha 1; [-1, 1]), group norm
+ * over 3 groups of one channel, interpolation to 5 x 7, adaptive max pooling to 3 x 3 */
+static const double act_p[2] = {1, 20}, ht_p[2] = {-1, 1};
+static ts_status p_softplus(ts_tensor *x, ts_tensor **y) { return ts_activation_forward(TS_ACT_SOFTPLUS, x, act_p, y); }
+static ts_status p_elu(ts_tensor *x, ts_tensor **y) { return ts_activation_forward(TS_ACT_ELU, x, act_p, y); }
+static ts_status p_hardtanh(ts_tensor *x, ts_tensor **y) { return ts_activation_forward(TS_ACT_HARDTANH, x, ht_p, y); }
+static ts_status p_log_sigmoid(ts_tensor *x, ts_tensor **y) {
+  return ts_activation_forward(TS_ACT_LOG_SIGMOID, x, NULL, y);
+}
+static ts_status p_mish(ts_tensor *x, ts_tensor **y) { return ts_activation_forward(TS_ACT_MISH, x, NULL, y); }
+static ts_status p_gn(ts_tensor *x, ts_tensor **y) { return ts_group_norm(x, 3, NULL, NULL, 1e-5, y, NULL, NULL); }
+static ts_status p_upsample(bool linear, ts_tensor *x, ts_tensor **y) {
+  const ts_upsample_params p = {.linear = linear, .nd = 2, .size = {5, 7}};
+  return ts_upsample(x, &p, y);
+}
+static ts_status p_nearest(ts_tensor *x, ts_tensor **y) { return p_upsample(false, x, y); }
+static ts_status p_bilinear(ts_tensor *x, ts_tensor **y) { return p_upsample(true, x, y); }
+static ts_status p_adaptive_max(ts_tensor *x, ts_tensor **y) {
+  ts_tensor *idx = NULL;
+  ts_status st = ts_adaptive_max_pool2d(x, 3, 3, y, &idx);
+  ts_tensor_release(idx);
+  return st;
+}
+
 void test_autograd_registry_all(void) {
   static const struct { const char *op; diff_probe probe; } diff[] = {
       {"copy", p_copy}, {"sum", p_sum}, {"prod", p_prod}, {"max", p_max}, {"min", p_min}, {"var", p_var},
@@ -187,7 +211,10 @@ void test_autograd_registry_all(void) {
       {"im2col", p_conv_dense}, {"col2im", p_conv_dense}, {"conv2d_forward", p_conv_dense}, {"conv2d_depthwise", p_conv},
       {"max_pool2d", p_maxpool}, {"avg_pool2d", p_avgpool}, {"adaptive_avg_pool2d", p_adaptive},
       {"batch_norm_stats", p_bn}, {"batch_norm_elemt", p_bn}, {"lstm_cell", p_lstm}, {"gru_cell", p_gru},
-      {"rnn_cell", p_rnn}, {"sdpa_forward", p_sdpa}, {"layer_norm", p_ln}};
+      {"rnn_cell", p_rnn}, {"sdpa_forward", p_sdpa}, {"layer_norm", p_ln},
+      {"softplus", p_softplus}, {"elu", p_elu}, {"hardtanh", p_hardtanh}, {"log_sigmoid", p_log_sigmoid},
+      {"mish", p_mish}, {"group_norm", p_gn}, {"upsample_nearest2d", p_nearest}, {"upsample_bilinear2d", p_bilinear},
+      {"adaptive_max_pool2d", p_adaptive_max}};
   /* not differentiable: creation and random fills, integer/bool results, data-dependent
    * index ops, kernels that only compute other ops' gradients, the optimizer step */
   static const char *const none[] = {
@@ -196,7 +223,8 @@ void test_autograd_registry_all(void) {
       "batch_norm_backward_reduce", "batch_norm_backward_elemt", "max_pool2d_backward", "adam_step", "sgd_step",
       "rmsprop_step", "conv2d_backward_input", "conv2d_backward_weight", "amp_non_finite_check_and_unscale",
       "lstm_cell_backward", "gru_cell_backward", "rnn_cell_backward", "sdpa_backward", "layer_norm_backward",
-      "threshold_backward"};
+      "threshold_backward", "softplus_backward", "elu_backward", "hardtanh_backward", "log_sigmoid_backward",
+      "mish_backward", "group_norm_backward", "upsample_nearest2d_backward", "upsample_bilinear2d_backward"};
   for (int op = 0; op < TS_OP_COUNT; op++) {
     ts_op_kind k = ts_ops[op].kind;
     if (k == TS_KIND_UNARY || k == TS_KIND_UNARY_FLOAT || k == TS_KIND_UNARY_BOOL || k == TS_KIND_BINARY ||

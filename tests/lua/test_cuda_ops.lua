@@ -302,6 +302,38 @@ case({name = "layer_norm", ops = {"layer_norm", "layer_norm_backward"}, dtypes =
         return {y * pattern, mean, rstd}
       end, shapes = {{4, 3, 5}, {6, 1}, {0, 4}, {40, 300}}, layouts = {"contig", "strided"}})
 
+-- issue 21's ops: the activations with kernels of their own, group norm (long rows: the
+-- reduction's plane pass), interpolation and adaptive max pooling; each output weighted by
+-- a fixed pattern, their weighted sum first (its gradient is compared)
+local function pattern(t) return (torch.arange(t:numel(), {device = t.device}):to(t.dtype):view(t.shape) * 0.61):sin() end
+local function weighted(list)
+  local total
+  for _, t in ipairs(list) do
+    local s = (t * pattern(t)):sum()
+    total = total and total + s or s
+  end
+  return {total, table.unpack(list)}
+end
+case({name = "activations (issue 21)", ops = {"softplus", "softplus_backward", "elu", "elu_backward", "hardtanh",
+                                              "hardtanh_backward", "log_sigmoid", "log_sigmoid_backward", "mish",
+                                              "mish_backward"}, dtypes = FLOATS, grad = true,
+      fn = function(x)
+        return weighted({F.softplus(x * 3, 1.5, 2), F.elu(x, 0.7), F.hardtanh(x, -0.5, 0.8), F.logsigmoid(x * 4),
+          F.mish(x * 2)})
+      end, shapes = {{5, 7}, {0, 3}}, layouts = {"contig", "strided", "offset", "broadcast"}})
+case({name = "group_norm", ops = {"group_norm", "group_norm_backward"}, dtypes = {"float32", "float64"}, grad = true,
+      tol = {float32 = 1e-4}, nin = 3, shapes_of = function(shape, k) return k == 1 and shape or {shape[2]} end,
+      fn = function(x, w, b) return weighted({F.group_norm(x, 2, w, b)}) end,
+      shapes = {{4, 6, 5}, {3, 4, 600}, {0, 4, 3}}, layouts = {"contig", "strided"}})
+case({name = "interpolate, adaptive_max_pool2d", ops = {"upsample_nearest2d", "upsample_nearest2d_backward",
+                                                      "upsample_bilinear2d", "upsample_bilinear2d_backward",
+                                                      "adaptive_max_pool2d", "max_pool2d_backward"},
+      dtypes = {"float32", "float64"}, grad = true, tol = {float32 = 1e-4},
+      fn = function(x)
+        return weighted({F.interpolate(x, {size = {7, 9}, mode = "bilinear"}), F.interpolate(x, {scale_factor = 1.5}),
+          F.interpolate(x[0], {size = 11, mode = "linear", align_corners = true}), F.adaptive_max_pool2d(x, {4, 3})})
+      end, shapes = {{2, 3, 5, 6}}, layouts = {"contig", "strided"}})
+
 -- the recurrent cells through the recurrence op: x (L 4, N 3, 12) is the input projection
 case({name = "recurrent layers", ops = {"lstm_cell", "lstm_cell_backward", "gru_cell", "gru_cell_backward",
                                        "rnn_cell", "rnn_cell_backward"}, dtypes = {"float32", "float64"}, grad = true,

@@ -1,4 +1,4 @@
--- nn layers, one family a file: the activations (ReLU, GELU, Softmax, ...), parameterless layers over nn.functional.
+-- nn layers, one family a file: the activations (ReLU, GELU, ELU, Softplus, Softmax, ...), parameterless layers over nn.functional.
 -- Constructors, parameter names, shapes, initialisation and extra_repr as
 -- PyTorch's; forward through nn.functional. nn.lua loads this file after
 -- defining Module and Parameter, and copies the classes it returns into nn.
@@ -7,6 +7,7 @@ local C = require "tensh.nn.common"
 local Module, F = nn.Module, nn.functional
 local raise, args, pyval = C.raise, C.args, C.pyval
 local check_int, check_input = C.check_int, C.check_input
+local A = require "tensh.args"
 
 local M = {}
 
@@ -31,6 +32,7 @@ inplace_activation("ReLU6", F.relu6, true)
 inplace_activation("SiLU", F.silu, true)
 inplace_activation("Hardswish", F.hardswish, false)
 inplace_activation("Hardsigmoid", F.hardsigmoid, false)
+inplace_activation("Mish", F.mish, true)
 
 local function plain_activation(name, fn)
   local cls = Module:extend(name)
@@ -42,6 +44,7 @@ local function plain_activation(name, fn)
 end
 plain_activation("Sigmoid", F.sigmoid)
 plain_activation("Tanh", F.tanh)
+plain_activation("LogSigmoid", F.logsigmoid)
 
 local LeakyReLU = Module:extend("LeakyReLU")
 M.LeakyReLU = LeakyReLU
@@ -91,5 +94,47 @@ local function softmax_class(name, fn)
 end
 softmax_class("Softmax", F.softmax)
 softmax_class("LogSoftmax", F.log_softmax)
+softmax_class("Softmin", F.softmin)
+
+-- An activation with number parameters {name, default} (and, when `inplace`, the inplace
+-- flag after them), as PyTorch's: repr "p=v, q=w[, inplace=True]", forward
+-- fn(x, p, q[, inplace]); check(self) runs after the constructor reads them.
+local function param_activation(name, fn, params, inplace, check)
+  local cls = Module:extend(name)
+  M[name] = cls
+  local keys = {}
+  for i, p in ipairs(params) do keys[i] = p[1] end
+  if inplace then keys[#keys + 1] = "inplace" end
+  function cls:init(...)
+    local a = args(name, keys, ...)
+    for _, p in ipairs(params) do
+      local v = a[p[1]]
+      self[p[1]] = A.check_number(name, p[1], v == nil and p[2] or v)
+    end
+    if inplace then self.inplace = a.inplace or false end
+    if check then check(self) end
+  end
+  function cls:extra_repr()
+    local parts = {}
+    for i, p in ipairs(params) do parts[i] = p[1] .. "=" .. pyval(self[p[1]]) end
+    return table.concat(parts, ", ") .. (self.inplace and ", inplace=True" or "")
+  end
+  function cls:forward(x)
+    check_input(name, x)
+    local v = {}
+    for i, p in ipairs(params) do v[i] = self[p[1]] end
+    if inplace then v[#v + 1] = self.inplace end
+    return fn(x, table.unpack(v, 1, #keys))
+  end
+end
+param_activation("Softplus", F.softplus, {{"beta", 1}, {"threshold", 20}}, false, function(self)
+  if self.beta == 0 then raise("Softplus: beta must not be 0 (it divides)") end
+end)
+param_activation("ELU", F.elu, {{"alpha", 1.0}}, true)
+param_activation("Hardtanh", F.hardtanh, {{"min_val", -1.0}, {"max_val", 1.0}}, true, function(self)
+  if not (self.max_val > self.min_val) then
+    raise("Hardtanh: max_val (%s) must be greater than min_val (%s)", pyval(self.max_val), pyval(self.min_val))
+  end
+end)
 
 return M

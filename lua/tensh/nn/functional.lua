@@ -1,8 +1,8 @@
 -- nn.functional: PyTorch's torch.nn.functional over torch ops. Arguments as
 -- PyTorch takes them, positionally or in a trailing options table:
 -- F.conv2d(x, w, b, {stride = 2, padding = 1}) or F.conv2d(x, w, b, 2, 1).
--- Ops with no kernel of their own (leaky_relu, hardswish, dropout, pad) are
--- composed from differentiable ones.
+-- Ops with no kernel of their own (leaky_relu, hardswish, softmin, normalize,
+-- the 1-d pools, dropout, pad) are composed from differentiable ones.
 local torch = torch
 local C = require "tensh.nn.common"
 local A = require "tensh.args"
@@ -95,6 +95,57 @@ function F.hardsigmoid(x, ...)
   return y
 end
 
+-- ---- activations with kernels of their own (torch._nn, src/op_nn_act.c) ------------------
+
+local nnc = torch._nn
+
+-- y, or x overwritten with it when inplace is asked and autograd allows it (as hardswish)
+local function maybe_inplace(x, y, inplace)
+  if inplace and can_inplace(x) then return x:copy_(y) end
+  return y
+end
+
+-- softplus(x, beta = 1, threshold = 20): log(1 + exp(beta x)) / beta, x itself where
+-- beta x > threshold
+function F.softplus(x, ...)
+  local fn = "nn.functional.softplus"
+  check_tensor("softplus", x)
+  local a = args(fn, {"beta", "threshold"}, ...)
+  local beta = A.check_number(fn, "beta", a.beta == nil and 1 or a.beta)
+  local threshold = A.check_number(fn, "threshold", a.threshold == nil and 20 or a.threshold)
+  if beta == 0 then raise("%s: beta must not be 0 (it divides)", fn) end
+  return nnc.softplus(x, beta, threshold)
+end
+
+-- elu(x, alpha = 1.0, inplace = false): x where x > 0, alpha (exp(x) - 1) elsewhere
+function F.elu(x, ...)
+  local fn = "nn.functional.elu"
+  check_tensor("elu", x)
+  local a = args(fn, {"alpha", "inplace"}, ...)
+  local alpha = A.check_number(fn, "alpha", a.alpha == nil and 1.0 or a.alpha)
+  return maybe_inplace(x, nnc.elu(x, alpha), a.inplace)
+end
+
+-- hardtanh(x, min_val = -1.0, max_val = 1.0, inplace = false): x clamped to [min_val, max_val]
+function F.hardtanh(x, ...)
+  local fn = "nn.functional.hardtanh"
+  check_tensor("hardtanh", x)
+  local a = args(fn, {"min_val", "max_val", "inplace"}, ...)
+  local lo = A.check_number(fn, "min_val", a.min_val == nil and -1.0 or a.min_val)
+  local hi = A.check_number(fn, "max_val", a.max_val == nil and 1.0 or a.max_val)
+  return maybe_inplace(x, nnc.hardtanh(x, lo, hi), a.inplace)
+end
+
+-- logsigmoid(x): log(1 / (1 + exp(-x))), computed without overflow
+function F.logsigmoid(x) return nnc.log_sigmoid(check_tensor("logsigmoid", x)) end
+
+-- mish(x, inplace = false): x tanh(softplus(x))
+function F.mish(x, ...)
+  check_tensor("mish", x)
+  local a = args("nn.functional.mish", {"inplace"}, ...)
+  return maybe_inplace(x, nnc.mish(x), a.inplace)
+end
+
 -- PyTorch's implicit dim for softmax called without one (legacy): 0 for 0-, 1- and 3-D
 local function softmax_dim(x, dim)
   if dim ~= nil then return dim end
@@ -115,6 +166,11 @@ end
 
 function F.softmax(x, ...) return torch.softmax(softmax_args("softmax", x, ...)) end
 function F.log_softmax(x, ...) return torch.log_softmax(softmax_args("log_softmax", x, ...)) end
+-- softmin(x, dim, _stacklevel, dtype): softmax of -x, as PyTorch composes it
+function F.softmin(x, ...)
+  local y, dim = softmax_args("softmin", x, ...)
+  return torch.softmax(-y, dim)
+end
 
 -- ---- dropout --------------------------------------------------------------------------
 
@@ -243,6 +299,77 @@ function F.adaptive_avg_pool2d(x, output_size)
   return torch.adaptive_avg_pool2d(x, output_size)
 end
 
+-- adaptive_max_pool2d(x, output_size, return_indices = false): the maxima of
+-- adaptive_avg_pool2d's windows (and their indices into H*W)
+function F.adaptive_max_pool2d(x, output_size, ...)
+  local fn = "nn.functional.adaptive_max_pool2d"
+  check_tensor("adaptive_max_pool2d", x)
+  local a = args(fn, {"return_indices"}, ...)
+  if output_size == nil then raise("%s: output_size is required", fn) end
+  local y, idx = nnc.adaptive_max_pool2d(x, C.ntuple(fn, "output_size", output_size, 2, 0))
+  if a.return_indices then return y, idx end
+  return y
+end
+
+-- The 1-d pools run the 2-d kernels on (N, C, 1, L) (as PyTorch does): the arguments
+-- are single integers (or lists of one) checked here, so errors speak of 1-d sizes.
+local function single(fn, what, v, min)
+  if type(v) == "table" then
+    if #v ~= 1 then raise("%s: %s must be an integer or a list of 1 integer, got a list of %d", fn, what, #v) end
+    v = v[1]
+  end
+  return C.check_int(fn, what, v, min)
+end
+
+-- kernel k, stride s, padding p, dilation d of a 1-d pool over x (N, C, L) or (C, L): checked,
+-- with PyTorch's output length rule
+local function pool1d_args(fn, x, kernel_size, a)
+  if kernel_size == nil then raise("%s: kernel_size is required", fn) end
+  if x:dim() ~= 2 and x:dim() ~= 3 then
+    raise("%s: expected a 2-D (C, L) or 3-D (N, C, L) input, got shape %s", fn, shape_str(x))
+  end
+  local k = single(fn, "kernel_size", kernel_size, 1)
+  local s = (a.stride == nil or (type(a.stride) == "table" and #a.stride == 0)) and k or single(fn, "stride", a.stride, 1)
+  local p = single(fn, "padding", a.padding or 0, 0)
+  local d = single(fn, "dilation", a.dilation or 1, 1)
+  if p > k // 2 then
+    raise("%s: padding should be at most half of kernel size, but got padding=%d and kernel_size=%d", fn, p, k)
+  end
+  local L = x.shape[-1]
+  local out = (L + 2 * p - d * (k - 1) - 1 + (a.ceil_mode and s - 1 or 0)) // s + 1
+  if a.ceil_mode and (out - 1) * s >= L + p then out = out - 1 end
+  if out < 1 then
+    raise("%s: given an input of length %d, the output length %d is too small (kernel_size %d, stride %d, padding %d, "
+      .. "dilation %d)", fn, L, out, k, s, p, d)
+  end
+  return k, s, p, d
+end
+
+-- max_pool1d(x, kernel_size, stride = kernel_size, padding = 0, dilation = 1, ceil_mode = false,
+-- return_indices = false); indices count along L
+function F.max_pool1d(x, kernel_size, ...)
+  local fn = "nn.functional.max_pool1d"
+  check_tensor("max_pool1d", x)
+  local a = args(fn, {"stride", "padding", "dilation", "ceil_mode", "return_indices"}, ...)
+  local k, s, p, d = pool1d_args(fn, x, kernel_size, a)
+  local y, idx = torch.max_pool2d(x:unsqueeze(-2), {1, k}, {stride = {1, s}, padding = {0, p}, dilation = {1, d},
+    ceil_mode = a.ceil_mode or false, return_indices = true})
+  if a.return_indices then return y:squeeze(-2), idx:squeeze(-2) end
+  return y:squeeze(-2)
+end
+
+-- avg_pool1d(x, kernel_size, stride = kernel_size, padding = 0, ceil_mode = false, count_include_pad = true)
+function F.avg_pool1d(x, kernel_size, ...)
+  local fn = "nn.functional.avg_pool1d"
+  check_tensor("avg_pool1d", x)
+  local a = args(fn, {"stride", "padding", "ceil_mode", "count_include_pad"}, ...)
+  local k, s, p = pool1d_args(fn, x, kernel_size, a)
+  local count = a.count_include_pad
+  if count == nil then count = true end
+  return torch.avg_pool2d(x:unsqueeze(-2), {1, k}, {stride = {1, s}, padding = {0, p},
+    ceil_mode = a.ceil_mode or false, count_include_pad = count}):squeeze(-2)
+end
+
 -- ---- normalisation ------------------------------------------------------------------------
 
 -- F.batch_norm(x, running_mean, running_var, weight, bias, training = false, momentum = 0.1, eps = 1e-5)
@@ -285,6 +412,110 @@ function F.layer_norm(x, normalized_shape, ...)
   local eps = affine_args(fn, a)
   local out = torch.layer_norm(x, normalized_shape, a.weight, a.bias, eps)
   return out
+end
+
+-- F.group_norm(x, num_groups, weight, bias, eps = 1e-5): x (N, C, *) normalised over each
+-- sample's groups of C / num_groups channels, then scaled and shifted per channel
+function F.group_norm(x, num_groups, ...)
+  local fn = "nn.functional.group_norm"
+  check_tensor("group_norm", x)
+  if num_groups == nil then raise("%s: num_groups is required", fn) end
+  C.check_int(fn, "num_groups", num_groups, 1)
+  local a = args(fn, {"weight", "bias", "eps"}, ...)
+  return nnc.group_norm(x, num_groups, a.weight, a.bias, affine_args(fn, a))
+end
+
+-- F.normalize(x, p = 2.0, dim = 1, eps = 1e-12): x / max(||x||_p along dim, eps), as
+-- PyTorch composes it
+function F.normalize(x, ...)
+  local fn = "nn.functional.normalize"
+  check_tensor("normalize", x)
+  local a = args(fn, {"p", "dim", "eps", "out"}, ...)
+  if a.out ~= nil then raise("%s: out is not supported (use the returned tensor)", fn) end
+  local p = A.check_number(fn, "p", a.p == nil and 2.0 or a.p)
+  local dim = C.check_int(fn, "dim", a.dim == nil and 1 or a.dim)
+  local eps = A.check_number(fn, "eps", a.eps == nil and 1e-12 or a.eps)
+  return x / x:norm(p, dim, {keepdim = true}):clamp_min(eps):expand_as(x)
+end
+
+-- ---- interpolation ------------------------------------------------------------------------
+
+local INTERP_LATER = {area = true, bicubic = true, trilinear = true, ["nearest-exact"] = true}
+
+-- a number, a list of n numbers or a torch.Size as a list of n (integers when `int`)
+local size_mt = getmetatable(torch.Size({}))
+local function spatial(fn, what, v, n, int)
+  if getmetatable(v) == size_mt then v = v:totable() end
+  local list = {}
+  if type(v) == "table" then
+    if #v ~= n then
+      raise("%s: %s must be a number or a list of %d (the input has %d spatial dims), got a list of %d", fn, what, n, n, #v)
+    end
+    for i = 1, n do list[i] = v[i] end
+  else
+    for i = 1, n do list[i] = v end
+  end
+  for i = 1, n do
+    if int then list[i] = C.check_int(fn, what, list[i])
+    else
+      A.check_number(fn, what, list[i])
+      if list[i] ~= list[i] or math.abs(list[i]) == math.huge then
+        raise("%s: %s must be finite, got %s", fn, what, A.show(list[i]))
+      end
+    end
+  end
+  return list
+end
+
+-- F.interpolate(x, size, scale_factor, mode = "nearest", align_corners, recompute_scale_factor,
+-- antialias = false): x (N, C, L) ("nearest", "linear") or (N, C, H, W) ("nearest",
+-- "bilinear") resized to size, or to floor(in * scale_factor) with the scale itself used
+-- for the source positions (unless recompute_scale_factor), as PyTorch 1.13
+function F.interpolate(x, ...)
+  local fn = "nn.functional.interpolate"
+  check_tensor("interpolate", x)
+  local a = args(fn, {"size", "scale_factor", "mode", "align_corners", "recompute_scale_factor", "antialias"}, ...)
+  local mode = a.mode == nil and "nearest" or a.mode
+  if INTERP_LATER[mode] then raise("%s: mode '%s' is not supported yet (nearest, linear, bilinear are)", fn, mode) end
+  if mode ~= "nearest" and mode ~= "linear" and mode ~= "bilinear" then
+    raise("%s: mode must be 'nearest', 'linear' or 'bilinear', got %s", fn, A.show(mode))
+  end
+  local align = a.align_corners
+  if mode == "nearest" then
+    if align ~= nil then
+      raise("%s: align_corners option can only be set with the interpolating modes: linear | bilinear", fn)
+    end
+  else
+    align = align ~= nil and A.check_boolean(fn, "align_corners", align)
+  end
+  if a.antialias ~= nil and A.check_boolean(fn, "antialias", a.antialias) then
+    raise("%s: antialias is not supported", fn)
+  end
+  local recompute = a.recompute_scale_factor
+  if recompute ~= nil then A.check_boolean(fn, "recompute_scale_factor", recompute) end
+  local nd = x:dim() - 2
+  if nd ~= 1 and nd ~= 2 then
+    raise("%s: expected a 3-D (N, C, L) or 4-D (N, C, H, W) input, got shape %s", fn, shape_str(x))
+  end
+  if mode == "linear" and nd ~= 1 then raise("%s: got %dD input, but linear mode needs 3D input", fn, x:dim()) end
+  if mode == "bilinear" and nd ~= 2 then raise("%s: got %dD input, but bilinear mode needs 4D input", fn, x:dim()) end
+  local size, factor = a.size, a.scale_factor
+  if size ~= nil and factor ~= nil then raise("%s: only one of size or scale_factor should be defined", fn) end
+  if size == nil and factor == nil then raise("%s: either size or scale_factor should be defined", fn) end
+  local out, scales
+  if size ~= nil then
+    if recompute then raise("%s: recompute_scale_factor is not meaningful with an explicit size", fn) end
+    out = spatial(fn, "size", size, nd, true)
+  else
+    scales = spatial(fn, "scale_factor", factor, nd, false)
+    out = {}
+    for i = 1, nd do
+      out[i] = math.floor(x.shape[i + 1] * scales[i])
+      if math.type(out[i]) ~= "integer" then raise("%s: scale_factor %s gives too large an output", fn, A.show(scales[i])) end
+    end
+    if recompute then scales = nil end -- the kernel recomputes the scale from the sizes
+  end
+  return nnc.upsample(x, mode == "nearest" and "nearest" or "linear", out, scales, align)
 end
 
 -- ---- embedding, one_hot, pad ------------------------------------------------------------

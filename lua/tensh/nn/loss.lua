@@ -64,5 +64,7 @@ loss_class("L1Loss", "l1_loss")
 loss_class("SmoothL1Loss", "smooth_l1_loss")
 loss_class("BCELoss", "binary_cross_entropy")
 loss_class("BCEWithLogitsLoss", "binary_cross_entropy_with_logits")
+loss_class("HuberLoss", "huber_loss")
+loss_class("KLDivLoss", "kl_div")
 
 return M

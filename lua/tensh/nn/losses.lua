@@ -320,6 +320,53 @@ function M.binary_cross_entropy_with_logits(input, target, opts)
   return reduce(loss, reduction)
 end
 
+-- huber_loss(input, target, {reduction = "mean", delta = 1.0}): 0.5 d^2 where |d| < delta,
+-- else delta (|d| - 0.5 delta); composed of elementwise ops (its gradient d, or delta
+-- times d's sign, is PyTorch's)
+local huber_opts = {reduction = true, delta = true}
+function M.huber_loss(input, target, opts)
+  local fn = "huber_loss"
+  local reduction
+  input, target, opts, reduction = loss_args(fn, input, target, opts, huber_opts)
+  local delta = opts.delta == nil and 1.0 or opts.delta
+  if type(delta) ~= "number" or not (delta > 0) then
+    fail("%s: delta must be a positive number, got %s", fn, A.show(delta))
+  end
+  check_pair(fn, input, target)
+  local d = (input - target):abs()
+  return reduce(torch.where(d:lt(delta), d * d * 0.5, (d - 0.5 * delta) * delta), reduction)
+end
+
+-- kl_div(input log-probabilities, target probabilities (log-probabilities with log_target),
+-- {reduction = "mean" | "batchmean" | "sum" | "none", log_target = false}): the pointwise
+-- target * (log(target) - input), where xlogy makes a 0 target add 0 (as PyTorch); batchmean
+-- divides the sum by the batch size (input.shape[0]), mean by the element count
+local kl_opts = {reduction = true, log_target = true}
+function M.kl_div(input, target, opts)
+  local fn = "kl_div"
+  check_tensor(fn, 1, input)
+  check_tensor(fn, 2, target)
+  input, target = torch._autocast_to_float32(input, target)
+  opts = check_opts(fn, opts, kl_opts)
+  local reduction = opts.reduction == nil and "mean" or opts.reduction
+  if reduction ~= "batchmean" and reduction ~= "mean" and reduction ~= "sum" and reduction ~= "none" then
+    fail("%s: %s is not a valid value for reduction (expected \"mean\", \"batchmean\", \"sum\" or \"none\")", fn,
+      A.show(reduction))
+  end
+  local log_target = opts.log_target
+  if log_target ~= nil and type(log_target) ~= "boolean" then
+    fail("%s: log_target must be a boolean, got %s", fn, A.show(log_target))
+  end
+  check_pair(fn, input, target)
+  local loss
+  if log_target then loss = target:exp() * (target - input)
+  else loss = torch.xlogy(target, target) - target * input end
+  if reduction ~= "batchmean" then return reduce(loss, reduction) end
+  local total = loss:sum()
+  if input:dim() == 0 then return total end
+  return total / input.shape[0]
+end
+
 -- The keys each loss takes, for the loss modules (tensh.nn.loss) to check
 -- their constructor's options against: a misspelt key is refused where it was
 -- written, not at the first forward. Not a function, so nn.lua leaves it out
@@ -327,5 +374,6 @@ end
 M.OPTIONS = {nll_loss = nll_opts, cross_entropy = ce_opts, mse_loss = red_opts, l1_loss = red_opts,
   smooth_l1_loss = smooth_l1_opts, binary_cross_entropy = bin_opts,
   binary_cross_entropy_with_logits = bce_logits_opts}
+M.OPTIONS.huber_loss, M.OPTIONS.kl_div = huber_opts, kl_opts
 
 return M

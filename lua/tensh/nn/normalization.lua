@@ -1,4 +1,4 @@
--- nn layers, one family a file: normalisation (BatchNorm1d, BatchNorm2d, LayerNorm).
+-- nn layers, one family a file: normalisation (BatchNorm1d, BatchNorm2d, LayerNorm, GroupNorm).
 -- Constructors, parameter names, shapes, initialisation and extra_repr as
 -- PyTorch's; forward through nn.functional. nn.lua loads this file after
 -- defining Module and Parameter, and copies the classes it returns into nn.
@@ -138,6 +138,47 @@ function LayerNorm:forward(x)
   end
   check_device(short, x, self.weight)
   return F.layer_norm(x, s, self.weight, self.bias, self.eps)
+end
+
+-- GroupNorm(num_groups, num_channels, {eps = 1e-5, affine = true}): per sample, the
+-- channels in num_groups groups normalised together, then a per-channel affine
+local GroupNorm = Module:extend("GroupNorm")
+M.GroupNorm = GroupNorm
+function GroupNorm:init(num_groups, num_channels, ...)
+  local a = args("GroupNorm", {"eps", "affine", "device", "dtype"}, ...)
+  self.num_groups = check_int("GroupNorm", "num_groups", num_groups, 1)
+  self.num_channels = check_int("GroupNorm", "num_channels", num_channels, 0)
+  if self.num_channels % self.num_groups ~= 0 then
+    raise("GroupNorm: num_channels (%d) must be divisible by num_groups (%d)", self.num_channels, self.num_groups)
+  end
+  self.eps = a.eps == nil and 1e-5 or a.eps
+  self.affine = a.affine == nil and true or a.affine
+  local fo = factory(a)
+  if self.affine then
+    self.weight = Parameter(torch.ones(self.num_channels, fo))
+    self.bias = Parameter(torch.zeros(self.num_channels, fo))
+  else
+    self:register_parameter("weight", nil)
+    self:register_parameter("bias", nil)
+  end
+end
+function GroupNorm:reset_parameters()
+  if self.affine then
+    init.ones_(self.weight)
+    init.zeros_(self.bias)
+  end
+end
+function GroupNorm:extra_repr()
+  return ("%d, %d, eps=%s, affine=%s"):format(self.num_groups, self.num_channels, pyval(self.eps), pyval(self.affine))
+end
+function GroupNorm:forward(x)
+  local short = ("GroupNorm(%d, %d)"):format(self.num_groups, self.num_channels)
+  check_input(short, x)
+  if x:dim() < 2 or x.shape[1] ~= self.num_channels then
+    raise("%s: expected an input (N, %d, *), got shape %s", short, self.num_channels, shape_str(x))
+  end
+  check_device(short, x, self.weight)
+  return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
 end
 
 return M

@@ -1,0 +1,82 @@
+/* CPU kernels of the activations with kernels of their own (contracts in
+ * ops_nn.def): softplus, elu, hardtanh, log_sigmoid, mish and their
+ * backward passes, over operands of any strides through the iterator. Each
+ * formula is PyTorch's CPU kernel's, in the operands' type (float or double:
+ * the op layer computes the half types in float). */
+#include "cpu.h"
+
+#include <tgmath.h>
+
+/* The backward formulas with a shared subexpression, for either type (tgmath picks
+ * the float or double functions). */
+#define softplus_grad(g, z)                                                 \
+  ({                                                                        \
+    const __typeof__(g) z_ = (z);                                           \
+    (g) * z_ / (z_ + 1);                                                    \
+  })
+#define log_sigmoid_grad(g, x)                                              \
+  ({                                                                        \
+    const __typeof__(x) z_ = exp(-fabs(x));                                 \
+    (g) * (((x) < 0 ? 1 : 0) - ((x) < 0 ? 1 : -1) * (z_ / (1 + z_)));      \
+  })
+#define mish_grad(g, x)                                                     \
+  ({                                                                        \
+    const __typeof__(x) t_ = tanh(log1p(exp(x))), s_ = 1 / (1 + exp(-(x))); \
+    (g) * (t_ + (x) * s_ * (1 - t_ * t_));                                  \
+  })
+
+/* One loop per formula and type. Forward: d[0] out, d[1] x. Backward: d[0] out,
+ * d[1] grad, d[2] x. p0, p1: the call's f[0], f[1]. */
+#define ACT_LOOP(NAME, T, NIN, EXPR)                                                        \
+  static void NAME(char **d, const int64_t *s, int64_t n, void *vctx) {                    \
+    const ts_loop_ctx *ctx = vctx;                                                         \
+    const T p0 = (T)ctx->f[0], p1 = (T)ctx->f[1];                                          \
+    (void)p0, (void)p1;                                                                    \
+    for (int64_t i = 0; i < n; i++) {                                                      \
+      const T x = *(const T *)(d[NIN] + i * s[NIN]);                                       \
+      const T g = NIN == 2 ? *(const T *)(d[1] + i * s[1]) : (T)0;                         \
+      (void)g;                                                                             \
+      *(T *)(d[0] + i * s[0]) = (EXPR);                                                    \
+    }                                                                                      \
+  }
+#define ACT(NAME, NIN, EXPR) ACT_LOOP(NAME##_f32, float, NIN, EXPR) ACT_LOOP(NAME##_f64, double, NIN, EXPR)
+
+/* beta p0, threshold p1 */
+ACT(softplus, 1, x * p0 > p1 ? x : log1p(exp(x * p0)) / p0)
+ACT(softplus_bw, 2, x * p0 > p1 ? g : softplus_grad(g, exp(x * p0)))
+/* alpha p0 */
+ACT(elu, 1, x <= 0 ? expm1(x) * p0 : x)
+ACT(elu_bw, 2, x <= 0 ? g * p0 * exp(x) : g)
+/* min_val p0, max_val p1; NaN passes through, as torch's clamp */
+ACT(hardtanh, 1, x != x ? x : fmin(fmax(x, p0), p1))
+ACT(hardtanh_bw, 2, x <= p0 || x >= p1 ? 0 : g)
+ACT(log_sigmoid, 1, fmin(x, (__typeof__(x))0) - log1p(exp(-fabs(x))))
+ACT(log_sigmoid_bw, 2, log_sigmoid_grad(g, x))
+ACT(mish, 1, x * tanh(log1p(exp(x))))
+ACT(mish_bw, 2, mish_grad(g, x))
+
+static ts_status run(const ts_call *c, ts_loop f32, ts_loop f64) {
+  ts_tensor *ops[3] = {c->out[0], c->in[0], c->nin > 1 ? c->in[1] : NULL};
+  ts_loop_ctx ctx = {.f = {c->f[0], c->f[1]}};
+  ts_iter it;
+  ts_iter_init(&it, c->nin + 1, ops);
+  return ts_iter_run(&it, c->out[0]->dtype == TS_FLOAT32 ? f32 : f64, &ctx);
+}
+
+#define KERNEL(NAME)                                                            \
+  static ts_status k_##NAME(const ts_call *c) { return run(c, NAME##_f32, NAME##_f64); }
+KERNEL(softplus) KERNEL(softplus_bw) KERNEL(elu) KERNEL(elu_bw) KERNEL(hardtanh) KERNEL(hardtanh_bw)
+KERNEL(log_sigmoid) KERNEL(log_sigmoid_bw) KERNEL(mish) KERNEL(mish_bw)
+
+void ts_cpu_register_nn_act(ts_kernel *k) {
+  k[TS_OP_SOFTPLUS] = k_softplus;
+  k[TS_OP_SOFTPLUS_BACKWARD] = k_softplus_bw;
+  k[TS_OP_ELU] = k_elu;
+  k[TS_OP_ELU_BACKWARD] = k_elu_bw;
+  k[TS_OP_HARDTANH] = k_hardtanh;
+  k[TS_OP_HARDTANH_BACKWARD] = k_hardtanh_bw;
+  k[TS_OP_LOG_SIGMOID] = k_log_sigmoid;
+  k[TS_OP_LOG_SIGMOID_BACKWARD] = k_log_sigmoid_bw;
+  k[TS_OP_MISH] = k_mish;
+  k[TS_OP_MISH_BACKWARD] = k_mish_bw;
+}
