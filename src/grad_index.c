@@ -112,7 +112,8 @@ ts_status ts_index_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
     break;
   }
   case TS_GRAD_SCATTER:
-  case TS_GRAD_SCATTER_ADD: { /* y = x with src written (or added) at index */
+  case TS_GRAD_SCATTER_ADD:
+  case TS_GRAD_SCATTER_VALUE: { /* y = x with src written (or added) at index */
     bool add = n->i[2];
     if (ag_wants(n, 0)) {
       if (add) {
@@ -124,7 +125,7 @@ ts_status ts_index_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
         grads[0] = ag_end_keep(&s, r);
       }
     }
-    if (ag_wants(n, 1)) {
+    if (n->nin > 1 && ag_wants(n, 1)) {
       ts_tensor *r = NULL;
       if (!s.st) st = ts_gather(g, dim, idx, &r), r = ag_keep(&s, st, r);
       grads[1] = ag_end_keep(&s, r ? fit_to_src(&s, r, &n->next[1]) : NULL);

@@ -20,7 +20,8 @@ static ts_tensor *zero_at(ag_scope *s, ts_tensor *g, ts_tensor *index) {
 ts_status ts_inplace_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
   ts_tensor *saved = NULL;
   ts_status st = TS_OK;
-  if (n->i[0] == TS_GRAD_MASKED_FILL || n->i[0] == TS_GRAD_INDEX_PUT) st = ts_ag_saved(n, 0, &saved);
+  if (n->i[0] == TS_GRAD_MASKED_FILL || n->i[0] == TS_GRAD_MASKED_FILL_TENSOR || n->i[0] == TS_GRAD_INDEX_PUT)
+    st = ts_ag_saved(n, 0, &saved);
   if (st) return st;
   ag_scope s = {.st = TS_OK};
   ts_tensor *g0 = NULL, *g1 = NULL;
@@ -32,9 +33,10 @@ ts_status ts_inplace_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
     if (ag_wants(n, 0)) g0 = ag_zeros_like(&s, g);
     if (n->nin > 1 && ag_wants(n, 1)) g1 = g;
     break;
-  case TS_GRAD_MASKED_FILL: /* the mask may broadcast against x: g has their joint shape */
+  case TS_GRAD_MASKED_FILL:
+  case TS_GRAD_MASKED_FILL_TENSOR: /* the mask may broadcast against x: g has their joint shape */
     if (ag_wants(n, 0)) g0 = ag_where(&s, saved, ag_num(&s, 0), g);
-    if (ag_wants(n, 1)) g1 = ag_where(&s, saved, g, ag_num(&s, 0));
+    if (n->nin > 1 && ag_wants(n, 1)) g1 = ag_where(&s, saved, g, ag_num(&s, 0));
     break;
   case TS_GRAD_INDEX_PUT:
     if (ag_wants(n, 0)) g0 = zero_at(&s, g, saved);

@@ -294,6 +294,11 @@ static ts_status scatter_values(ts_tensor *x, int64_t dim, ts_tensor *index, ts_
   return st;
 }
 
+/* torch's node for a scatter: ScatterBackward1 for a number, ScatterAddBackward0 adding */
+static ts_grad_kind scatter_kind(const ts_tensor *src, bool add) {
+  return add ? TS_GRAD_SCATTER_ADD : src->is_wrapped_number ? TS_GRAD_SCATTER_VALUE : TS_GRAD_SCATTER;
+}
+
 /* In the autograd graph when x or src is (a leaf that requires grad refused):
  * x takes ScatterBackward0 / ScatterAddBackward0 as its history. */
 ts_status ts_scatter_(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor *src, bool add) {
@@ -307,7 +312,7 @@ ts_status ts_scatter_(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor *sr
   TS_AG_RESTORE(prev);
   int d;
   if (!st && track && ts_wrap_dim(fn, dim, x->ndim, &d) == TS_OK)
-    st = ts_ag_index(add ? TS_GRAD_SCATTER_ADD : TS_GRAD_SCATTER, 2, in, x, d, index, add);
+    st = ts_ag_index(scatter_kind(src, add), src->is_wrapped_number ? 1 : 2, in, x, d, index, add);
   return st;
 }
 
@@ -702,6 +707,11 @@ static ts_status check_masked_fill(const char *fn, ts_tensor *x, ts_tensor *mask
   return check_devices(fn, x, mask);
 }
 
+/* torch's node: MaskedFillBackward0 for a number, 1 for a 0-dim tensor */
+static ts_grad_kind masked_fill_kind(const ts_tensor *value) {
+  return value->is_wrapped_number ? TS_GRAD_MASKED_FILL : TS_GRAD_MASKED_FILL_TENSOR;
+}
+
 /* where(mask, value, x) in x's dtype, into out (x's shape) or a new tensor; not recorded */
 static ts_status masked_fill_values(ts_tensor *x, ts_tensor *mask, ts_tensor *value, ts_tensor *out, ts_tensor **r) {
   ts_tensor *w = NULL;
@@ -730,14 +740,15 @@ ts_status ts_masked_fill_(ts_tensor *x, ts_tensor *mask, ts_tensor *value) {
   bool track = ts_ag_needed(2, in) && ts_dtype_is_float(x->dtype);
   if (track && (st = ts_ag_check_inplace(fn, x))) return st;
   if ((st = ts_check_internal_overlap(fn, x)) || (st = masked_fill_values(x, mask, value, x, NULL))) return st;
-  return track ? ts_ag_overwrite(TS_GRAD_MASKED_FILL, 2, in, x, mask) : TS_OK;
+  return track ? ts_ag_overwrite(masked_fill_kind(value), value->is_wrapped_number ? 1 : 2, in, x, mask) : TS_OK;
 }
 
 ts_status ts_masked_fill(ts_tensor *x, ts_tensor *mask, ts_tensor *value, ts_tensor **out) {
   ts_status st = check_masked_fill("masked_fill", x, mask, value);
   ts_tensor *r = NULL, *in[2] = {x, value};
   if (st || (st = masked_fill_values(x, mask, value, NULL, &r))) return st;
-  if (ts_ag_needed(2, in) && (st = ts_ag_overwrite(TS_GRAD_MASKED_FILL, 2, in, r, mask))) {
+  if (ts_ag_needed(2, in) &&
+      (st = ts_ag_overwrite(masked_fill_kind(value), value->is_wrapped_number ? 1 : 2, in, r, mask))) {
     ts_tensor_release(r);
     return st;
   }
@@ -784,7 +795,7 @@ ts_status ts_scatter(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor *src
   ts_tensor *in[2] = {x, src};
   int d;
   if (!st && ts_ag_needed(2, in) && ts_wrap_dim("scatter", dim, x->ndim, &d) == TS_OK)
-    st = ts_ag_index(add ? TS_GRAD_SCATTER_ADD : TS_GRAD_SCATTER, 2, in, *out, d, index, add);
+    st = ts_ag_index(scatter_kind(src, add), src->is_wrapped_number ? 1 : 2, in, *out, d, index, add);
   return st;
 }
 
