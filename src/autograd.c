@@ -644,6 +644,7 @@ ts_status ts_autograd_grad(int nroots, ts_tensor *const *roots, ts_tensor *const
   }
   for (int i = 0; i < ninputs; i++) {
     grads[i] = NULL;
+    if (inputs[i]->base) ts_ag_refresh(inputs[i]);
     if (!inputs[i]->requires_grad)
       return ts_fail(TS_ERR_ARG, "autograd.grad: input %d does not require grad", i);
   }

@@ -23,6 +23,10 @@ static void set_requires_grad(lua_State *L, ts_tensor *t, bool on) {
     lt_errorf(L, "only tensors of floating point dtype can require gradients, got %s", ts_dtype_name(t->dtype));
   if (!on && t->grad_fn)
     luaL_error(L, "you can only change requires_grad of leaf tensors; use detach() to get a tensor without history");
+  if (on && t->base && !t->grad_fn) { /* a view made a leaf of its own: no longer changes its base's history */
+    ts_tensor_release(t->base);
+    t->base = NULL;
+  }
   t->requires_grad = on;
 }
 
