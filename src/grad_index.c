@@ -133,13 +133,7 @@ ts_status ts_index_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
     break;
   }
   }
-  ag_end(&s, NULL);
-  if (s.st)
-    for (int k = 0; k < n->nin; k++) {
-      ts_tensor_release(grads[k]);
-      grads[k] = NULL;
-    }
-  return s.st;
+  return ag_end_grads(&s, n->nin, grads);
 }
 
 ts_status ts_ag_index(ts_grad_kind kind, int nin, ts_tensor *const *in, ts_tensor *y, int64_t dim, ts_tensor *index,

@@ -50,13 +50,7 @@ ts_status ts_inplace_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
   }
   grads[0] = ag_end_keep(&s, g0);
   if (n->nin > 1) grads[1] = ag_end_keep(&s, g1);
-  ag_end(&s, NULL);
-  if (s.st)
-    for (int k = 0; k < n->nin; k++) {
-      ts_tensor_release(grads[k]);
-      grads[k] = NULL;
-    }
-  return s.st;
+  return ag_end_grads(&s, n->nin, grads);
 }
 
 ts_status ts_ag_overwrite(ts_grad_kind kind, int nin, ts_tensor *const *in, ts_tensor *y, ts_tensor *saved) {

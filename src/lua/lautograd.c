@@ -89,6 +89,57 @@ static ts_status run_hooks(ts_tensor *leaf) {
   return TS_OK;
 }
 
+/* A tensor's list of hooks: {next =, count =, [id] = fn}, ids in order of registration. */
+static void hook_list_new(lua_State *L) {
+  lua_createtable(L, 1, 3);
+  lua_pushinteger(L, 1);
+  lua_setfield(L, -2, "next");
+  lua_pushinteger(L, 0);
+  lua_setfield(L, -2, "count");
+}
+
+/* Appends the function at fn to the list on top of the stack; returns its id. */
+static lua_Integer hook_list_add(lua_State *L, int fn) {
+  lua_getfield(L, -1, "next");
+  lua_Integer id = lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  lua_pushvalue(L, fn);
+  lua_rawseti(L, -2, id);
+  lua_pushinteger(L, id + 1);
+  lua_setfield(L, -2, "next");
+  lua_getfield(L, -1, "count");
+  lua_pushinteger(L, lua_tointeger(L, -1) + 1);
+  lua_setfield(L, -3, "count");
+  lua_pop(L, 1);
+  return id;
+}
+
+/* Takes hook id off the list on top of the stack; returns how many remain
+ * (-1: it was not there, removed already). */
+static lua_Integer hook_list_remove(lua_State *L, lua_Integer id) {
+  if (lua_rawgeti(L, -1, id) != LUA_TFUNCTION) return lua_pop(L, 1), -1;
+  lua_pop(L, 1);
+  lua_pushnil(L);
+  lua_rawseti(L, -2, id);
+  lua_getfield(L, -1, "count");
+  lua_Integer count = lua_tointeger(L, -1) - 1;
+  lua_pop(L, 1);
+  lua_pushinteger(L, count);
+  lua_setfield(L, -2, "count");
+  return count;
+}
+
+/* The handle register_*hook returns: {[key_field] = key, _id = id, remove = remove} */
+static void push_handle(lua_State *L, const char *key_field, lua_Integer id, lua_CFunction remove) {
+  lua_createtable(L, 0, 3);
+  lua_pushvalue(L, -2);
+  lua_setfield(L, -2, key_field);
+  lua_pushinteger(L, id);
+  lua_setfield(L, -2, "_id");
+  lua_pushcfunction(L, remove);
+  lua_setfield(L, -2, "remove");
+}
+
 static int hook_remove(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_getfield(L, 1, "_leaf");
@@ -97,21 +148,12 @@ static int hook_remove(lua_State *L) {
   lua_Integer id = lua_tointeger(L, -1);
   if (!leaf) return 0;
   lua_getfield(L, LUA_REGISTRYINDEX, "tensh.grad_hooks");
-  if (lua_rawgetp(L, -1, leaf) == LUA_TTABLE && lua_rawgeti(L, -1, id) == LUA_TFUNCTION) {
-    lua_pop(L, 1);
+  if (lua_rawgetp(L, -1, leaf) == LUA_TTABLE && hook_list_remove(L, id) == 0) {
+    /* the last one: the tensor goes back to normal */
     lua_pushnil(L);
-    lua_rawseti(L, -2, id);
-    lua_getfield(L, -1, "count");
-    lua_Integer count = lua_tointeger(L, -1) - 1;
-    lua_pop(L, 1);
-    lua_pushinteger(L, count);
-    lua_setfield(L, -2, "count");
-    if (count == 0) { /* the last one: the tensor goes back to normal */
-      lua_pushnil(L);
-      lua_rawsetp(L, -3, leaf);
-      ts_ag_set_hooked(leaf, false);
-      ts_tensor_release(leaf);
-    }
+    lua_rawsetp(L, -3, leaf);
+    ts_ag_set_hooked(leaf, false);
+    ts_tensor_release(leaf);
   }
   lua_pushnil(L);
   lua_setfield(L, 1, "_leaf");
@@ -130,35 +172,16 @@ static int m_register_post_accumulate_grad_hook(lua_State *L) {
   lua_getfield(L, LUA_REGISTRYINDEX, "tensh.grad_hooks");
   if (lua_rawgetp(L, -1, t) != LUA_TTABLE) {
     lua_pop(L, 1);
-    lua_createtable(L, 1, 2);
-    lua_pushinteger(L, 1);
-    lua_setfield(L, -2, "next");
-    lua_pushinteger(L, 0);
-    lua_setfield(L, -2, "count");
+    hook_list_new(L);
     LT_TRY(L, ts_ag_set_hooked(t, true));
     lua_pushvalue(L, -1);
     lua_rawsetp(L, -3, t);
     ts_tensor_retain(t);
   }
-  lua_getfield(L, -1, "next");
-  lua_Integer id = lua_tointeger(L, -1);
-  lua_pop(L, 1);
-  lua_pushvalue(L, 2);
-  lua_rawseti(L, -2, id);
-  lua_pushinteger(L, id + 1);
-  lua_setfield(L, -2, "next");
-  lua_getfield(L, -1, "count");
-  lua_pushinteger(L, lua_tointeger(L, -1) + 1);
-  lua_setfield(L, -3, "count");
-  lua_pop(L, 1);
+  lua_Integer id = hook_list_add(L, 2);
   ts_ag_post_accumulate_hook = run_hooks;
-  lua_createtable(L, 0, 3); /* the handle */
   lua_pushlightuserdata(L, t);
-  lua_setfield(L, -2, "_leaf");
-  lua_pushinteger(L, id);
-  lua_setfield(L, -2, "_id");
-  lua_pushcfunction(L, hook_remove);
-  lua_setfield(L, -2, "remove");
+  push_handle(L, "_leaf", id, hook_remove);
   return 1;
 }
 
@@ -236,24 +259,15 @@ static int tensor_hook_remove(lua_State *L) {
   if (!key) return 0;
   lua_getfield(L, LUA_REGISTRYINDEX, "tensh.tensor_hooks");
   int hooks = lua_gettop(L);
-  if (lua_rawgeti(L, hooks, key) == LUA_TTABLE && lua_rawgeti(L, -1, id) == LUA_TFUNCTION) {
-    lua_pop(L, 1);
-    lua_pushnil(L);
-    lua_rawseti(L, -2, id);
-    lua_getfield(L, -1, "count");
-    lua_Integer count = lua_tointeger(L, -1) - 1;
-    lua_pop(L, 1);
-    lua_pushinteger(L, count);
-    lua_setfield(L, -2, "count");
-    if (count == 0) { /* the last one: a leaf goes back to normal */
-      if (lua_getfield(L, -1, "leaf") == LUA_TLIGHTUSERDATA) {
-        ts_tensor *leaf = lua_touserdata(L, -1);
-        ts_ag_set_hook_key(leaf, 0);
-        ts_tensor_release(leaf);
-      }
-      lua_pushnil(L);
-      lua_rawseti(L, hooks, key);
+  if (lua_rawgeti(L, hooks, key) == LUA_TTABLE && hook_list_remove(L, id) == 0) {
+    /* the last one: a leaf goes back to normal */
+    if (lua_getfield(L, -1, "leaf") == LUA_TLIGHTUSERDATA) {
+      ts_tensor *leaf = lua_touserdata(L, -1);
+      ts_ag_set_hook_key(leaf, 0);
+      ts_tensor_release(leaf);
     }
+    lua_pushnil(L);
+    lua_rawseti(L, hooks, key);
   }
   lua_pushnil(L);
   lua_setfield(L, 1, "_key");
@@ -276,11 +290,7 @@ static int m_register_hook(lua_State *L) {
   }
   if (lua_rawgeti(L, -1, (lua_Integer)key) != LUA_TTABLE) {
     lua_pop(L, 1);
-    lua_createtable(L, 1, 3);
-    lua_pushinteger(L, 1);
-    lua_setfield(L, -2, "next");
-    lua_pushinteger(L, 0);
-    lua_setfield(L, -2, "count");
+    hook_list_new(L);
     if (!t->grad_fn) { /* a leaf: kept alive while it has hooks, as its address names it */
       lua_pushlightuserdata(L, t);
       lua_setfield(L, -2, "leaf");
@@ -289,25 +299,10 @@ static int m_register_hook(lua_State *L) {
     lua_pushvalue(L, -1);
     lua_rawseti(L, -3, (lua_Integer)key);
   }
-  lua_getfield(L, -1, "next");
-  lua_Integer id = lua_tointeger(L, -1);
-  lua_pop(L, 1);
-  lua_pushvalue(L, 2);
-  lua_rawseti(L, -2, id);
-  lua_pushinteger(L, id + 1);
-  lua_setfield(L, -2, "next");
-  lua_getfield(L, -1, "count");
-  lua_pushinteger(L, lua_tointeger(L, -1) + 1);
-  lua_setfield(L, -3, "count");
-  lua_pop(L, 1);
+  lua_Integer id = hook_list_add(L, 2);
   ts_ag_tensor_hook = run_tensor_hooks;
-  lua_createtable(L, 0, 3); /* the handle */
   lua_pushinteger(L, (lua_Integer)key);
-  lua_setfield(L, -2, "_key");
-  lua_pushinteger(L, id);
-  lua_setfield(L, -2, "_id");
-  lua_pushcfunction(L, tensor_hook_remove);
-  lua_setfield(L, -2, "remove");
+  push_handle(L, "_key", id, tensor_hook_remove);
   return 1;
 }
 
