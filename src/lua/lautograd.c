@@ -385,6 +385,8 @@ static int m_detach_(lua_State *L) {
     ts_node_release(t->grad_fn);
     t->grad_fn = NULL;
   }
+  ts_tensor_release(t->base); /* out of the graph for good: its base's later history is not its own */
+  t->base = NULL;
   t->requires_grad = false;
   lua_settop(L, 1);
   return 1;

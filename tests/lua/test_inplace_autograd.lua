@@ -307,6 +307,15 @@ test("views of a tensor that does not require grad join the graph when it does",
   buf:sum():backward()
   local e = s:detach():exp():tolist()
   close(s.grad, {e[1], e[2], 1, 1}, 1e-12, 0, "grad through the view's exp_")
+  -- a view taken out of the graph (detach_) or made a leaf (requires_grad_) leaves its base alone
+  local b2 = torch.zeros(4, F64)
+  local cut, own = b2[{{0, 2}}], b2[{{2, 4}}]
+  cut:detach_()
+  own:requires_grad_()
+  b2:copy_(s)
+  eq(cut.requires_grad, false, "detach_'ed view")
+  eq(own.is_leaf, true, "a view made a leaf stays one")
+  raises(function() own:mul_(2) end, fixture.messages.leaf)
 end)
 
 test("scatter_ with a source larger than the index: unused source elements get 0", function()
