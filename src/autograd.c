@@ -2,6 +2,7 @@
  * autograd.grad(). The formulas live in grad_*.c. */
 #include "autograd.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,8 +18,11 @@ void ts_set_grad_enabled(bool on) { grad_off = !on; }
 
 bool ts_ag_needed(int n, ts_tensor *const *ts) {
   if (grad_off) return false;
-  for (int i = 0; i < n; i++)
-    if (ts[i] && ts[i]->requires_grad) return true;
+  for (int i = 0; i < n; i++) {
+    if (!ts[i]) continue;
+    if (ts[i]->base) ts_ag_refresh(ts[i]);
+    if (ts[i]->requires_grad) return true;
+  }
   return false;
 }
 
@@ -29,6 +33,31 @@ static void release_saved(ts_node *n) {
     ts_tensor_release(n->saved[k]);
     n->saved[k] = NULL;
   }
+  if (n->inner) { /* CopySlices runs its in-place op's formula: freed with it */
+    release_saved(n->inner);
+    n->inner->released = true;
+  }
+}
+
+/* Keys of freed nodes that had tensor hooks (ts_ag_take_dead_hook_keys). */
+static uint64_t *dead_keys;
+static int ndead_keys, cap_dead_keys;
+
+static void hook_key_dead(uint64_t key) {
+  if (ndead_keys == cap_dead_keys) {
+    int cap = cap_dead_keys ? 2 * cap_dead_keys : 64;
+    uint64_t *v = realloc(dead_keys, sizeof *v * (size_t)cap);
+    if (!v) return; /* the binding keeps a few dead functions: harmless */
+    dead_keys = v, cap_dead_keys = cap;
+  }
+  dead_keys[ndead_keys++] = key;
+}
+
+int ts_ag_take_dead_hook_keys(uint64_t *keys, int max) {
+  int n = ndead_keys < max ? ndead_keys : max;
+  memcpy(keys, dead_keys + ndead_keys - n, sizeof *keys * (size_t)n);
+  ndead_keys -= n;
+  return n;
 }
 
 void ts_node_release(ts_node *n) {
@@ -38,6 +67,8 @@ void ts_node_release(ts_node *n) {
     ts_node *next_to_free = NULL;
     release_saved(n);
     ts_tensor_release(n->pending);
+    if (n->inner) ts_node_release(n->inner);
+    if (n->hook_key) hook_key_dead(n->hook_key);
     for (int k = 0; k < n->nin; k++) {
       ts_tensor_release(n->next[k].leaf);
       if (n->next[k].fn) {
@@ -70,6 +101,7 @@ ts_status ts_ag_record(const char *name, ts_backward_fn fn, int n, ts_tensor *co
   for (int k = 0; k < n; k++) {
     ts_tensor *t = ts[k];
     if (!t) continue;
+    if (t->base) ts_ag_refresh(t);
     ts_edge *e = &edges[k];
     e->ndim = t->ndim;
     memcpy(e->sizes, t->sizes, sizeof e->sizes);
@@ -84,10 +116,11 @@ ts_status ts_ag_record(const char *name, ts_backward_fn fn, int n, ts_tensor *co
       ts_tensor_retain(t);
     }
   }
+  if (node) *node = nd;
+  if (n > 0 && out == ts[0]) return ts_ag_inplace_history(out, nd); /* an in-place op */
   if (out->grad_fn) ts_node_release(out->grad_fn);
   out->grad_fn = nd;
   out->requires_grad = true;
-  if (node) *node = nd;
   return TS_OK;
 }
 
@@ -104,6 +137,21 @@ void ts_ag_save(ts_node *n, int k, ts_tensor *t) {
   ts_tensor_release(n->saved[k]);
   n->saved[k] = alias;
   n->saved_version[k] = alias->storage->version;
+  n->saved_from[k] = t->grad_fn ? t->grad_fn->name : NULL;
+  if (t->grad_fn == n) n->saved_output |= (uint8_t)(1u << k);
+  else n->saved_output &= (uint8_t)~(1u << k);
+}
+
+/* "torch.FloatTensor [2, 3]", as PyTorch names a tensor in its in-place error */
+static void torch_type_str(const ts_tensor *t, char *buf, size_t n) {
+  static const char *const names[TS_DTYPE_COUNT] = {
+      [TS_FLOAT32] = "Float", [TS_FLOAT64] = "Double", [TS_FLOAT16] = "Half", [TS_BFLOAT16] = "BFloat16",
+      [TS_INT64] = "Long",    [TS_INT32] = "Int",      [TS_UINT8] = "Byte",   [TS_BOOL] = "Bool",
+      [TS_INT8] = "Char",     [TS_INT16] = "Short"};
+  size_t k = (size_t)snprintf(buf, n, "torch.%s%sTensor [", t->device.type == TS_CUDA ? "cuda." : "", names[t->dtype]);
+  for (int d = 0; d < t->ndim && k < n; d++)
+    k += (size_t)snprintf(buf + k, n - k, d ? ", %lld" : "%lld", (long long)t->sizes[d]);
+  if (k < n) snprintf(buf + k, n - k, "]");
 }
 
 ts_status ts_ag_saved(ts_node *n, int k, ts_tensor **t) {
@@ -112,10 +160,20 @@ ts_status ts_ag_saved(ts_node *n, int k, ts_tensor **t) {
                    "after the first backward); call backward({retain_graph = true}) the first time", n->name);
   ts_tensor *s = n->saved[k];
   if (!s) return ts_fail(TS_ERR_ARG, "%s: saved tensor %d is missing (out of memory when it was saved?)", n->name, k);
-  if (s->storage->version != n->saved_version[k])
-    return ts_fail(TS_ERR_ARG, "one of the tensors needed for gradient computation has been modified by an in-place "
-                   "operation (%s needs it at version %u, it is now at version %u); use an out-of-place op or clone() "
-                   "it first", n->name, n->saved_version[k], s->storage->version);
+  if (s->storage->version != n->saved_version[k]) {
+    char type[300], from[200] = "";
+    torch_type_str(s, type, sizeof type);
+    /* named by its history now, as PyTorch: the in-place op's node when one was recorded since
+     * (a node's own output is named by the node) */
+    bool output = n->saved_output >> k & 1;
+    const char *fn = !output && s->storage->inplace_fn && s->storage->inplace_version > n->saved_version[k]
+                         ? s->storage->inplace_fn : n->saved_from[k];
+    if (fn) snprintf(from, sizeof from, ", which is output 0 of %s", fn);
+    return ts_fail(TS_ERR_ARG, "one of the variables needed for gradient computation has been modified by an "
+                   "inplace operation: [%s]%s, is at version %u; expected version %u instead. Hint: %s saved it "
+                   "for its gradient; use an out-of-place op, or clone() the tensor before changing it in place",
+                   type, from, s->storage->version, n->saved_version[k], n->name);
+  }
   *t = s;
   return TS_OK;
 }
@@ -288,43 +346,88 @@ static ts_status deliver_leaf(ts_tensor *leaf, ts_tensor *g, capture *cap) {
   return accumulate_into(&leaf->grad, g, true);
 }
 
-/* ---- post-accumulate-grad hooks ---- */
+/* ---- hooks on leaves: post-accumulate-grad hooks and tensor hooks ---- */
 
 ts_status (*ts_ag_post_accumulate_hook)(ts_tensor *leaf);
+ts_status (*ts_ag_tensor_hook)(uint64_t key, ts_tensor **grad);
 
 /* The leaves with hooks: a short list (DistributedDataParallel's
- * parameters), kept here rather than as a tensor field so ts_tensor stays
- * as it is; a backward without hooked leaves pays one test. */
-static ts_tensor **hooked_set;
+ * parameters, tensors given register_hook), kept here rather than as tensor
+ * fields so ts_tensor stays as it is; a backward without hooked leaves pays
+ * one test. */
+typedef struct hooked_leaf {
+  ts_tensor *t;
+  bool post;    /* post-accumulate-grad hooks */
+  uint64_t key; /* tensor hooks (0: none) */
+} hooked_leaf;
+static hooked_leaf *hooked_set;
 static int nhooked_set, cap_hooked_set;
 
-static bool has_hooks(const ts_tensor *t) {
+static hooked_leaf *hooked_entry(const ts_tensor *t) {
   for (int i = 0; i < nhooked_set; i++)
-    if (hooked_set[i] == t) return true;
-  return false;
+    if (hooked_set[i].t == t) return &hooked_set[i];
+  return NULL;
+}
+
+/* t's entry, made when missing (NULL with an error when out of memory) */
+static hooked_leaf *hooked_add(ts_tensor *t, const char *fn) {
+  hooked_leaf *h = hooked_entry(t);
+  if (h) return h;
+  if (nhooked_set == cap_hooked_set) {
+    int cap = cap_hooked_set ? 2 * cap_hooked_set : 64;
+    hooked_leaf *v = realloc(hooked_set, sizeof *v * (size_t)cap);
+    if (!v) return ts_fail(TS_ERR_OOM, "%s: out of memory", fn), NULL;
+    hooked_set = v, cap_hooked_set = cap;
+  }
+  hooked_set[nhooked_set] = (hooked_leaf){t, false, 0};
+  return &hooked_set[nhooked_set++];
+}
+
+static void hooked_drop_if_empty(hooked_leaf *h) {
+  if (!h->post && !h->key) *h = hooked_set[--nhooked_set];
 }
 
 ts_status ts_ag_set_hooked(ts_tensor *t, bool on) {
-  for (int i = 0; i < nhooked_set; i++)
-    if (hooked_set[i] == t) {
-      if (!on) hooked_set[i] = hooked_set[--nhooked_set];
-      return TS_OK;
-    }
-  if (!on) return TS_OK;
-  if (nhooked_set == cap_hooked_set) {
-    int cap = cap_hooked_set ? 2 * cap_hooked_set : 64;
-    ts_tensor **v = realloc(hooked_set, sizeof *v * (size_t)cap);
-    if (!v) return ts_fail(TS_ERR_OOM, "register_post_accumulate_grad_hook: out of memory");
-    hooked_set = v, cap_hooked_set = cap;
+  hooked_leaf *h = on ? hooked_add(t, "register_post_accumulate_grad_hook") : hooked_entry(t);
+  if (on && !h) return TS_ERR_OOM;
+  if (h) {
+    h->post = on;
+    hooked_drop_if_empty(h);
   }
-  hooked_set[nhooked_set++] = t;
   return TS_OK;
 }
 
+uint64_t ts_ag_hook_key(ts_tensor *t) {
+  if (t->base) ts_ag_refresh(t);
+  if (t->grad_fn) return t->grad_fn->hook_key;
+  hooked_leaf *h = hooked_entry(t);
+  return h ? h->key : 0;
+}
+
+ts_status ts_ag_set_hook_key(ts_tensor *t, uint64_t key) {
+  if (t->base) ts_ag_refresh(t);
+  if (t->grad_fn) {
+    t->grad_fn->hook_key = key;
+    return TS_OK;
+  }
+  hooked_leaf *h = key ? hooked_add(t, "register_hook") : hooked_entry(t);
+  if (key && !h) return TS_ERR_OOM;
+  if (h) {
+    h->key = key;
+    hooked_drop_if_empty(h);
+  }
+  return TS_OK;
+}
+
+/* A hooked leaf this backward reaches: its gradient waits in `pending` until
+ * every edge into it has delivered, for the tensor hooks to see the sum. */
 typedef struct hooked {
   ts_tensor *leaf;
-  int remaining; /* edges into it from nodes not yet run */
-  bool got;      /* a gradient arrived in this backward */
+  bool post;
+  uint64_t key;
+  int remaining;      /* edges into it from nodes not yet run */
+  bool got;           /* a gradient arrived in this backward */
+  ts_tensor *pending; /* tensor hooks: the gradient summed so far */
 } hooked;
 
 typedef struct hook_list {
@@ -343,7 +446,10 @@ static ts_status count_hooked(hook_list *h, const node_list *all) {
   for (int i = 0; i < all->n; i++)
     for (int k = 0; k < all->v[i]->nin; k++) {
       ts_tensor *leaf = all->v[i]->next[k].leaf;
-      if (!leaf || !has_hooks(leaf)) continue;
+      hooked_leaf *e = leaf ? hooked_entry(leaf) : NULL;
+      if (!e) continue;
+      bool post = e->post && ts_ag_post_accumulate_hook, pre = e->key && ts_ag_tensor_hook;
+      if (!post && !pre) continue;
       hooked *x = find_hooked(h, leaf);
       if (!x) {
         if (h->n == h->cap) {
@@ -353,25 +459,46 @@ static ts_status count_hooked(hook_list *h, const node_list *all) {
           h->v = v, h->cap = cap;
         }
         x = &h->v[h->n++];
-        *x = (hooked){leaf, 0, false};
+        *x = (hooked){leaf, post, pre ? e->key : 0, 0, false, NULL};
       }
       x->remaining++;
     }
   return TS_OK;
 }
 
+/* The tensor hooks of key on *g; a hook's result replaces it. */
+static ts_status run_tensor_hooks(uint64_t key, ts_tensor **g) {
+  if (!key || !ts_ag_tensor_hook) return TS_OK;
+  return ts_ag_tensor_hook(key, g);
+}
+
 /* node n has delivered what it had: a hooked leaf that has now heard from
- * every node that could reach it runs its hooks */
+ * every node that could reach it gets its gradient (through its tensor
+ * hooks), then runs its post-accumulate hooks */
 static ts_status edges_done(hook_list *h, ts_node *n) {
   for (int k = 0; k < n->nin; k++) {
     ts_tensor *leaf = n->next[k].leaf;
     hooked *x = leaf ? find_hooked(h, leaf) : NULL;
-    if (x && --x->remaining == 0 && x->got) {
-      ts_status st = ts_ag_post_accumulate_hook(leaf);
-      if (st) return st;
+    if (!x || --x->remaining != 0) continue;
+    ts_status st = TS_OK;
+    if (x->pending) {
+      ts_tensor *g = x->pending;
+      x->pending = NULL;
+      st = run_tensor_hooks(x->key, &g);
+      st = st ? (ts_tensor_release(g), st) : deliver_leaf(leaf, g, NULL);
     }
+    if (!st && x->got && x->post) st = ts_ag_post_accumulate_hook(leaf);
+    if (st) return st;
   }
   return TS_OK;
+}
+
+/* A seed given straight to a leaf root (x:backward() on a leaf). */
+static ts_status seed_leaf(ts_tensor *root, ts_tensor *seed) {
+  hooked_leaf *e = hooked_entry(root);
+  ts_status st = e ? run_tensor_hooks(e->key, &seed) : TS_OK;
+  if (st) return ts_tensor_release(seed), st;
+  return deliver_leaf(root, seed, NULL);
 }
 
 static ts_status run_engine(int nroots, ts_tensor *const *roots, ts_tensor *const *root_grads, bool retain,
@@ -380,10 +507,12 @@ static ts_status run_engine(int nroots, ts_tensor *const *roots, ts_tensor *cons
   ts_set_grad_enabled(false);
   unsigned autocast = ts_autocast_suspend(); /* backward runs in the dtypes the forward chose */
   node_list all = {0};
+  for (int r = 0; r < nroots; r++)
+    if (roots[r]->base) ts_ag_refresh(roots[r]);
   ts_status st = collect(&all, nroots, roots);
   if (!st && all.n > 1) qsort(all.v, (size_t)all.n, sizeof *all.v, by_seq_desc); /* qsort(NULL, 0) is undefined */
   hook_list hooks = {0};
-  if (!st && !cap && ts_ag_post_accumulate_hook && nhooked_set) st = count_hooked(&hooks, &all);
+  if (!st && !cap && nhooked_set) st = count_hooked(&hooks, &all);
   /* seed the roots */
   for (int r = 0; r < nroots && !st; r++) {
     ts_tensor *root = roots[r], *g = root_grads ? root_grads[r] : NULL, *seed = NULL;
@@ -408,7 +537,7 @@ static ts_status run_engine(int nroots, ts_tensor *const *roots, ts_tensor *cons
       if (ci >= 0) st = accumulate(&cap->grads[ci], seed);
       else ts_tensor_release(seed);
     } else {
-      st = deliver_leaf(root, seed, NULL);
+      st = seed_leaf(root, seed);
     }
   }
   for (int i = 0; i < all.n && !st; i++) {
@@ -423,7 +552,8 @@ static ts_status run_engine(int nroots, ts_tensor *const *roots, ts_tensor *cons
       ts_tensor_release(g);
       break;
     }
-    /* a captured non-leaf input: its gradient is its node's incoming one */
+    /* a captured non-leaf input: its gradient is its node's incoming one
+     * (taken before the tensor's hooks run, as PyTorch's engine does) */
     if (cap)
       for (int c = 0; c < cap->n; c++)
         if (cap->inputs[c]->grad_fn == n && capture_index(cap, cap->inputs[c]) == c && !st) {
@@ -434,6 +564,10 @@ static ts_status run_engine(int nroots, ts_tensor *const *roots, ts_tensor *cons
       ts_tensor_release(g);
       st = ts_fail(TS_ERR_ARG, "trying to backward through the graph a second time (%s's saved tensors were freed "
                    "after the first backward); call backward({retain_graph = true}) the first time", n->name);
+      break;
+    }
+    if (!st && n->hook_key && (st = run_tensor_hooks(n->hook_key, &g))) {
+      ts_tensor_release(g);
       break;
     }
     ts_tensor *stack_grads[8], **grads = n->nin <= 8 ? stack_grads : calloc((size_t)n->nin, sizeof *grads);
@@ -454,9 +588,12 @@ static ts_status run_engine(int nroots, ts_tensor *const *roots, ts_tensor *cons
       if (!st && (e->fn || e->leaf)) st = ts_ag_reduce_to(gk, e, &r);
       ts_tensor_release(gk); /* before delivering: r's count then says whether anything else holds it */
       grads[k] = NULL;
-      if (r) st = e->fn ? accumulate(&e->fn->pending, r) : deliver_leaf(e->leaf, r, cap);
-      hooked *x = r && hooks.n && e->leaf ? find_hooked(&hooks, e->leaf) : NULL;
+      if (!r) continue;
+      hooked *x = hooks.n && e->leaf ? find_hooked(&hooks, e->leaf) : NULL;
       if (x) x->got = true;
+      if (e->fn) st = accumulate(&e->fn->pending, r);
+      else if (x && x->key) st = accumulate(&x->pending, r); /* summed for the tensor hooks first */
+      else st = deliver_leaf(e->leaf, r, cap);
     }
     if (grads != stack_grads) free(grads);
     if (!st && hooks.n) st = edges_done(&hooks, n);
@@ -469,6 +606,7 @@ static ts_status run_engine(int nroots, ts_tensor *const *roots, ts_tensor *cons
       all.v[i]->released = true;
     }
   }
+  for (int i = 0; i < hooks.n; i++) ts_tensor_release(hooks.v[i].pending);
   free(all.v);
   free(hooks.v);
   ts_autocast_resume(autocast);
@@ -490,6 +628,7 @@ static ts_status check_root(const char *fn, ts_tensor *root, ts_tensor *grad) {
 }
 
 ts_status ts_backward(ts_tensor *root, ts_tensor *grad, bool retain_graph) {
+  if (root->base) ts_ag_refresh(root);
   ts_status st = check_root("backward", root, grad);
   if (st) return st;
   ts_tensor *grads[1] = {grad};
@@ -499,11 +638,13 @@ ts_status ts_backward(ts_tensor *root, ts_tensor *grad, bool retain_graph) {
 ts_status ts_autograd_grad(int nroots, ts_tensor *const *roots, ts_tensor *const *root_grads, int ninputs,
                            ts_tensor *const *inputs, bool retain_graph, bool allow_unused, ts_tensor **grads) {
   for (int r = 0; r < nroots; r++) {
+    if (roots[r]->base) ts_ag_refresh(roots[r]);
     ts_status st = check_root("autograd.grad", roots[r], root_grads ? root_grads[r] : NULL);
     if (st) return st;
   }
   for (int i = 0; i < ninputs; i++) {
     grads[i] = NULL;
+    if (inputs[i]->base) ts_ag_refresh(inputs[i]);
     if (!inputs[i]->requires_grad)
       return ts_fail(TS_ERR_ARG, "autograd.grad: input %d does not require grad", i);
   }
@@ -519,24 +660,4 @@ ts_status ts_autograd_grad(int nroots, ts_tensor *const *roots, ts_tensor *const
       grads[i] = NULL;
     }
   return st;
-}
-
-ts_status ts_ag_rebase(ts_tensor *x, ts_tensor *r) {
-  if (!r->grad_fn) return TS_OK;
-  ts_node_retain(r->grad_fn);
-  if (x->grad_fn) ts_node_release(x->grad_fn);
-  x->grad_fn = r->grad_fn;
-  x->requires_grad = true;
-  return TS_OK;
-}
-
-ts_status ts_ag_check_inplace(const char *fn, ts_tensor *x) {
-  if (!ts_grad_enabled() || !x->requires_grad) return TS_OK;
-  if (!x->grad_fn)
-    return ts_fail(TS_ERR_ARG, "%s: a leaf tensor that requires grad is being used in an in-place operation; do it "
-                   "inside torch.no_grad() (as optimizers do) or use the out-of-place op", fn);
-  if (x->grad_fn->view)
-    return ts_fail(TS_ERR_ARG, "%s: in-place changes to a view of a tensor in the autograd graph are not supported; "
-                   "clone() it first, or build the result out of place (torch.cat, torch.where)", fn);
-  return TS_OK;
 }

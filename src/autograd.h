@@ -41,8 +41,12 @@ struct ts_node {
   ts_edge *next;             /* nin edges */
   ts_tensor *saved[TS_NODE_MAX_SAVED];
   uint32_t saved_version[TS_NODE_MAX_SAVED];
+  const char *saved_from[TS_NODE_MAX_SAVED]; /* the saved tensor's grad_fn name when saved (NULL: a leaf) */
+  uint8_t saved_output;      /* bit k: saved tensor k is this node's own output */
   bool released;             /* saved tensors freed by a backward without retain_graph */
-  bool view;                 /* the output is a view of input 0 (in-place changes are refused) */
+  bool view;                 /* the output is a view of input 0 (view ops, AsStridedBackward0) */
+  ts_node *inner;            /* CopySlices: the in-place op's node, run on the view's part of the gradient */
+  uint64_t hook_key;         /* nonzero: Tensor.register_hook functions see the gradient arriving here */
   int64_t i[6];              /* op parameters */
   double f[4];
   int64_t *list;             /* a variable-length parameter (cat sizes, reduced dims), owned */
@@ -60,7 +64,9 @@ bool ts_ag_needed(int n, ts_tensor *const *ts);
 /* Creates a node for an op whose inputs are ts[0..n) and makes it out's
  * grad_fn. Inputs that do not require grad get an empty edge. Returns the
  * node (owned by out) through *node for the caller to save tensors and
- * parameters, or NULL with an error. */
+ * parameters, or NULL with an error. out == ts[0] records an in-place op:
+ * edge 0 is out's history before it, and out takes the node as
+ * ts_ag_inplace_history says. */
 ts_status ts_ag_record(const char *name, ts_backward_fn fn, int n, ts_tensor *const *ts, ts_tensor *out,
                        ts_node **node);
 /* Saves t (retained) in slot k of n, remembering its version to detect in-place changes. */
@@ -93,12 +99,50 @@ ts_status ts_autograd_grad(int nroots, ts_tensor *const *roots, ts_tensor *const
 /* g summed over broadcast dims and cast to the edge's shape and dtype. */
 ts_status ts_ag_reduce_to(ts_tensor *g, const ts_edge *e, ts_tensor **out);
 
-/* In-place ops on tensors that take part in autograd: `x` gets the history
- * of `r` (a new out-of-place result whose values were copied into x). */
-ts_status ts_ag_rebase(ts_tensor *x, ts_tensor *r);
-/* Refuses in-place changes autograd cannot follow (a leaf that requires
- * grad, a view in a graph); fn names the op. */
+/* ---- in-place ops (autograd_inplace.c) ----
+ * An in-place op on x records a node whose input 0 is x before the op and
+ * makes it x's history. When x is a view (x->base), the history that changes
+ * is the base's, as PyTorch does it: the base's grad_fn becomes CopySlices
+ * (the base's gradient with the view's part run through the op's node) and
+ * x's becomes AsStridedBackward0 of the base. Every other view of that base
+ * picks the new history up on its next use (ts_ag_refresh). The storage's
+ * version, bumped once per in-place op, lets saved tensors notice changes. */
+
+/* Refuses in-place changes autograd cannot follow, with PyTorch's messages:
+ * a leaf that requires grad, a view of one (outside no_grad); fn names the op. */
 ts_status ts_ag_check_inplace(const char *fn, ts_tensor *x);
+/* x takes the in-place op's node n (a reference handed over) as its history. */
+ts_status ts_ag_inplace_history(ts_tensor *x, ts_node *n);
+/* x gets the history of r (a new out-of-place result whose values were
+ * copied into x; r's input 0 was x's value before the op). */
+ts_status ts_ag_rebase(ts_tensor *x, ts_tensor *r);
+/* v (just made as a view of t) remembers its base, in grad mode. */
+void ts_ag_note_view(ts_tensor *t, ts_tensor *v);
+/* A view whose base took a new history since the view's was recorded takes
+ * the base's through AsStridedBackward0. Cheap for non-views; called where
+ * a history is read (recording, backward roots, grad_fn, requires_grad). */
+void ts_ag_refresh(ts_tensor *t);
+/* CopySlices' and AsStridedBackward0's formulas */
+ts_status ts_copy_slices_backward(ts_node *n, ts_tensor *grad, ts_tensor **grads);
+ts_status ts_as_strided_backward(ts_node *n, ts_tensor *grad, ts_tensor **grads);
+
+/* ---- tensor hooks (PyTorch's Tensor.register_hook) ----
+ * The binding chooses a key for a tensor's hooks and attaches it where the
+ * tensor's gradient arrives: the node of a non-leaf (where it stays when an
+ * in-place op later gives the tensor a new node, as in PyTorch), the leaf
+ * itself. During a backward the engine calls ts_ag_tensor_hook(key, &grad)
+ * with the whole gradient (every contribution summed) before the node's
+ * backward runs or the leaf's .grad grows; the hook may replace *grad (a
+ * reference it hands over). autograd.grad runs the hooks of nodes, not of
+ * leaves, as PyTorch does. */
+extern ts_status (*ts_ag_tensor_hook)(uint64_t key, ts_tensor **grad);
+/* t's key (0: none yet) */
+uint64_t ts_ag_hook_key(ts_tensor *t);
+/* Attaches key to t (0 takes a leaf's off; the caller keeps a hooked leaf alive). */
+ts_status ts_ag_set_hook_key(ts_tensor *t, uint64_t key);
+/* Keys of nodes freed since the last call, whose hooks can never run again
+ * (the binding forgets them); returns how many were written (at most max). */
+int ts_ag_take_dead_hook_keys(uint64_t *keys, int max);
 
 /* Scoped grad mode for op-layer functions that compose other recorded ops
  * but record one node themselves. */

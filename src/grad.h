@@ -52,6 +52,11 @@ ts_status ts_ag_addmm(ts_tensor *bias, ts_tensor *a, ts_tensor *b, double beta, 
 ts_status ts_ag_index(ts_grad_kind kind, int nin, ts_tensor *const *in, ts_tensor *y, int64_t dim, ts_tensor *index,
                       int64_t flag);
 
+/* ops that overwrite values (grad_inplace.c): kind one of TS_GRAD_COPY ...
+ * TS_GRAD_INDEX_PUT; y == in[0] for the in-place form (autograd.h); saved:
+ * the mask or index, or NULL */
+ts_status ts_ag_overwrite(ts_grad_kind kind, int nin, ts_tensor *const *in, ts_tensor *y, ts_tensor *saved);
+
 /* neural-network ops (grad_nn.c): the nodes call op_nn_*.c's backward functions */
 ts_status ts_ag_conv(bool is_1d, ts_tensor *x, ts_tensor *w, ts_tensor *b, const ts_conv2d_params *p, ts_tensor *y);
 ts_status ts_ag_max_pool2d(ts_tensor *x, ts_tensor *indices, ts_tensor *y);

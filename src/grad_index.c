@@ -1,6 +1,8 @@
 /* Backward formulas of joining and indexing: gradients are routed back to
  * the positions the values came from (narrow for cat, select for stack,
  * scatter-add for gather, index_select, tensor indexing and sort). */
+#include <string.h>
+
 #include "grad.h"
 #include "grad_util.h"
 
@@ -20,6 +22,23 @@ static ts_tensor *expand_index(ag_scope *s, ts_tensor *index, ts_tensor *g, int6
   int64_t sizes[TS_MAX_DIMS];
   for (int d = 0; d < g->ndim; d++) sizes[d] = d == dim ? g->sizes[d] : 1;
   return ag_expand(s, ag_reshape(s, index, g->ndim, sizes), g->ndim, g->sizes);
+}
+
+/* scatter's src may be larger than its index: the elements past the
+ * index's extent were not used, and get 0 (PyTorch raises there) */
+static ts_tensor *fit_to_src(ag_scope *s, ts_tensor *r, const ts_edge *src) {
+  if (r->ndim != src->ndim || !memcmp(r->sizes, src->sizes, sizeof(int64_t) * (size_t)r->ndim)) return r;
+  ts_tensor *z = NULL, *part = NULL;
+  ts_status st = ts_full(src->ndim, src->sizes, 0, r->dtype, r->device, &z);
+  z = ag_keep(s, st, z);
+  part = z;
+  for (int d = 0; d < r->ndim && !s->st; d++) {
+    ts_tensor *next = NULL;
+    st = ts_narrow(part, d, 0, r->sizes[d], &next);
+    part = ag_keep(s, st, next);
+  }
+  if (!s->st) s->st = ts_copy_(part, r);
+  return s->st ? NULL : z;
 }
 
 ts_status ts_index_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
@@ -92,7 +111,9 @@ ts_status ts_index_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
     grads[0] = ag_end_keep(&s, r);
     break;
   }
-  case TS_GRAD_SCATTER: { /* y = x with src written (or added) at index */
+  case TS_GRAD_SCATTER:
+  case TS_GRAD_SCATTER_ADD:
+  case TS_GRAD_SCATTER_VALUE: { /* y = x with src written (or added) at index */
     bool add = n->i[2];
     if (ag_wants(n, 0)) {
       if (add) {
@@ -104,21 +125,15 @@ ts_status ts_index_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
         grads[0] = ag_end_keep(&s, r);
       }
     }
-    if (ag_wants(n, 1)) {
+    if (n->nin > 1 && ag_wants(n, 1)) {
       ts_tensor *r = NULL;
       if (!s.st) st = ts_gather(g, dim, idx, &r), r = ag_keep(&s, st, r);
-      grads[1] = ag_end_keep(&s, r);
+      grads[1] = ag_end_keep(&s, r ? fit_to_src(&s, r, &n->next[1]) : NULL);
     }
     break;
   }
   }
-  ag_end(&s, NULL);
-  if (s.st)
-    for (int k = 0; k < n->nin; k++) {
-      ts_tensor_release(grads[k]);
-      grads[k] = NULL;
-    }
-  return s.st;
+  return ag_end_grads(&s, n->nin, grads);
 }
 
 ts_status ts_ag_index(ts_grad_kind kind, int nin, ts_tensor *const *in, ts_tensor *y, int64_t dim, ts_tensor *index,

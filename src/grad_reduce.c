@@ -28,6 +28,29 @@ static double reduced_count(const ts_node *n) {
   return r;
 }
 
+/* d prod / d x_i is the product of the others: prod / x_i where no x is 0;
+ * at a lone 0, the product of the non-zeros; 0 where two or more are 0 (as
+ * PyTorch, which also never divides by 0). One formula of ops for every
+ * backend: the product of the non-zeros and the count of zeros per group. */
+static ts_tensor *prod_backward(ag_scope *s, const ts_node *n, ts_tensor *g, ts_tensor *x, ts_tensor *y) {
+  ts_tensor *zero = ag_bin(s, TS_OP_EQ, x, ag_num(s, 0));
+  ts_tensor *nonzero_x = ag_where(s, zero, ag_num(s, 1), x);
+  ts_tensor *others = NULL, *zeros = NULL;
+  if (!s->st) {
+    ts_status st = ts_prod(nonzero_x, n->nlist, n->list, true, &others);
+    others = ag_keep(s, st, others);
+  }
+  if (!s->st) {
+    ts_status st = ts_sum(zero, n->nlist, n->list, true, &zeros);
+    zeros = ag_keep(s, st, zeros);
+  }
+  const ts_edge *e = &n->next[0];
+  ts_tensor *lone = ag_where(s, ag_bin(s, TS_OP_EQ, zeros, ag_num(s, 1)), others, ag_num(s, 0));
+  ts_tensor *at_zero = ag_expand(s, lone, e->ndim, e->sizes);
+  ts_tensor *elsewhere = AG_DIV(s, expand_back(s, n, y), nonzero_x);
+  return AG_MUL(s, expand_back(s, n, g), ag_where(s, zero, at_zero, elsewhere));
+}
+
 ts_status ts_reduce_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
   ts_tensor *x = NULL, *y = NULL, *idx = NULL;
   ts_status st = ts_ag_saved(n, 0, &x);
@@ -43,9 +66,7 @@ ts_status ts_reduce_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
   case TS_GRAD_MEAN:
   case TS_GRAD_MEAN_ALL: gx = AG_DIV(&s, expand_back(&s, n, g), ag_num(&s, reduced_count(n))); break;
   case TS_GRAD_PROD:
-  case TS_GRAD_PROD_ALL: /* g * prod / x: exact where x has no zeros */
-    gx = AG_DIV(&s, expand_back(&s, n, AG_MUL(&s, g, y)), x);
-    break;
+  case TS_GRAD_PROD_ALL: gx = prod_backward(&s, n, g, x, y); break;
   case TS_GRAD_VAR:
   case TS_GRAD_STD: {
     ts_tensor *mean = NULL;

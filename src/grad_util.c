@@ -25,6 +25,16 @@ ts_tensor *ag_end(ag_scope *s, ts_tensor *result) {
   return result;
 }
 
+ts_status ag_end_grads(ag_scope *s, int n, ts_tensor **grads) {
+  ag_end(s, NULL);
+  if (s->st)
+    for (int k = 0; k < n; k++) {
+      ts_tensor_release(grads[k]);
+      grads[k] = NULL;
+    }
+  return s->st;
+}
+
 ts_tensor *ag_end_keep(ag_scope *s, ts_tensor *t) {
   if (s->st || !t) return NULL;
   ts_tensor_retain(t);

@@ -25,6 +25,9 @@ ts_tensor *ag_keep(ag_scope *s, ts_status st, ts_tensor *r);
 ts_tensor *ag_end_keep(ag_scope *s, ts_tensor *t);
 /* Releases the temporaries; returns a new reference to result (or NULL). */
 ts_tensor *ag_end(ag_scope *s, ts_tensor *result);
+/* Releases the temporaries, and on an error the n gradients already made
+ * (set to NULL); returns the scope's status: a formula's last line. */
+ts_status ag_end_grads(ag_scope *s, int n, ts_tensor **grads);
 /* A Lua-number-like scalar operand (low priority in type promotion). */
 ts_tensor *ag_num(ag_scope *s, double v);
 

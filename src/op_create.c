@@ -7,17 +7,21 @@
 #include <math.h>
 #include <string.h>
 
-ts_status ts_fill_(ts_tensor *t, double v) {
-  ts_status st = ts_ag_check_inplace("fill_", t);
-  if (st || (st = ts_check_internal_overlap("fill_", t))) return st;
-  if (ts_grad_enabled() && t->requires_grad)
-    return ts_fail(TS_ERR_ARG, "fill_: filling a tensor of the autograd graph is not supported; build the "
-                   "value out of place (torch.full_like, torch.where)");
+/* fill_ and zero_: kind names the node autograd records (a tensor in the
+ * graph takes the new history: nothing flows to what was overwritten) */
+static ts_status fill_named(const char *fn, ts_grad_kind kind, ts_tensor *t, double v) {
+  bool track = ts_ag_needed(1, &t) && ts_dtype_is_float(t->dtype);
+  ts_status st = track ? ts_ag_check_inplace(fn, t) : TS_OK;
+  if (st || (st = ts_check_internal_overlap(fn, t))) return st;
   ts_call c = {.op = TS_OP_FILL, .nin = 0, .out = {t}, .f = {v}};
   if (ts_dtype_is_int(t->dtype) && v == floor(v) && fabs(v) < 9.3e18) c.i[0] = 1, c.i[1] = (int64_t)v;
   t->storage->version++;
-  return ts_dispatch(&c);
+  if ((st = ts_dispatch(&c))) return st;
+  return track ? ts_ag_overwrite(kind, 1, &t, t, NULL) : TS_OK;
 }
+
+ts_status ts_fill_(ts_tensor *t, double v) { return fill_named("fill_", TS_GRAD_FILL, t, v); }
+ts_status ts_zero_(ts_tensor *t) { return fill_named("zero_", TS_GRAD_ZERO, t, 0); }
 
 ts_status ts_full(int ndim, const int64_t *sizes, double v, ts_dtype dt, ts_device dev, ts_tensor **out) {
   ts_tensor *t;
@@ -81,14 +85,8 @@ ts_status ts_linspace(double start, double end, int64_t steps, ts_dtype dt, ts_d
   return run_range(&c, steps, dt, dev, out);
 }
 
-ts_status ts_copy_(ts_tensor *dst, ts_tensor *src) {
-  if (ts_grad_enabled() && (src->requires_grad || dst->requires_grad)) {
-    ts_status st = ts_ag_check_inplace("copy_", dst);
-    if (st) return st;
-    return ts_fail(TS_ERR_ARG, "copy_: copying %s into an existing tensor is not differentiable here; build the "
-                   "result out of place (torch.cat, torch.stack, torch.where) or use torch.no_grad()",
-                   src->requires_grad ? "a tensor that requires grad" : "into a tensor of the autograd graph");
-  }
+/* The copy itself, not recorded. */
+static ts_status copy_values(ts_tensor *dst, ts_tensor *src) {
   int nd;
   int64_t sizes[TS_MAX_DIMS];
   ts_status st = ts_broadcast_shapes("copy_", dst->ndim, dst->sizes, src->ndim, src->sizes, &nd, sizes);
@@ -119,6 +117,27 @@ ts_status ts_copy_(ts_tensor *dst, ts_tensor *src) {
   ts_call c = {.op = TS_OP_COPY, .nin = 1, .in = &in, .out = {dst}};
   dst->storage->version++;
   return ts_dispatch(&c);
+}
+
+/* copy_ and fill_ of a 0-dim tensor: in the graph when either side is, the
+ * source getting the gradient of every place it went to */
+static ts_status copy_named(const char *fn, ts_grad_kind kind, ts_tensor *dst, ts_tensor *src) {
+  ts_tensor *in[2] = {dst, src};
+  if (!ts_ag_needed(2, in) || !ts_dtype_is_float(dst->dtype)) return copy_values(dst, src);
+  ts_status st = ts_ag_check_inplace(fn, dst);
+  if (st) return st;
+  TS_AG_OFF(prev);
+  st = copy_values(dst, src);
+  TS_AG_RESTORE(prev);
+  return st ? st : ts_ag_overwrite(kind, 2, in, dst, NULL);
+}
+
+ts_status ts_copy_(ts_tensor *dst, ts_tensor *src) { return copy_named("copy_", TS_GRAD_COPY, dst, src); }
+
+ts_status ts_fill_tensor_(ts_tensor *t, ts_tensor *value) {
+  if (value->ndim != 0)
+    return ts_fail(TS_ERR_ARG, "fill_: only supports a 0-dimension value tensor, got %d dims", value->ndim);
+  return copy_named("fill_", TS_GRAD_FILL_TENSOR, t, value);
 }
 
 static ts_status copy_new(ts_tensor *t, ts_dtype dt, const char *grad_name, ts_tensor **out) {

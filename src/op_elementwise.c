@@ -217,6 +217,7 @@ ts_status ts_unary_p(ts_op op, ts_tensor *x, const int64_t *ip, const double *fp
 
 ts_status ts_unary(ts_op op, ts_tensor *x, ts_tensor **out) { return ts_unary_p(op, x, NULL, NULL, out); }
 ts_status ts_unary_p_out(ts_op op, ts_tensor *x, const int64_t *ip, const double *fp, ts_tensor *out) {
+  if (out->base && ts_grad_enabled()) ts_ag_refresh(out); /* a view whose base joined the graph since */
   uint32_t v = out->storage->version;
   return wrote_once(out, v, unary_out_impl(op, x, ip, fp, out));
 }

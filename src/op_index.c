@@ -263,7 +263,7 @@ static ts_status gather_impl(ts_tensor *x, int64_t dim, ts_tensor *index, ts_ten
 }
 
 /* Scatters src (a tensor in x's dtype, or a value) into x in place. */
-ts_status ts_scatter_(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor *src, bool add) {
+static ts_status scatter_values(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor *src, bool add) {
   const char *fn = add ? "scatter_add" : "scatter";
   int d;
   ts_status st = check_index_dtype(fn, index);
@@ -291,6 +291,28 @@ ts_status ts_scatter_(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor *sr
   st = named(fn, ts_dispatch(&c));
   x->storage->version++;
   ts_tensor_release(val);
+  return st;
+}
+
+/* torch's node for a scatter: ScatterBackward1 for a number, ScatterAddBackward0 adding */
+static ts_grad_kind scatter_kind(const ts_tensor *src, bool add) {
+  return add ? TS_GRAD_SCATTER_ADD : src->is_wrapped_number ? TS_GRAD_SCATTER_VALUE : TS_GRAD_SCATTER;
+}
+
+/* In the autograd graph when x or src is (a leaf that requires grad refused):
+ * x takes ScatterBackward0 / ScatterAddBackward0 as its history. */
+ts_status ts_scatter_(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor *src, bool add) {
+  const char *fn = add ? "scatter_add_" : "scatter_";
+  ts_tensor *in[2] = {x, src};
+  bool track = ts_ag_needed(2, in) && ts_dtype_is_float(x->dtype);
+  ts_status st = track ? ts_ag_check_inplace(fn, x) : TS_OK;
+  if (st) return st;
+  TS_AG_OFF(prev);
+  st = scatter_values(x, dim, index, src, add);
+  TS_AG_RESTORE(prev);
+  int d;
+  if (!st && track && ts_wrap_dim(fn, dim, x->ndim, &d) == TS_OK)
+    st = ts_ag_index(scatter_kind(src, add), src->is_wrapped_number ? 1 : 2, in, x, d, index, add);
   return st;
 }
 
@@ -613,10 +635,10 @@ static ts_status value_tensor(ts_tensor *x, ts_tensor *value, ts_tensor **out) {
   return ts_to_dtype(value, x->dtype, out);
 }
 
-ts_status ts_index_put_(ts_tensor *x, ts_tensor *index, ts_tensor *value) {
-  ts_tensor *ix = NULL, *val = NULL, *src = NULL;
-  ts_status st = check_devices("index_put_", x, index);
-  if (st || (st = index_as_i64(index, &ix))) return st;
+/* x[index] = value; ix is index as int64 (or the bool mask) */
+static ts_status index_put_values(ts_tensor *x, ts_tensor *ix, ts_tensor *value) {
+  ts_tensor *val = NULL, *src = NULL;
+  ts_status st;
   if ((st = value_tensor(x, value, &val))) goto done;
   if (ix->dtype == TS_BOOL) {
     ts_tensor mv, vv;
@@ -648,10 +670,90 @@ ts_status ts_index_put_(ts_tensor *x, ts_tensor *index, ts_tensor *value) {
   }
   x->storage->version++;
 done:
-  ts_tensor_release(ix);
   ts_tensor_release(val);
   ts_tensor_release(src);
   return st;
+}
+
+/* In the autograd graph when x or a tensor value is: x takes
+ * IndexPutBackward0 (the value gets the gradient of the places it went to). */
+ts_status ts_index_put_(ts_tensor *x, ts_tensor *index, ts_tensor *value) {
+  ts_tensor *ix = NULL, *in[2] = {x, value};
+  ts_status st = check_devices("index_put_", x, index);
+  if (st || (st = index_as_i64(index, &ix))) return st;
+  bool track = ts_ag_needed(2, in) && ts_dtype_is_float(x->dtype);
+  if (track) st = ts_ag_check_inplace("index_put_", x);
+  if (!st) {
+    TS_AG_OFF(prev);
+    st = index_put_values(x, ix, value);
+    TS_AG_RESTORE(prev);
+  }
+  if (!st && track) st = ts_ag_overwrite(TS_GRAD_INDEX_PUT, 2, in, x, ix);
+  ts_tensor_release(ix);
+  return st;
+}
+
+/* ---- masked_fill ---- */
+
+/* The checks masked_fill(_) makes: a bool mask on x's device (or a CPU
+ * scalar), a value that is a number or a 0-dim tensor. */
+static ts_status check_masked_fill(const char *fn, ts_tensor *x, ts_tensor *mask, ts_tensor *value) {
+  if (mask->dtype != TS_BOOL)
+    return ts_fail(TS_ERR_DTYPE, "%s: mask must be a bool tensor, got %s (use a comparison or mask:bool())", fn,
+                   ts_dtype_name(mask->dtype));
+  if (!value->is_wrapped_number && value->ndim != 0)
+    return ts_fail(TS_ERR_ARG, "%s: only supports a 0-dimensional value tensor, but got tensor with %d dimension(s)",
+                   fn, value->ndim);
+  return check_devices(fn, x, mask);
+}
+
+/* torch's node: MaskedFillBackward0 for a number, 1 for a 0-dim tensor */
+static ts_grad_kind masked_fill_kind(const ts_tensor *value) {
+  return value->is_wrapped_number ? TS_GRAD_MASKED_FILL : TS_GRAD_MASKED_FILL_TENSOR;
+}
+
+/* where(mask, value, x) in x's dtype, into out (x's shape) or a new tensor; not recorded */
+static ts_status masked_fill_values(ts_tensor *x, ts_tensor *mask, ts_tensor *value, ts_tensor *out, ts_tensor **r) {
+  ts_tensor *w = NULL;
+  TS_AG_OFF(prev);
+  ts_status st = ts_where(mask, value, x, &w);
+  if (!st && !out) st = ts_tensor_empty(w->ndim, w->sizes, x->dtype, x->device, r);
+  if (!st) st = ts_copy_(out ? out : *r, w);
+  TS_AG_RESTORE(prev);
+  ts_tensor_release(w);
+  return st;
+}
+
+ts_status ts_masked_fill_(ts_tensor *x, ts_tensor *mask, ts_tensor *value) {
+  const char *fn = "masked_fill_";
+  ts_status st = check_masked_fill(fn, x, mask, value);
+  int nd;
+  int64_t sizes[TS_MAX_DIMS];
+  if (st || (st = ts_broadcast_shapes(fn, x->ndim, x->sizes, mask->ndim, mask->sizes, &nd, sizes))) return st;
+  if (nd != x->ndim || memcmp(sizes, x->sizes, sizeof(int64_t) * (size_t)nd) != 0) {
+    char a[256], b[256];
+    ts_shape_str(mask->ndim, mask->sizes, a, sizeof a);
+    ts_shape_str(x->ndim, x->sizes, b, sizeof b);
+    return ts_fail(TS_ERR_SHAPE, "%s: the mask of shape %s cannot be broadcast to the tensor's shape %s", fn, a, b);
+  }
+  ts_tensor *in[2] = {x, value};
+  bool track = ts_ag_needed(2, in) && ts_dtype_is_float(x->dtype);
+  if (track && (st = ts_ag_check_inplace(fn, x))) return st;
+  if ((st = ts_check_internal_overlap(fn, x)) || (st = masked_fill_values(x, mask, value, x, NULL))) return st;
+  return track ? ts_ag_overwrite(masked_fill_kind(value), value->is_wrapped_number ? 1 : 2, in, x, mask) : TS_OK;
+}
+
+ts_status ts_masked_fill(ts_tensor *x, ts_tensor *mask, ts_tensor *value, ts_tensor **out) {
+  ts_status st = check_masked_fill("masked_fill", x, mask, value);
+  ts_tensor *r = NULL, *in[2] = {x, value};
+  if (st || (st = masked_fill_values(x, mask, value, NULL, &r))) return st;
+  if (ts_ag_needed(2, in) &&
+      (st = ts_ag_overwrite(masked_fill_kind(value), value->is_wrapped_number ? 1 : 2, in, r, mask))) {
+    ts_tensor_release(r);
+    return st;
+  }
+  *out = r;
+  return TS_OK;
 }
 
 /* ---- autograd: each op records one node (grad_index.c) ---- */
@@ -693,7 +795,7 @@ ts_status ts_scatter(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor *src
   ts_tensor *in[2] = {x, src};
   int d;
   if (!st && ts_ag_needed(2, in) && ts_wrap_dim("scatter", dim, x->ndim, &d) == TS_OK)
-    st = ts_ag_index(TS_GRAD_SCATTER, 2, in, *out, d, index, add);
+    st = ts_ag_index(scatter_kind(src, add), src->is_wrapped_number ? 1 : 2, in, *out, d, index, add);
   return st;
 }
 

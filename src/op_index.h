@@ -36,5 +36,9 @@ ts_status ts_index_get(ts_tensor *x, ts_tensor *index, ts_tensor **out);
 /* x[index] = value: value (a tensor or wrapped number) broadcasts to the
  * indexing result's shape and is cast to x's dtype */
 ts_status ts_index_put_(ts_tensor *x, ts_tensor *index, ts_tensor *value);
+/* value (a number or 0-dim tensor) where the bool mask is true, in x's
+ * dtype: the mask broadcasts to x's shape (in place) or with it (out of place) */
+ts_status ts_masked_fill_(ts_tensor *x, ts_tensor *mask, ts_tensor *value);
+ts_status ts_masked_fill(ts_tensor *x, ts_tensor *mask, ts_tensor *value, ts_tensor **out);
 
 #endif

@@ -128,6 +128,9 @@ ts_status ts_check_same_device(const char *fn, int n, ts_tensor *const *ts);
 /* creation */
 ts_status ts_full(int ndim, const int64_t *sizes, double v, ts_dtype dt, ts_device dev, ts_tensor **out);
 ts_status ts_fill_(ts_tensor *t, double v);
+ts_status ts_zero_(ts_tensor *t);
+/* t <- a 0-dim tensor's value (differentiable in it, as torch's fill_.Tensor) */
+ts_status ts_fill_tensor_(ts_tensor *t, ts_tensor *value);
 /* [start, end) by step, as torch.arange: ceil((end - start) / step) values;
  * the _int form computes in int64 (exact past 2^53) */
 ts_status ts_arange(double start, double end, double step, ts_dtype dt, ts_device dev, ts_tensor **out);

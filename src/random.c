@@ -3,6 +3,7 @@
  * And the op layer of the random constructors and fills, which reserve the
  * counters and run the RAND, RANDN, RANDINT and RANDPERM kernels. */
 #include "ops.h"
+#include "autograd.h"
 
 static uint64_t rng_seed = 67280421310721ull, rng_offset = 0;
 
@@ -82,7 +83,9 @@ ts_status ts_randperm(int64_t n, ts_dtype dt, ts_device dev, ts_tensor **out) {
 static ts_status fill_random(const char *fn, ts_op op, ts_tensor *t, double a, double b) {
   if (!ts_dtype_is_float(t->dtype)) return ts_fail(TS_ERR_DTYPE, "%s: expected a floating point tensor", fn);
   ts_tensor *tmp;
-  ts_status st = drawn(op, t->ndim, t->sizes, t->dtype, t->device, 0, 0, a, b, &tmp);
+  ts_status st = ts_ag_check_inplace(fn, t); /* named as the op, not as the copy_ below */
+  if (st) return st;
+  st = drawn(op, t->ndim, t->sizes, t->dtype, t->device, 0, 0, a, b, &tmp);
   if (st) return st;
   st = ts_copy_(t, tmp);
   ts_tensor_release(tmp);

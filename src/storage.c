@@ -78,6 +78,8 @@ ts_status ts_storage_new_from(size_t nbytes, ts_device dev, const ts_allocator *
   s->refcount = 1;
   s->pinned = false;
   s->version = 0;
+  s->inplace_version = 0;
+  s->inplace_fn = NULL;
   s->pending = 0;
   /* buffers only: the fixed-size headers behind each tensor are charged to
    * Lua's own debt by the binding, per tensor box (lt_gc_debt in

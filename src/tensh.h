@@ -124,7 +124,10 @@ typedef struct ts_storage {
   const ts_allocator *allocator; /* NULL: memory not owned (wrapped scalars) */
   int refcount;
   bool pinned;     /* page-locked host memory (pin_memory) */
-  uint32_t version; /* bumped once per in-place op through any view (the op layer's): autograd checks it */
+  uint32_t version; /* bumped once per in-place op through any view (the op layer's), as torch's _version:
+                      autograd's saved tensors check it */
+  uint32_t inplace_version; /* the version the last in-place op autograd recorded left, */
+  const char *inplace_fn;   /* and its node's name (for the error when a saved tensor changed) */
   uintptr_t pending; /* a device event a non-blocking copy into this host storage
                         records: the host waits for it before touching the bytes */
 } ts_storage;
@@ -171,6 +174,13 @@ typedef struct ts_tensor {
   bool requires_grad;
   struct ts_tensor *grad;
   struct ts_node *grad_fn;
+  /* A view made in grad mode keeps the tensor whose storage it views (the
+   * first non-view, retained): an in-place op on the view rewrites that
+   * base's history (PyTorch's CopySlices). NULL otherwise. */
+  struct ts_tensor *base;
+  /* The tensor's own address when ts_tensor_* allocated it; a stack copy (a
+   * view struct built for one kernel call) differs, so views never retain one. */
+  const struct ts_tensor *self;
 } ts_tensor;
 
 /* A new tensor with fresh contiguous storage (uninitialised). */

@@ -82,6 +82,7 @@ static ts_tensor *tensor_alloc(void) {
   if (t) {
     memset(t, 0, sizeof *t);
     t->refcount = 1;
+    t->self = t;
   }
   return t;
 }
@@ -133,6 +134,7 @@ void ts_tensor_release(ts_tensor *t) {
   ts_storage_release(t->storage);
   ts_tensor_release(t->grad);
   if (t->grad_fn) ts_node_release(t->grad_fn);
+  ts_tensor_release(t->base);
   ts_small_free(t, sizeof *t);
 }
 

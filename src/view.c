@@ -58,6 +58,7 @@ static ts_status make_view(ts_tensor *t, int nd, const int64_t *sizes, const int
   ts_tensor *v = NULL;
   ts_status st = ts_tensor_view_of(t, nd, sizes, strides, offset, &v);
   if (st) return st;
+  ts_ag_note_view(t, v); /* an in-place op on v rewrites its base's history */
   if (ts_ag_needed(1, &t) && ts_dtype_is_float(t->dtype)) {
     ts_node *n = NULL;
     st = ts_ag_record_kind(vg->kind, 1, &t, v, &n);

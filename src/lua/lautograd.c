@@ -7,6 +7,7 @@
 #include "lt.h"
 
 void lt_push_grad_fn(lua_State *L, ts_tensor *t) {
+  if (t->base) ts_ag_refresh(t);
   if (!t->grad_fn) {
     lua_pushnil(L);
     return;
@@ -22,6 +23,10 @@ static void set_requires_grad(lua_State *L, ts_tensor *t, bool on) {
     lt_errorf(L, "only tensors of floating point dtype can require gradients, got %s", ts_dtype_name(t->dtype));
   if (!on && t->grad_fn)
     luaL_error(L, "you can only change requires_grad of leaf tensors; use detach() to get a tensor without history");
+  if (on && t->base && !t->grad_fn) { /* a view made a leaf of its own: no longer changes its base's history */
+    ts_tensor_release(t->base);
+    t->base = NULL;
+  }
   t->requires_grad = on;
 }
 
@@ -84,6 +89,57 @@ static ts_status run_hooks(ts_tensor *leaf) {
   return TS_OK;
 }
 
+/* A tensor's list of hooks: {next =, count =, [id] = fn}, ids in order of registration. */
+static void hook_list_new(lua_State *L) {
+  lua_createtable(L, 1, 3);
+  lua_pushinteger(L, 1);
+  lua_setfield(L, -2, "next");
+  lua_pushinteger(L, 0);
+  lua_setfield(L, -2, "count");
+}
+
+/* Appends the function at fn to the list on top of the stack; returns its id. */
+static lua_Integer hook_list_add(lua_State *L, int fn) {
+  lua_getfield(L, -1, "next");
+  lua_Integer id = lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  lua_pushvalue(L, fn);
+  lua_rawseti(L, -2, id);
+  lua_pushinteger(L, id + 1);
+  lua_setfield(L, -2, "next");
+  lua_getfield(L, -1, "count");
+  lua_pushinteger(L, lua_tointeger(L, -1) + 1);
+  lua_setfield(L, -3, "count");
+  lua_pop(L, 1);
+  return id;
+}
+
+/* Takes hook id off the list on top of the stack; returns how many remain
+ * (-1: it was not there, removed already). */
+static lua_Integer hook_list_remove(lua_State *L, lua_Integer id) {
+  if (lua_rawgeti(L, -1, id) != LUA_TFUNCTION) return lua_pop(L, 1), -1;
+  lua_pop(L, 1);
+  lua_pushnil(L);
+  lua_rawseti(L, -2, id);
+  lua_getfield(L, -1, "count");
+  lua_Integer count = lua_tointeger(L, -1) - 1;
+  lua_pop(L, 1);
+  lua_pushinteger(L, count);
+  lua_setfield(L, -2, "count");
+  return count;
+}
+
+/* The handle register_*hook returns: {[key_field] = key, _id = id, remove = remove} */
+static void push_handle(lua_State *L, const char *key_field, lua_Integer id, lua_CFunction remove) {
+  lua_createtable(L, 0, 3);
+  lua_pushvalue(L, -2);
+  lua_setfield(L, -2, key_field);
+  lua_pushinteger(L, id);
+  lua_setfield(L, -2, "_id");
+  lua_pushcfunction(L, remove);
+  lua_setfield(L, -2, "remove");
+}
+
 static int hook_remove(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_getfield(L, 1, "_leaf");
@@ -92,21 +148,12 @@ static int hook_remove(lua_State *L) {
   lua_Integer id = lua_tointeger(L, -1);
   if (!leaf) return 0;
   lua_getfield(L, LUA_REGISTRYINDEX, "tensh.grad_hooks");
-  if (lua_rawgetp(L, -1, leaf) == LUA_TTABLE && lua_rawgeti(L, -1, id) == LUA_TFUNCTION) {
-    lua_pop(L, 1);
+  if (lua_rawgetp(L, -1, leaf) == LUA_TTABLE && hook_list_remove(L, id) == 0) {
+    /* the last one: the tensor goes back to normal */
     lua_pushnil(L);
-    lua_rawseti(L, -2, id);
-    lua_getfield(L, -1, "count");
-    lua_Integer count = lua_tointeger(L, -1) - 1;
-    lua_pop(L, 1);
-    lua_pushinteger(L, count);
-    lua_setfield(L, -2, "count");
-    if (count == 0) { /* the last one: the tensor goes back to normal */
-      lua_pushnil(L);
-      lua_rawsetp(L, -3, leaf);
-      ts_ag_set_hooked(leaf, false);
-      ts_tensor_release(leaf);
-    }
+    lua_rawsetp(L, -3, leaf);
+    ts_ag_set_hooked(leaf, false);
+    ts_tensor_release(leaf);
   }
   lua_pushnil(L);
   lua_setfield(L, 1, "_leaf");
@@ -125,35 +172,137 @@ static int m_register_post_accumulate_grad_hook(lua_State *L) {
   lua_getfield(L, LUA_REGISTRYINDEX, "tensh.grad_hooks");
   if (lua_rawgetp(L, -1, t) != LUA_TTABLE) {
     lua_pop(L, 1);
-    lua_createtable(L, 1, 2);
-    lua_pushinteger(L, 1);
-    lua_setfield(L, -2, "next");
-    lua_pushinteger(L, 0);
-    lua_setfield(L, -2, "count");
+    hook_list_new(L);
     LT_TRY(L, ts_ag_set_hooked(t, true));
     lua_pushvalue(L, -1);
     lua_rawsetp(L, -3, t);
     ts_tensor_retain(t);
   }
-  lua_getfield(L, -1, "next");
-  lua_Integer id = lua_tointeger(L, -1);
-  lua_pop(L, 1);
-  lua_pushvalue(L, 2);
-  lua_rawseti(L, -2, id);
-  lua_pushinteger(L, id + 1);
-  lua_setfield(L, -2, "next");
-  lua_getfield(L, -1, "count");
-  lua_pushinteger(L, lua_tointeger(L, -1) + 1);
-  lua_setfield(L, -3, "count");
-  lua_pop(L, 1);
+  lua_Integer id = hook_list_add(L, 2);
   ts_ag_post_accumulate_hook = run_hooks;
-  lua_createtable(L, 0, 3); /* the handle */
   lua_pushlightuserdata(L, t);
-  lua_setfield(L, -2, "_leaf");
-  lua_pushinteger(L, id);
-  lua_setfield(L, -2, "_id");
-  lua_pushcfunction(L, hook_remove);
-  lua_setfield(L, -2, "remove");
+  push_handle(L, "_leaf", id, hook_remove);
+  return 1;
+}
+
+/* ---- tensor hooks: t:register_hook(fn) ----
+ * registry["tensh.tensor_hooks"][key] = {next =, count =, leaf = (a leaf's
+ * address, retained while it has hooks), [id] = fn}; the key is attached
+ * to the tensor's node or leaf in the engine (autograd.h). Keys are never
+ * reused: a freed node's key comes back through ts_ag_take_dead_hook_keys
+ * and its functions are dropped. */
+static uint64_t next_hook_key = 1;
+
+static void forget_dead_hook_keys(lua_State *L) {
+  uint64_t keys[64];
+  int n;
+  lua_getfield(L, LUA_REGISTRYINDEX, "tensh.tensor_hooks");
+  while ((n = ts_ag_take_dead_hook_keys(keys, 64)) > 0)
+    for (int i = 0; i < n; i++) {
+      lua_pushnil(L);
+      lua_rawseti(L, -2, (lua_Integer)keys[i]);
+    }
+  lua_pop(L, 1);
+}
+
+/* ts_ag_tensor_hook: the functions of key, in order, each given the
+ * gradient; a tensor returned (of the same shape, dtype and device) replaces it */
+static ts_status run_tensor_hooks(uint64_t key, ts_tensor **grad) {
+  lua_State *L = hook_L;
+  if (!L) return TS_OK;
+  int top = lua_gettop(L);
+  lua_getfield(L, LUA_REGISTRYINDEX, "tensh.tensor_hooks");
+  if (lua_rawgeti(L, -1, (lua_Integer)key) != LUA_TTABLE) return lua_settop(L, top), TS_OK;
+  lua_getfield(L, -1, "next");
+  lua_Integer n = lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  ts_status st = TS_OK;
+  for (lua_Integer id = 1; id < n && !st; id++) {
+    if (lua_rawgeti(L, -1, id) != LUA_TFUNCTION) {
+      lua_pop(L, 1);
+      continue;
+    }
+    lt_push_retained(L, *grad);
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+      st = ts_fail(TS_ERR_ARG, "%s", lua_isstring(L, -1) ? lua_tostring(L, -1) : "error in a tensor hook");
+    } else if (!lua_isnil(L, -1)) {
+      ts_tensor *r = lt_test(L, -1), *g = *grad;
+      if (!r) {
+        st = ts_fail(TS_ERR_TYPE, "register_hook: a hook must return nil or a tensor, got %s", luaL_typename(L, -1));
+      } else if (r->ndim != g->ndim || memcmp(r->sizes, g->sizes, sizeof(int64_t) * (size_t)g->ndim) != 0) {
+        char a[256], b[256];
+        ts_shape_str(r->ndim, r->sizes, a, sizeof a);
+        ts_shape_str(g->ndim, g->sizes, b, sizeof b);
+        st = ts_fail(TS_ERR_SHAPE, "register_hook: the hook has changed the size of value: it returned shape %s "
+                     "for a gradient of shape %s", a, b);
+      } else if (r->dtype != g->dtype || !ts_device_eq(r->device, g->device)) {
+        st = ts_fail(TS_ERR_DTYPE, "register_hook: the hook has changed the type of value: it returned a %s tensor "
+                     "for a %s gradient (or another device)", ts_dtype_name(r->dtype), ts_dtype_name(g->dtype));
+      } else {
+        ts_tensor_retain(r);
+        ts_tensor_release(g);
+        *grad = r;
+      }
+    }
+    lua_pop(L, 1);
+  }
+  lua_settop(L, top);
+  return st;
+}
+
+static int tensor_hook_remove(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_getfield(L, 1, "_key");
+  lua_Integer key = lua_tointeger(L, -1);
+  lua_getfield(L, 1, "_id");
+  lua_Integer id = lua_tointeger(L, -1);
+  if (!key) return 0;
+  lua_getfield(L, LUA_REGISTRYINDEX, "tensh.tensor_hooks");
+  int hooks = lua_gettop(L);
+  if (lua_rawgeti(L, hooks, key) == LUA_TTABLE && hook_list_remove(L, id) == 0) {
+    /* the last one: a leaf goes back to normal */
+    if (lua_getfield(L, -1, "leaf") == LUA_TLIGHTUSERDATA) {
+      ts_tensor *leaf = lua_touserdata(L, -1);
+      ts_ag_set_hook_key(leaf, 0);
+      ts_tensor_release(leaf);
+    }
+    lua_pushnil(L);
+    lua_rawseti(L, hooks, key);
+  }
+  lua_pushnil(L);
+  lua_setfield(L, 1, "_key");
+  return 0;
+}
+
+/* t:register_hook(fn): fn(grad) runs when t's gradient is computed (the sum
+ * of every use), before it flows on; a tensor it returns replaces the
+ * gradient. Returns a handle whose remove() takes the hook off. */
+static int m_register_hook(lua_State *L) {
+  ts_tensor *t = lt_check(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  uint64_t key = ts_ag_hook_key(t); /* also brings a view's history up to date */
+  if (!t->requires_grad) lt_errorf(L, "register_hook: cannot register a hook on a tensor that doesn't require gradient");
+  forget_dead_hook_keys(L);
+  lua_getfield(L, LUA_REGISTRYINDEX, "tensh.tensor_hooks");
+  if (!key) {
+    key = next_hook_key++;
+    LT_TRY(L, ts_ag_set_hook_key(t, key));
+  }
+  if (lua_rawgeti(L, -1, (lua_Integer)key) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    hook_list_new(L);
+    if (!t->grad_fn) { /* a leaf: kept alive while it has hooks, as its address names it */
+      lua_pushlightuserdata(L, t);
+      lua_setfield(L, -2, "leaf");
+      ts_tensor_retain(t);
+    }
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, -3, (lua_Integer)key);
+  }
+  lua_Integer id = hook_list_add(L, 2);
+  ts_ag_tensor_hook = run_tensor_hooks;
+  lua_pushinteger(L, (lua_Integer)key);
+  push_handle(L, "_key", id, tensor_hook_remove);
   return 1;
 }
 
@@ -177,6 +326,7 @@ static void backward_with_hooks(lua_State *L, ts_tensor *root, ts_tensor *g, boo
   ts_status st = ts_backward(root, g, retain);
   backward_depth--;
   hook_L = prev;
+  forget_dead_hook_keys(L);
   if (backward_depth > 0) { /* a backward inside a hook: callbacks wait for the outer one */
     LT_TRY(L, st);
     return;
@@ -235,6 +385,8 @@ static int m_detach_(lua_State *L) {
     ts_node_release(t->grad_fn);
     t->grad_fn = NULL;
   }
+  ts_tensor_release(t->base); /* out of the graph for good: its base's later history is not its own */
+  t->base = NULL;
   t->requires_grad = false;
   lua_settop(L, 1);
   return 1;
@@ -344,7 +496,12 @@ static int l_autograd_grad(lua_State *L) {
     lua_rawseti(L, list, i + 1);
   }
   ts_tensor *grads[AG_MAX_LIST];
-  LT_TRY(L, ts_autograd_grad(no, outs, have_gouts ? gouts : NULL, ni, ins, retain, allow_unused, grads));
+  lua_State *prev = hook_L; /* the hooks of non-leaf tensors run here too */
+  hook_L = L;
+  ts_status st = ts_autograd_grad(no, outs, have_gouts ? gouts : NULL, ni, ins, retain, allow_unused, grads);
+  hook_L = prev;
+  forget_dead_hook_keys(L);
+  LT_TRY(L, st);
   for (int i = 0; i < ni; i++) {
     *slots[i] = grads[i];
     if (!grads[i]) { /* unused input: nil in the list */
@@ -390,6 +547,7 @@ void lt_open_autograd(lua_State *L) {
   static const luaL_Reg methods[] = {{"backward", m_backward}, {"detach", m_detach}, {"detach_", m_detach_},
                                      {"requires_grad_", m_requires_grad_},
                                      {"register_post_accumulate_grad_hook", m_register_post_accumulate_grad_hook},
+                                     {"register_hook", m_register_hook},
                                      {NULL, NULL}};
   static const luaL_Reg fns[] = {{"no_grad", l_no_grad}, {"enable_grad", l_enable_grad},
                                  {"set_grad_enabled", l_set_grad_enabled}, {"is_grad_enabled", l_is_grad_enabled},
@@ -405,6 +563,8 @@ void lt_open_autograd(lua_State *L) {
   lua_pop(L, 1);
   lua_newtable(L);
   lua_setfield(L, LUA_REGISTRYINDEX, "tensh.grad_hooks");
+  lua_newtable(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, "tensh.tensor_hooks");
   lua_newtable(L);
   lua_setfield(L, LUA_REGISTRYINDEX, "tensh.ag_callbacks");
   static const luaL_Reg ag[] = {{"grad", l_autograd_grad}, {"backward", l_autograd_backward},

@@ -89,9 +89,11 @@ static int l_tensor(lua_State *L) {
   if (lt_test(L, 1)) { /* torch.tensor(t): a copy */
     ts_tensor *src = lt_test(L, 1);
     create_opts o = read_opts(L, "tensor", lt_opts_index(L, 2), src->dtype, src->device);
+    ts_tensor **alias = lt_newslot(L); /* src without its history: the copy is a new leaf, as torch's */
+    LT_TRY(L, ts_tensor_view_of(src, src->ndim, src->sizes, src->strides, src->offset, alias));
     ts_tensor **slot = lt_newslot(L);
     LT_TRY(L, ts_tensor_empty(src->ndim, src->sizes, o.dtype, o.device, slot));
-    LT_TRY(L, ts_copy_(*slot, src));
+    LT_TRY(L, ts_copy_(*slot, *alias));
     finish(L, *slot, &o);
     return 1;
   }

@@ -28,6 +28,7 @@ static int tensor_tostring(lua_State *L) {
   luaL_setmetatable(L, LT_STRBOX);
   size_t len;
   /* grad_fn names come with the autograd layer; until then none is passed */
+  if (t->base) ts_ag_refresh(t); /* a view whose base's history changed prints the new grad_fn */
   LT_TRY(L, ts_tensor_format(t, t->grad_fn ? t->grad_fn->name : NULL, box, &len));
   lua_pushlstring(L, *box, len);
   free(*box);

@@ -2,6 +2,7 @@
  * with `.`, indexing with [] (counting from 0), and the shared argument
  * helpers every binding file uses. */
 #include "lt.h"
+#include "../autograd.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -544,7 +545,11 @@ void lt_push_device(lua_State *L, ts_device d) {
 /* ---- properties and indexing ---------------------------------------------- */
 
 static int push_property(lua_State *L, ts_tensor *t, const char *k) {
+  if (t->base) ts_ag_refresh(t); /* a view whose base's history changed (is_leaf, requires_grad, grad_fn) */
   switch (k[0]) {
+  case '_':
+    if (strcmp(k, "_version") == 0) return lua_pushinteger(L, t->storage->version), 1;
+    break;
   case 's':
     if (strcmp(k, "shape") == 0) return lt_push_size(L, t->ndim, t->sizes), 1;
     break;
@@ -638,7 +643,7 @@ static void index_view(lua_State *L, ts_tensor *t, int key, ts_tensor **out) {
 
 /* the names push_property reads, for the suggestions below */
 static const char *const property_names[] = {"shape",         "dtype", "device",  "ndim", "is_cuda", "is_leaf",
-                                             "requires_grad", "grad",  "grad_fn", "T",    NULL};
+                                             "requires_grad", "grad",  "grad_fn", "T",    "_version", NULL};
 
 /* A name that is neither a method nor a property: the Lua library's hook
  * (lua/tensh/strict.lua) raises "Tensor has no field 'itme' (did you mean
@@ -941,11 +946,10 @@ static int m_fill_(lua_State *L) {
   ts_tensor *t = lt_check(L, 1);
   double v;
   if (lua_type(L, 2) == LUA_TBOOLEAN) v = lua_toboolean(L, 2);
-  else if (lt_test(L, 2)) {
-    ts_tensor *s = lt_test(L, 2);
-    if (s->ndim != 0) return luaL_error(L, "fill_: only supports a 0-dimension value tensor, got %d dims", s->ndim);
-    s = lt_host_view(L, s);
-    v = ts_load_f64(ts_data(s), s->dtype);
+  else if (lt_test(L, 2)) { /* a 0-dim tensor: differentiable in it (FillBackward3) */
+    LT_TRY(L, ts_fill_tensor_(t, lt_test(L, 2)));
+    lua_settop(L, 1);
+    return 1;
   } else v = luaL_checknumber(L, 2);
   LT_TRY(L, ts_fill_(t, v));
   lua_settop(L, 1);
@@ -953,7 +957,7 @@ static int m_fill_(lua_State *L) {
 }
 
 static int m_zero_(lua_State *L) {
-  LT_TRY(L, ts_fill_(lt_check(L, 1), 0));
+  LT_TRY(L, ts_zero_(lt_check(L, 1)));
   lua_settop(L, 1);
   return 1;
 }

@@ -239,12 +239,12 @@ test("backward errors explain themselves", function()
   raises(function() (x * 2):backward() end, "only for one-element outputs")
   raises(function() (x * 2):backward(torch.ones(2)) end, "gradient has shape (2,)")
   raises(function() torch.ones(2, {dtype = "int64"}):requires_grad_() end, "floating point")
-  raises(function() x:add_(1) end, "leaf tensor that requires grad")
+  raises(function() x:add_(1) end, "a leaf Variable that requires grad is being used in an in-place operation.")
   raises(function() x.grad = torch.ones(4) end, "assigned grad has shape (4,)")
   local a = x * 2
   local b = a * a -- saves a
   torch.no_grad(function() a:add_(1) end)
-  raises(function() b:sum():backward() end, "modified by an in-place operation")
+  raises(function() b:sum():backward() end, "has been modified by an inplace operation")
   T.close(x + 1, {2, 2, 2}) -- the session goes on
 end)
 
@@ -421,7 +421,7 @@ test("an in-place op counts one version, as torch's _version", function()
     change(y)
     local okk, err = pcall(function() z:sum():backward() end)
     eq(okk, false, "backward refuses")
-    return tostring(err):match("it is now at version (%d+)")
+    return tostring(err):match("is at version (%d+); expected version 0 instead")
   end
   local ng = function(f) return function(y) torch.no_grad(f, y) end end
   local cases = {
