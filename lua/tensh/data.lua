@@ -36,9 +36,12 @@ local A = require "tensh.args"
 local data = {}
 
 -- A class; an integer key on an instance of a class with get() is a sample,
--- so ds[0] is ds:get(0) as PyTorch's ds[0].
+-- so ds[0] is ds:get(0) as PyTorch's ds[0]. The end of this file sets each
+-- one up as every tensh class (tensh.classes).
+local made = {}
 local function class(name)
   local c = {__name = name}
+  made[#made + 1] = c
   c.__index = function(self, k)
     if math.type(k) == "integer" then
       local get = c.get
@@ -669,23 +672,34 @@ end
 local DataLoader = class("DataLoader")
 data.DataLoader = DataLoader
 
-local known_opts = {batch_size = true, shuffle = true, drop_last = true, sampler = true, batch_sampler = true,
-  collate_fn = true, num_workers = true, pin_memory = true, prefetch_factor = true, seed = true,
-  persistent_workers = true, timeout = true}
+-- PyTorch's DataLoader arguments after the dataset, positionally in its order
+-- (DataLoader(ds, 64, true)) or as options; then its keyword-only ones and seed
+local positional_args = {"batch_size", "shuffle", "sampler", "batch_sampler", "num_workers", "collate_fn", "pin_memory",
+  "drop_last", "timeout", "worker_init_fn", "multiprocessing_context", "generator"}
+local keyword_args = {prefetch_factor = true, persistent_workers = true, seed = true}
 local unsupported_opts = {
   worker_init_fn = "workers are C threads that run no Lua; seed their random transforms with the seed option",
+  multiprocessing_context = "workers are threads in this process, not processes",
   generator = "give the seed option instead (an integer): it keys the shuffle and the random transforms"}
 
 local warned_pin_memory = false
 
-setmetatable(DataLoader, {__call = function(_, ds, opts)
+setmetatable(DataLoader, {__call = function(_, ds, ...)
   local n = check_dataset(ds, "DataLoader")
-  if type(opts) == "table" then
-    for k in pairs(opts) do
+  local nargs = select("#", ...)
+  local last = nargs > 0 and select(nargs, ...) or nil
+  if nargs == 1 and last ~= nil and type(last) ~= "number" and type(last) ~= "table" then
+    error(("DataLoader: options must be a table, got %s"):format(A.typename(last)), 2)
+  end
+  if A.is_opts(last) then
+    for k in pairs(last) do
       if unsupported_opts[k] then error(("DataLoader: option '%s' is not supported: %s"):format(k, unsupported_opts[k]), 2) end
     end
   end
-  opts = A.check_opts("DataLoader", opts, known_opts)
+  local opts = A.bind_keywords("DataLoader", positional_args, keyword_args, ...)
+  for k, why in pairs(unsupported_opts) do
+    if opts[k] ~= nil then error(("DataLoader: argument '%s' is not supported: %s"):format(k, why), 2) end
+  end
   local self = setmetatable({dataset = ds, batch_size = opts.batch_size or 1, shuffle = opts.shuffle == true,
     drop_last = opts.drop_last == true, sampler = opts.sampler, batch_sampler = opts.batch_sampler,
     collate_fn = opts.collate_fn, num_workers = opts.num_workers or 0, pin_memory = opts.pin_memory == true,
@@ -860,6 +874,15 @@ function DataLoader:__tostring()
   return ("DataLoader(%d batches of %s, batch_size=%s, shuffle=%s, num_workers=%d)"):format(self:len(),
     tostring(self.dataset.__name or "dataset"), tostring(self.batch_size), tostring(self.shuffle), self.num_workers)
 end
+
+-- every class above: methods check they got their object (loader.iter() for
+-- loader:iter()); instances join with .. as they print
+for _, c in ipairs(made) do
+  local name = c.__name
+  require("tensh.classes").setup(c, {var = name == "DataLoader" and "loader" or name:find("Sampler$") and "sampler"
+    or "dataset"})
+end
+require("tensh.printable").give(Transform)
 
 -- ported code says torch.utils.data
 torch.utils = torch.utils or {}

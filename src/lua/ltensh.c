@@ -180,5 +180,12 @@ int luaopen_tensh(lua_State *L) {
   lua_getfield(L, -1, "install");
   lua_call(L, 0, 0);
   lua_pop(L, 1);
+  /* the C side's printable values join with `..` as they print (lua/tensh/printable.lua) */
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "tensh.printable");
+  lua_call(L, 1, 1);
+  lua_getfield(L, -1, "install");
+  lua_call(L, 0, 0);
+  lua_pop(L, 1);
   return 1;
 }
