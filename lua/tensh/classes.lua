@@ -64,9 +64,9 @@ end
 
 local function wrap(spec, name, f)
   local is_instance = spec.is_instance
-  local w = function(...)
-    if not is_instance((...)) then missing_self(spec, name, select("#", ...), (...)) end
-    return f(...)
+  local w = function(self, ...) -- named self, as the method's own first parameter
+    if not is_instance(self) then missing_self(spec, name, (self == nil and select("#", ...) == 0) and 0 or 1, self) end
+    return f(self, ...)
   end
   wrappers[w] = true
   return w
@@ -114,14 +114,13 @@ function M.tensor_methods(methods)
   local tensor_mt = debug.getmetatable(torch.empty(0))
   for name, f in pairs(methods) do
     if type(name) == "string" and type(f) == "function" and not wrappers[f] and debug.getinfo(f, "S").what == "Lua" then
-      local w = function(...)
-        local t = ...
+      local w = function(t, ...)
         if debug.getmetatable(t) ~= tensor_mt then
           require("tensh.errors").raise(
             "bad argument #1 to '%s' (tensor expected, got %s; a method is called with ':', as t:%s())", name,
-            select("#", ...) == 0 and "no value" or typename(t), name)
+            (t == nil and select("#", ...) == 0) and "no value" or typename(t), name)
         end
-        return f(...)
+        return f(t, ...)
       end
       wrappers[w] = true
       methods[name] = w

@@ -35,9 +35,16 @@ local C = torch._data
 local A = require "tensh.args"
 local data = {}
 
+-- ipairs's iterator: a dataset indexed by it was given to ipairs
+local ipairs_step = ipairs({})
+local function by_ipairs() return debug.getinfo(3, "f").func == ipairs_step end -- 1 this, 2 __index, 3 its caller
+
 -- A class; an integer key on an instance of a class with get() is a sample,
--- so ds[0] is ds:get(0) as PyTorch's ds[0]. The end of this file sets each
--- one up as every tensh class (tensh.classes).
+-- so ds[0] is ds:get(0) as PyTorch's ds[0]. ipairs(ds), which would start at
+-- sample 1, and an integer key on a class without get() (a DataLoader,
+-- which PyTorch does not index either: ipairs(loader) would run 0 times)
+-- raise, saying how to iterate. The end of this file sets each class up as
+-- every tensh class (tensh.classes).
 local made = {}
 local function class(name)
   local c = {__name = name}
@@ -45,8 +52,16 @@ local function class(name)
   c.__index = function(self, k)
     if math.type(k) == "integer" then
       local get = c.get
+      if get and by_ipairs() then
+        A.raise("%s: ipairs(ds) starts at 1 and would skip sample 0 (datasets count from 0); "
+          .. "iterate with for i, sample in enumerate(ds) do, or for i = 0, #ds - 1 do local sample = ds[i]", name)
+      end
       if get then return get(self, k) end
-      return nil
+      local var = name == "DataLoader" and "loader" or "sampler"
+      local what = by_ipairs() and ("ipairs(%s) would run no %s"):format(var, var == "loader" and "batch" or "index")
+        or ("%s[%d]"):format(var, k)
+      A.raise("%s: %s: a %s is not indexed, as PyTorch's; iterate it: for x, y in %s do ... end, "
+        .. "or for i, x, y in enumerate(%s) do ... end (i counts from 0)", name, what, name, var, var)
     end
     return c[k]
   end
@@ -874,6 +889,54 @@ function DataLoader:__tostring()
   return ("DataLoader(%d batches of %s, batch_size=%s, shuffle=%s, num_workers=%d)"):format(self:len(),
     tostring(self.dataset.__name or "dataset"), tostring(self.batch_size), tostring(self.shuffle), self.num_workers)
 end
+
+-- enumerate(iterable [, start = 0]): Python's enumerate, as `for i, (x, y) in
+-- enumerate(loader)` is written: for i, x, y in enumerate(loader) do ... end.
+-- i counts from start (0, as Python's); the iterable is a DataLoader or
+-- sampler (anything with iter()), a dataset (get and a length: samples
+-- 0..n-1), a tensor (its rows), a Lua list, or an iterator function with its
+-- state (enumerate(loader:iter())). Leaving the loop by break closes a
+-- loader's epoch, as for x, y in loader does.
+function data.enumerate(iterable, ...)
+  local f, s, c, closer, start
+  if type(iterable) == "function" then
+    f, s, c, closer = iterable, ...
+    start = 0
+  else
+    start = ...
+    if start == nil then start = 0 end
+    if not is_int(start) then A.raise("enumerate: start must be an integer, got %s", A.show(start)) end
+    if type(iterable) == "table" and type(iterable.iter) == "function" then
+      f, s, c, closer = iterable:iter()
+    elseif torch.is_tensor(iterable) then
+      if iterable:dim() == 0 then A.raise("enumerate: iteration over a 0-d tensor") end
+      local n, r = iterable:size(0), -1
+      f = function() r = r + 1 if r < n then return iterable[r] end end
+    elseif type(iterable) == "table" and type(iterable.get) == "function" then
+      local n, r = check_dataset(iterable, "enumerate"), -1
+      f = function()
+        r = r + 1
+        if r < n then return iterable:get(r) end
+      end
+    elseif type(iterable) == "table" and getmetatable(iterable) == nil then
+      local r = 0
+      f = function() r = r + 1 return iterable[r] end
+    else
+      A.raise("enumerate: expected a DataLoader, a dataset, a sampler, a tensor, a list or an iterator function, got %s",
+        A.typename(iterable))
+    end
+  end
+  local i = start - 1
+  local function counted(...)
+    c = ...
+    if c == nil then return nil end
+    i = i + 1
+    return i, ...
+  end
+  return function() return counted(f(s, c)) end, nil, nil, closer
+end
+-- a global too, as Python's builtin
+if rawget(_G, "enumerate") == nil then rawset(_G, "enumerate", data.enumerate) end
 
 -- every class above: methods check they got their object (loader.iter() for
 -- loader:iter()); instances join with .. as they print
