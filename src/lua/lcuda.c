@@ -242,8 +242,11 @@ static int l_memory_summary(lua_State *L) {
   for (char *line = buf, *end; *line; line = end) {
     end = strchr(line, '\n');
     end = end ? end + 1 : line + strlen(line);
-    if (!(abbreviated && (strstr(line, "from large pool") || strstr(line, "from small pool"))))
-      luaL_addlstring(&b, line, (size_t)(end - line));
+    char saved = *end; /* the line alone, for strstr */
+    *end = '\0';
+    bool pool_row = strstr(line, "from large pool") || strstr(line, "from small pool");
+    *end = saved;
+    if (!(abbreviated && pool_row)) luaL_addlstring(&b, line, (size_t)(end - line));
   }
   luaL_pushresult(&b);
   return 1;
