@@ -155,12 +155,13 @@ function M.GradScaler(...)
   local name = "GradScaler"
   local device = ...
   local opts
-  if device == nil or type(device) == "string" or getmetatable(device) == getmetatable(torch.device("cpu")) then
-    opts = args.bind(name, SCALER_ARGS, select(2, ...))
-  else
+  if type(device) == "number" or args.is_opts(device) then -- torch.cuda.amp.GradScaler(init_scale, ...): no device
     device, opts = nil, args.bind(name, SCALER_ARGS, ...)
+  else
+    opts = args.bind(name, SCALER_ARGS, select(2, ...))
   end
-  device = device == nil and "cuda" or tostring(device)
+  if device == nil then device = "cuda" end
+  if getmetatable(device) == getmetatable(torch.device("cpu")) then device = tostring(device) end
   if device ~= "cpu" and device ~= "cuda" then
     raise("%s: unsupported device %s (expected \"cpu\" or \"cuda\")", name,
       type(device) == "string" and "'" .. device .. "'" or args.typename(device))

@@ -37,8 +37,8 @@ static int l_is_available(lua_State *L) { return lua_pushboolean(L, device_count
  * unknown option raises, in every build. Before the allocator is read, Lua
  * collects what the program dropped: a tensor it let go (x = nil, PyTorch's
  * `del x`) holds its memory until the collector frees it, and without the
- * collection the figures would still count it (a full collection: ~0.5 ms
- * with a few thousand live tensors, see docs/porting.md). Leaves the device
+ * collection the figures would still count it (a full collection: 0.5 to
+ * 1 ms with up to 5,000 live tensors, see docs/porting.md). Leaves the device
  * (or nil) at index 1; returns abbreviated. */
 static bool memory_args(lua_State *L, const char *fn, bool summary) {
   static const char *const plain[] = {"device", NULL};

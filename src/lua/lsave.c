@@ -486,7 +486,7 @@ static void check_map_location(lua_State *L, int idx) {
   if (t == LUA_TNIL || t == LUA_TFUNCTION) return;
   if (t == LUA_TSTRING || is_torch_device(L, idx)) {
     if (!to_device(L, idx, &d)) lt_errorf(L, "torch.load: map_location: %s", ts_last_error());
-    if (ts_device_resolve(&d)) lt_errorf(L, "torch.load: map_location: %s", ts_last_error());
+    if (ts_device_resolve(&d)) lt_errorf(L, "torch.load: %s", ts_last_error()); /* t:to(dev)'s words */
     return;
   }
   if (t != LUA_TTABLE || lua_getmetatable(L, idx))
