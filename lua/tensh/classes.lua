@@ -25,13 +25,7 @@ local CLASS_LEVEL = {extend = true, new = true, init = true}
 -- (Module.register_module = Module.add_module) is wrapped once
 local wrappers = setmetatable({}, {__mode = "k"})
 
-local function typename(v)
-  local mt = debug.getmetatable(v)
-  local name = type(mt) == "table" and rawget(mt, "__name")
-  if type(name) == "string" then return name end
-  if torch.is_tensor(v) then return "Tensor" end
-  return type(v)
-end
+local typename = require("tensh.args").typename
 
 -- v is an instance of cls: its metatable is cls or a class whose
 -- metatable's __index chain reaches cls (the classes' extend make them so)

@@ -9,11 +9,7 @@
 -- dtypes are strings already.
 local M = {}
 
-local function typename(v)
-  local mt = debug.getmetatable(v)
-  local name = type(mt) == "table" and rawget(mt, "__name")
-  return type(name) == "string" and name or type(v)
-end
+local typename = require("tensh.args").typename
 
 -- a side of `..` as text: strings and numbers as Lua joins them, values
 -- with __tostring as they print; anything else is Lua's own error
