@@ -35,7 +35,7 @@ ts_status ts_cuda_synchronize(int device); /* -1: the current device */
 
 typedef struct ts_cuda_props {
   char name[256];
-  char uuid[40];                    /* "GPU-xxxxxxxx-xxxx-..." */
+  char uuid[41];                    /* "GPU-" and 36 characters (8-4-4-4-12 hex digits), NUL */
   size_t total_memory;
   int major, minor;
   int multi_processor_count;

@@ -2,7 +2,7 @@
 --
 --   local _ <close> = torch.autocast("cuda")                 -- float16 matmuls/convs
 --   local _ <close> = torch.autocast("cpu", {dtype = torch.bfloat16})
---   torch.autocast("cpu", {}, function() ... end)           -- function form
+--   torch.autocast("cpu", function() ... end)               -- function form
 --   local scaler = amp.GradScaler()                         -- torch.cuda.amp.GradScaler()
 --   scaler:scale(loss):backward(); scaler:step(opt); scaler:update()
 --
@@ -31,7 +31,9 @@ local function opt_number(fn, opts, key, default)
   return v
 end
 
-local function warn(msg) io.stderr:write("UserWarning: ", msg, "\n") end
+-- once per call site, as Python's warnings (a loop that opens a region warns once)
+local warn = require("tensh.warnings").warn
+local scopes = require "tensh.scopes"
 
 local function cuda_available() return torch.cuda ~= nil and torch.cuda.is_available() end
 
@@ -43,12 +45,24 @@ Autocast.__index = Autocast
 local low_dtypes = {cuda = {["torch.float16"] = true, ["torch.bfloat16"] = true}, cpu = {["torch.bfloat16"] = true}}
 
 -- Leaves the region (at most once; <close> and the function form call it).
-function Autocast:__close()
-  if self._open then
-    self._open = false
-    local p = self._prev
-    torch._autocast_exit(self.device_type, p[1], p[2], p[3])
-  end
+function Autocast:__close() scopes.exit(self._rec) end
+
+-- an object never closed (local ac = torch.autocast("cuda")): the region ends
+-- when the collector takes it, with a warning (lua/tensh/scopes.lua)
+function Autocast:__gc()
+  local dt = ("%q"):format(self.device_type)
+  scopes.collected(self._rec, ("torch.autocast(%s)"):format(dt), ("torch.autocast(%s, function() ... end)"):format(dt))
+end
+
+-- the regions open per device type (scopes restore them in order): closing
+-- restores the state the region found; one closed under a newer region
+-- leaves the state and only ends its nesting level
+local kinds = {}
+local function region_kind(device_type)
+  kinds[device_type] = kinds[device_type] or scopes.kind(
+    function(prev) torch._autocast_exit(device_type, prev[1], prev[2], prev[3]) end,
+    function() torch._autocast_exit(device_type, torch._autocast_state(device_type)) end)
+  return kinds[device_type]
 end
 
 function Autocast:__tostring()
@@ -56,11 +70,12 @@ function Autocast:__tostring()
     tostring(self.enabled))
 end
 
--- autocast(device_type, {dtype =, enabled = true, cache_enabled = true} [, fn, ...]):
+-- autocast(device_type [, dtype [, enabled [, cache_enabled]]] [, {dtype =, enabled = true,
+-- cache_enabled = true}] [, fn, ...]), PyTorch's arguments positionally or as options:
 -- opens a region on device_type ("cpu" or "cuda") for the current thread.
 -- Without fn it returns the region for a <close> variable; with fn it runs
 -- fn(...) inside the region and returns its results (the region closes
--- even when fn raises).
+-- even when fn raises), as torch.no_grad(fn) and cuda.device(i, fn) do.
 -- the device types autocast knows, checked the same way by every function
 -- that takes one (the C state query would otherwise name itself)
 local function check_device_type(name, device_type)
@@ -72,13 +87,31 @@ local function check_device_type(name, device_type)
   end
 end
 
-function M.autocast(device_type, opts, fn, ...)
+-- torch.autocast's positional arguments after device_type; torch.cuda.amp.autocast's
+-- (which has no device_type) come in another order
+local AUTOCAST_ARGS = {"dtype", "enabled", "cache_enabled"}
+M._DEVICE_AUTOCAST_ARGS = {"enabled", "dtype", "cache_enabled"}
+
+-- Splits autocast's arguments after device_type (argument 1): the ones
+-- before the first function, bound by `names` (then an options table), and
+-- the position of the function (nil: none), whose arguments follow it.
+local function split_at_function(name, names, list, n)
+  local at
+  for i = 1, n do if type(list[i]) == "function" then at = i break end end
+  local head = at and at - 1 or n
+  for i = 1, head - 1 do -- after the options table only the function comes
+    if args.is_opts(list[i]) then args.type_error(name, i + 2, "function", list[i + 1]) end
+  end
+  return args.bind(name, names, table.unpack(list, 1, head)), at
+end
+
+function M.autocast(device_type, ...) return M._autocast(device_type, AUTOCAST_ARGS, ...) end
+
+function M._autocast(device_type, names, ...)
   local name = "autocast"
   check_device_type(name, device_type)
-  opts = check_opts(name, opts, {dtype = true, enabled = true, cache_enabled = true})
-  if fn ~= nil and type(fn) ~= "function" then
-    args.type_error(name, 3, "function", fn)
-  end
+  local list, n = {...}, select("#", ...)
+  local opts, at = split_at_function(name, names, list, n)
   local enabled = opt_bool(name, opts, "enabled", true)
   local cache_enabled = opt_bool(name, opts, "cache_enabled", torch.is_autocast_cache_enabled())
   local dtype = select(2, torch._autocast_state(device_type))
@@ -100,14 +133,11 @@ function M.autocast(device_type, opts, fn, ...)
       raise("%s: dtype %s is not supported on cuda (expected torch.float16 or torch.bfloat16)", name, dtype)
     end
   end
-  local self = setmetatable({device_type = device_type, fast_dtype = dtype, enabled = enabled, _cache_enabled = cache_enabled}, Autocast)
-  self._prev = table.pack(torch._autocast_enter(device_type, enabled, dtype, cache_enabled))
-  self._open = true
-  if fn == nil then return self end
-  local res = table.pack(pcall(fn, ...))
-  self:__close()
-  if not res[1] then error(res[2], 0) end
-  return table.unpack(res, 2, res.n)
+  local rec = scopes.enter(region_kind(device_type), table.pack(torch._autocast_enter(device_type, enabled, dtype,
+    cache_enabled)))
+  if at then return scopes.run(rec, table.unpack(list, at, n)) end
+  return setmetatable({device_type = device_type, fast_dtype = dtype, enabled = enabled,
+    _cache_enabled = cache_enabled, _rec = rec}, Autocast)
 end
 
 -- ---- GradScaler ------------------------------------------------------------
@@ -117,18 +147,25 @@ local READY, UNSCALED, STEPPED = "ready", "unscaled", "stepped"
 local GradScaler = {__name = "GradScaler"}
 GradScaler.__index = GradScaler
 
--- GradScaler([device,] {init_scale = 2^16, growth_factor = 2, backoff_factor = 0.5,
--- growth_interval = 2000, enabled = true}); device "cuda" (default) or "cpu".
-function M.GradScaler(device, opts)
+-- GradScaler([device,] [init_scale = 2^16 [, growth_factor = 2 [, backoff_factor = 0.5
+-- [, growth_interval = 2000 [, enabled = true]]]]] [, {same names}]), as torch.amp.GradScaler
+-- (and torch.cuda.amp.GradScaler without the device); device "cuda" (default) or "cpu".
+local SCALER_ARGS = {"init_scale", "growth_factor", "backoff_factor", "growth_interval", "enabled"}
+function M.GradScaler(...)
   local name = "GradScaler"
-  if type(device) == "table" and opts == nil and debug.getmetatable(device) == nil then device, opts = "cuda", device end
-  device = device == nil and "cuda" or device
+  local device = ...
+  local opts
+  if type(device) == "number" or args.is_opts(device) then -- torch.cuda.amp.GradScaler(init_scale, ...): no device
+    device, opts = nil, args.bind(name, SCALER_ARGS, ...)
+  else
+    opts = args.bind(name, SCALER_ARGS, select(2, ...))
+  end
+  if device == nil then device = "cuda" end
+  if getmetatable(device) == getmetatable(torch.device("cpu")) then device = tostring(device) end
   if device ~= "cpu" and device ~= "cuda" then
     raise("%s: unsupported device %s (expected \"cpu\" or \"cuda\")", name,
       type(device) == "string" and "'" .. device .. "'" or args.typename(device))
   end
-  opts = check_opts(name, opts,
-    {init_scale = true, growth_factor = true, backoff_factor = true, growth_interval = true, enabled = true})
   local self = setmetatable({_device = device}, GradScaler)
   self._enabled = opt_bool(name, opts, "enabled", true)
   self._init_scale = opt_number(name, opts, "init_scale", 2.0 ^ 16)
@@ -331,6 +368,11 @@ function GradScaler:__tostring()
   return ("GradScaler(scale=%g, enabled=%s)"):format(self:get_scale(), tostring(self._enabled))
 end
 
+-- methods check they got their object (scaler.step(opt) for scaler:step(opt)); both join with ..
+local classes = require "tensh.classes"
+classes.setup(GradScaler, {var = "scaler"})
+classes.setup(Autocast, {what = "torch.autocast", var = "ctx"})
+
 -- ---- the torch namespace's spellings ----------------------------------------
 
 torch.autocast = M.autocast
@@ -348,8 +390,8 @@ torch.is_autocast_cpu_enabled = function() return (torch._autocast_state("cpu"))
 
 local function device_amp(device_type)
   return {
-    autocast = function(opts, fn, ...) return M.autocast(device_type, opts, fn, ...) end,
-    GradScaler = function(opts) return M.GradScaler(device_type, opts) end,
+    autocast = function(...) return M._autocast(device_type, M._DEVICE_AUTOCAST_ARGS, ...) end,
+    GradScaler = function(...) return M.GradScaler(device_type, ...) end,
   }
 end
 if torch.cuda then torch.cuda.amp = device_amp("cuda") end

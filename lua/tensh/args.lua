@@ -163,7 +163,11 @@ end
 -- Arguments as PyTorch takes them: positional values named by `names`, then
 -- an optional options table; an option given both ways is an error.
 -- Returns a table name -> value.
-function M.bind(fn, names, ...)
+function M.bind(fn, names, ...) return M.bind_keywords(fn, names, nil, ...) end
+
+-- The same, where the options table may also hold the names in the set
+-- `keywords` (PyTorch's keyword-only arguments, after its `*`).
+function M.bind_keywords(fn, names, keywords, ...)
   local n = select("#", ...)
   local out, opts = {}, nil
   local last = n > 0 and select(n, ...) or nil
@@ -173,6 +177,7 @@ function M.bind(fn, names, ...)
   if opts then
     local known = {}
     for _, k in ipairs(names) do known[k] = true end
+    for k in pairs(keywords or {}) do known[k] = true end
     M.check_opts(fn, opts, known)
     for k, v in pairs(opts) do
       if out[k] ~= nil then raise("%s: '%s' given both as an argument and as an option", fn, k) end

@@ -575,6 +575,9 @@ function bench.cases(clear)
 end
 
 bench._json = json
+-- methods check they got their object (timer.timeit() for timer:timeit() says so)
+require("tensh.classes").setup(Measurement, {var = "m", static = {merge = true}})
+require("tensh.classes").setup(Timer, {var = "timer"})
 -- ported code says torch.utils.benchmark
 torch.utils = torch.utils or {}
 torch.utils.benchmark = bench

@@ -219,6 +219,7 @@ return function(bench)
     end
     return json.encode(rows)
   end
+  require("tensh.classes").setup(Compare, {var = "compare"}) -- compare.print() for compare:print() says so
 
   return function(results)
     local self = setmetatable({_results = {}, _trim = false, _colorize = nil, _highlight = false}, Compare)

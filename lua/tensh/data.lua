@@ -35,15 +35,33 @@ local C = torch._data
 local A = require "tensh.args"
 local data = {}
 
+-- ipairs's iterator: a dataset indexed by it was given to ipairs
+local ipairs_step = ipairs({})
+local function by_ipairs() return debug.getinfo(3, "f").func == ipairs_step end -- 1 this, 2 __index, 3 its caller
+
 -- A class; an integer key on an instance of a class with get() is a sample,
--- so ds[0] is ds:get(0) as PyTorch's ds[0].
+-- so ds[0] is ds:get(0) as PyTorch's ds[0]. ipairs(ds), which would start at
+-- sample 1, and an integer key on a class without get() (a DataLoader,
+-- which PyTorch does not index either: ipairs(loader) would run 0 times)
+-- raise, saying how to iterate. The end of this file sets each class up as
+-- every tensh class (tensh.classes).
+local made = {}
 local function class(name)
   local c = {__name = name}
+  made[#made + 1] = c
   c.__index = function(self, k)
     if math.type(k) == "integer" then
       local get = c.get
+      if get and by_ipairs() then
+        A.raise("%s: ipairs(ds) starts at 1 and would skip sample 0 (datasets count from 0); "
+          .. "iterate with for i, sample in enumerate(ds) do, or for i = 0, #ds - 1 do local sample = ds[i]", name)
+      end
       if get then return get(self, k) end
-      return nil
+      local var = name == "DataLoader" and "loader" or "sampler"
+      local what = by_ipairs() and ("ipairs(%s) would run no %s"):format(var, var == "loader" and "batch" or "index")
+        or ("%s[%d]"):format(var, k)
+      A.raise("%s: %s: a %s is not indexed, as PyTorch's; iterate it: for x, y in %s do ... end, "
+        .. "or for i, x, y in enumerate(%s) do ... end (i counts from 0)", name, what, name, var, var)
     end
     return c[k]
   end
@@ -669,23 +687,34 @@ end
 local DataLoader = class("DataLoader")
 data.DataLoader = DataLoader
 
-local known_opts = {batch_size = true, shuffle = true, drop_last = true, sampler = true, batch_sampler = true,
-  collate_fn = true, num_workers = true, pin_memory = true, prefetch_factor = true, seed = true,
-  persistent_workers = true, timeout = true}
+-- PyTorch's DataLoader arguments after the dataset, positionally in its order
+-- (DataLoader(ds, 64, true)) or as options; then its keyword-only ones and seed
+local positional_args = {"batch_size", "shuffle", "sampler", "batch_sampler", "num_workers", "collate_fn", "pin_memory",
+  "drop_last", "timeout", "worker_init_fn", "multiprocessing_context", "generator"}
+local keyword_args = {prefetch_factor = true, persistent_workers = true, seed = true}
 local unsupported_opts = {
   worker_init_fn = "workers are C threads that run no Lua; seed their random transforms with the seed option",
+  multiprocessing_context = "workers are threads in this process, not processes",
   generator = "give the seed option instead (an integer): it keys the shuffle and the random transforms"}
 
 local warned_pin_memory = false
 
-setmetatable(DataLoader, {__call = function(_, ds, opts)
+setmetatable(DataLoader, {__call = function(_, ds, ...)
   local n = check_dataset(ds, "DataLoader")
-  if type(opts) == "table" then
-    for k in pairs(opts) do
+  local nargs = select("#", ...)
+  local last = nargs > 0 and select(nargs, ...) or nil
+  if nargs == 1 and last ~= nil and type(last) ~= "number" and type(last) ~= "table" then
+    error(("DataLoader: options must be a table, got %s"):format(A.typename(last)), 2)
+  end
+  if A.is_opts(last) then
+    for k in pairs(last) do
       if unsupported_opts[k] then error(("DataLoader: option '%s' is not supported: %s"):format(k, unsupported_opts[k]), 2) end
     end
   end
-  opts = A.check_opts("DataLoader", opts, known_opts)
+  local opts = A.bind_keywords("DataLoader", positional_args, keyword_args, ...)
+  for k, why in pairs(unsupported_opts) do
+    if opts[k] ~= nil then error(("DataLoader: argument '%s' is not supported: %s"):format(k, why), 2) end
+  end
   local self = setmetatable({dataset = ds, batch_size = opts.batch_size or 1, shuffle = opts.shuffle == true,
     drop_last = opts.drop_last == true, sampler = opts.sampler, batch_sampler = opts.batch_sampler,
     collate_fn = opts.collate_fn, num_workers = opts.num_workers or 0, pin_memory = opts.pin_memory == true,
@@ -860,6 +889,63 @@ function DataLoader:__tostring()
   return ("DataLoader(%d batches of %s, batch_size=%s, shuffle=%s, num_workers=%d)"):format(self:len(),
     tostring(self.dataset.__name or "dataset"), tostring(self.batch_size), tostring(self.shuffle), self.num_workers)
 end
+
+-- enumerate(iterable [, start = 0]): Python's enumerate, as `for i, (x, y) in
+-- enumerate(loader)` is written: for i, x, y in enumerate(loader) do ... end.
+-- i counts from start (0, as Python's); the iterable is a DataLoader or
+-- sampler (anything with iter()), a dataset (get and a length: samples
+-- 0..n-1), a tensor (its rows), a Lua list, or an iterator function with its
+-- state (enumerate(loader:iter())). Leaving the loop by break closes a
+-- loader's epoch, as for x, y in loader does.
+function data.enumerate(iterable, ...)
+  local f, s, c, closer, start
+  if type(iterable) == "function" then
+    f, s, c, closer = iterable, ...
+    start = 0
+  else
+    start = ...
+    if start == nil then start = 0 end
+    if not is_int(start) then A.raise("enumerate: start must be an integer, got %s", A.show(start)) end
+    if type(iterable) == "table" and type(iterable.iter) == "function" then
+      f, s, c, closer = iterable:iter()
+    elseif torch.is_tensor(iterable) then
+      if iterable:dim() == 0 then A.raise("enumerate: iteration over a 0-d tensor") end
+      local n, r = iterable:size(0), -1
+      f = function() r = r + 1 if r < n then return iterable[r] end end
+    elseif type(iterable) == "table" and type(iterable.get) == "function" then
+      local n, r = check_dataset(iterable, "enumerate"), -1
+      f = function()
+        r = r + 1
+        if r < n then return iterable:get(r) end
+      end
+    elseif type(iterable) == "table" and getmetatable(iterable) == nil then
+      local r = 0
+      f = function() r = r + 1 return iterable[r] end
+    else
+      A.raise("enumerate: expected a DataLoader, a dataset, a sampler, a tensor, a list or an iterator function, got %s",
+        A.typename(iterable))
+    end
+  end
+  local i = start - 1
+  local function counted(...)
+    c = ...
+    if c == nil then return nil end
+    i = i + 1
+    return i, ...
+  end
+  return function() return counted(f(s, c)) end, nil, nil, closer
+end
+-- a global too, as Python's builtin
+if rawget(_G, "enumerate") == nil then rawset(_G, "enumerate", data.enumerate) end
+
+-- every class above: methods check they got their object (loader.iter() for
+-- loader:iter()); instances join with .. as they print
+for _, c in ipairs(made) do
+  local name = c.__name
+  require("tensh.classes").setup(c, {var = name == "DataLoader" and "loader" or name:find("Sampler$") and "sampler"
+    or "dataset"})
+end
+require("tensh.printable").give(Transform)
 
 -- ported code says torch.utils.data
 torch.utils = torch.utils or {}

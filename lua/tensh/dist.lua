@@ -231,6 +231,7 @@ function Work:is_completed()
   end
   return self._req == nil
 end
+require("tensh.classes").setup(Work, {var = "work"}) -- work.wait() for work:wait() says so
 local function done_work() return setmetatable({}, Work) end
 
 -- ---- collectives -------------------------------------------------------------

@@ -6,6 +6,7 @@
 local torch = torch
 local util = require "tensh.nn.common"
 local module_miss = require("tensh.strict").module_miss
+local classes = require "tensh.classes"
 local A = require "tensh.args"
 local raise, shape_str = util.raise, util.shape_str
 
@@ -249,6 +250,9 @@ local function class_tostring(cls)
   return "<class " .. rawget(cls, "__name") .. ">"
 end
 
+-- PyTorch's static methods of module classes: called on the class, with no module
+local STATIC = {from_pretrained = true, generate_square_subsequent_mask = true}
+
 -- Module:extend("Net"): a subclass; Net(...) constructs and calls Net:init(...).
 function Module.extend(parent, name)
   if type(parent) ~= "table" or rawget(parent, "__tensh_module") ~= true then
@@ -259,12 +263,16 @@ function Module.extend(parent, name)
   end
   local cls = {__name = name, __tensh_module = true}
   for _, mm in ipairs(METAMETHODS) do cls[mm] = rawget(parent, mm) end
-  return setmetatable(cls, {__index = parent, __call = construct, __tostring = class_tostring})
+  setmetatable(cls, {__index = parent, __call = construct, __tostring = class_tostring})
+  return classes.setup(cls, {what = name, a = "a module", var = "model", is_instance = is_module, static = STATIC})
 end
 
 Module.__name, Module.__tensh_module = "Module", true
 Module.__index, Module.__newindex, Module.__call = instance_index, instance_newindex, instance_call
+Module.__concat = require("tensh.printable").concat -- "model: " .. model; extend copies it
 setmetatable(Module, {__call = construct, __tostring = class_tostring})
+-- every method after this line checks it got a module (m.parameters() for m:parameters())
+classes.setup(Module, {what = "Module", a = "a module", var = "model", is_instance = is_module, static = STATIC})
 
 function Module:init() end
 

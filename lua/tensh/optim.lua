@@ -16,35 +16,61 @@ local is_plain_table, shallow_copy, sorted_keys, show = U.is_plain_table, U.shal
 local Optimizer = {__name = "Optimizer"}
 Optimizer.__index = Optimizer
 optim.Optimizer = Optimizer
+-- methods check they got an optimizer (opt.step() for opt:step()); print and join with ..
+local classes = require "tensh.classes"
+classes.setup(Optimizer, {what = "Optimizer", var = "optimizer"})
 
 -- Defines an optimizer class. defaults: hyperparameters and their default
 -- values (a key with default `false` is a flag); validate(name, group) checks
--- one group's hyperparameters; update(self, group) does one step over a group.
+-- one group's hyperparameters; update(self, group) does one step over a group;
+-- positional: the hyperparameters the constructor takes after params, in
+-- PyTorch's order (default: lr, when there is one); the rest are options only.
 local OPTIMIZER_CLASS = "an optimizer class (optim.SGD, optim.Adam, ...)"
 
-function Optimizer.extend(base, name, defaults, validate, update)
+function Optimizer.extend(base, name, defaults, validate, update, positional)
   local fn = "optim.Optimizer.extend"
   U.check_class(fn, "base", base, Optimizer, "optim.Optimizer or " .. OPTIMIZER_CLASS)
   A.check_type(fn, "name", name, "string")
   A.check_type(fn, "defaults", defaults, "table")
   A.check_type(fn, "validate", validate, "function")
   A.check_type(fn, "update", update, "function")
-  local cls = setmetatable({__name = name, defaults = defaults, _validate = validate, _update = update},
+  if positional == nil then positional = defaults.lr ~= nil and {"lr"} or {} end
+  A.check_type(fn, "positional", positional, "table")
+  for i, k in ipairs(positional) do
+    if defaults[k] == nil then A.raise("%s: positional[%d] '%s' is not in defaults", fn, i, tostring(k)) end
+  end
+  local cls = setmetatable({__name = name, defaults = defaults, _validate = validate, _update = update,
+    _positional = positional},
     {__index = base, __call = U.class_call("optim.Optimizer.new", Optimizer, OPTIMIZER_CLASS)})
   cls.__index = cls
   cls.__tostring = base.__tostring
-  return cls
+  return classes.setup(cls, {what = name, var = "optimizer"})
 end
 
-function Optimizer.new(cls, params, opts)
+-- Optimizer(params [, lr [, ...]] [, {options}]): the hyperparameters after
+-- params positionally in PyTorch's order (SGD(params, 0.01)) or as options
+function Optimizer.new(cls, params, ...)
   U.check_class("optim.Optimizer.new", "cls", cls, Optimizer, OPTIMIZER_CLASS, true)
   local name = cls.__name
-  opts = check_opts(name, opts, cls.defaults)
+  local n = select("#", ...)
+  local last = n > 0 and select(n, ...) or nil
+  if n == 1 and last ~= nil and type(last) ~= "number" and type(last) ~= "table" then -- Adam(params, "x"): say options
+    fail("%s: options must be a table, got %s", name, typename(last))
+  end
+  local opts = A.bind_keywords(name, cls._positional, cls.defaults, ...)
   local defaults = {}
   for k, v in pairs(cls.defaults) do defaults[k] = shallow_copy(v) end
   for k, v in pairs(opts) do defaults[k] = shallow_copy(v) end
   cls._validate(name, defaults)
   local self = setmetatable({defaults = defaults, param_groups = A.list({}, "param_groups"), state = {}}, cls)
+  local mt = type(params) == "table" and getmetatable(params)
+  if type(mt) == "table" and rawget(mt, "__tensh_module") and rawget(params, "_modules") then -- Adam(model)
+    fail("%s: params is a module (%s); pass its parameters: %s(model:parameters(), ...)", name, typename(params), name)
+  end
+  if type(params) == "function" then -- Adam(model:named_parameters()), an iterator
+    fail("%s: params should be a list of tensors or a list of parameter groups, but got a function (an iterator?); "
+      .. "pass model:parameters()", name)
+  end
   if torch.is_tensor(params) or type(params) ~= "table" or typename(params) == "torch.Size" then
     fail("%s: params should be a list of tensors or a list of parameter groups, but got %s", name, typename(params))
   end
@@ -351,7 +377,7 @@ end
 
 optim.SGD = Optimizer:extend("SGD",
   {lr = 1e-3, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false, maximize = false},
-  sgd_validate, sgd_update)
+  sgd_validate, sgd_update, {"lr", "momentum", "dampening", "weight_decay", "nesterov"})
 
 -- ---- Adam and AdamW ------------------------------------------------------------
 
@@ -432,14 +458,15 @@ local function adam_update(self, g, decoupled)
 end
 
 local adam_defaults = {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0, amsgrad = false, maximize = false}
+local adam_positional = {"lr", "betas", "eps", "weight_decay", "amsgrad"}
 optim.Adam = Optimizer:extend("Adam", adam_defaults, adam_validate,
-  function(self, g) return adam_update(self, g, false) end)
+  function(self, g) return adam_update(self, g, false) end, adam_positional)
 
 local adamw_defaults = shallow_copy(adam_defaults)
 adamw_defaults.betas = {0.9, 0.999}
 adamw_defaults.weight_decay = 1e-2
 optim.AdamW = Optimizer:extend("AdamW", adamw_defaults, adam_validate,
-  function(self, g) return adam_update(self, g, true) end)
+  function(self, g) return adam_update(self, g, true) end, adam_positional)
 
 -- ---- RMSprop -------------------------------------------------------------------
 
@@ -501,7 +528,7 @@ end
 
 optim.RMSprop = Optimizer:extend("RMSprop",
   {lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0, momentum = 0, centered = false, maximize = false},
-  rmsprop_validate, rmsprop_update)
+  rmsprop_validate, rmsprop_update, {"lr", "alpha", "eps", "weight_decay", "momentum", "centered"})
 
 optim.lr_scheduler = require "tensh.optim.lr_scheduler"
 

@@ -109,6 +109,9 @@ torch.device = function(s, index)
   return setmetatable({type = typ, index = idx ~= "" and tonumber(idx) or nil, _str = s}, device_mt)
 end
 
+-- torch.no_grad, enable_grad, set_grad_enabled: scopes for <close> or a function
+require("tensh.scopes").install(torch)
+
 -- torch.version.cuda: the CUDA runtime tensh was built with ("13.0"), nil
 -- in a CPU-only build, as PyTorch's None; the same string as cuda.version.
 torch.version = {cuda = torch.cuda and torch.cuda.version or nil, __version__ = torch.__version__}

@@ -298,4 +298,10 @@ function Profile:export_chrome_trace(path)
   out:close()
 end
 
+-- methods check they got their object (prof.key_averages() for prof:key_averages() says so)
+local classes = require "tensh.classes"
+classes.setup(Profile, {what = "torch.profiler.profile", var = "prof"})
+classes.setup(Scope, {what = "torch.profiler.record_function", var = "scope"})
+classes.setup(EventList, {var = "events"})
+
 return profiler

@@ -217,6 +217,7 @@ function Bar:close()
 end
 Bar.__close = Bar.close
 Bar.__tostring = function(self) return self:format() end
+require("tensh.classes").setup(Bar, {what = "progress bar", var = "bar"}) -- bar.update() for bar:update() says so
 
 -- for i, item in progress.wrap(iterable_or_count [, opts]) do ... end
 -- A count n yields i, i for i = 1..n; a list (anything with # and [i])

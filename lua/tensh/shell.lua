@@ -36,7 +36,7 @@ local function tensor_summary(t)
   local s = ("tensor(shape=[%s], dtype=%s"):format(table.concat(t.shape:totable(), ", "),
     (tostring(t.dtype):gsub("^torch%.", "")))
   if tostring(t.device) ~= "cpu" then s = s .. ", device=" .. tostring(t.device) end
-  if t.requires_grad then s = s .. ", requires_grad=true" end
+  if t.requires_grad then s = s .. ", requires_grad=True" end -- as the tensor prints it (PyTorch's word)
   return s .. ")"
 end
 

@@ -75,13 +75,43 @@ function M.module_miss(self, cls, k)
   return nil
 end
 
+-- The namespaces not named in install's list, found by a walk: plain tables
+-- (no metatable) of string keys below the globals, named by their first
+-- path (torch.autograd, torch.cpu, cuda.amp, nn.parallel, dist.ReduceOp, ...);
+-- a table under a name already given keeps that name. Tables of data the
+-- library probes (torch.version, the profiler's name map) are left alone.
+local DATA = {["torch.version"] = true, ["profiler.aten_names"] = true}
+
+local function is_namespace(t)
+  if type(t) ~= "table" or getmetatable(t) ~= nil then return false end
+  for k in next, t do
+    if type(k) ~= "string" then return false end
+  end
+  return true
+end
+
+local function walk(t, path, named, found, depth)
+  if depth > 6 then return end
+  for k, v in next, t do
+    if type(k) == "string" and k:sub(1, 1) ~= "_" and type(v) == "table" and not named[v] then
+      local name = path .. "." .. k
+      if is_namespace(v) and not DATA[name] then
+        named[v] = name
+        found[#found + 1] = {v, name}
+        walk(v, name, named, found, depth + 1)
+      end
+    end
+  end
+end
+
 function M.install()
   local reg = debug.getregistry()
   reg["tensh.tensor_no_field"] = tensor_no_field
   local tables = {
     {torch, "torch"}, {rawget(_G, "nn"), "nn"}, {rawget(_G, "optim"), "optim"}, {rawget(_G, "data"), "data"},
     {rawget(_G, "cuda"), "cuda", {version = true}}, {rawget(_G, "tb"), "tb"}, {rawget(_G, "amp"), "amp"},
-    {rawget(_G, "models"), "models"},
+    {rawget(_G, "models"), "models"}, {rawget(_G, "dist"), "dist"}, {rawget(_G, "bench"), "bench"},
+    {rawget(_G, "profiler"), "profiler"},
   }
   local nn, optim, data = rawget(_G, "nn"), rawget(_G, "optim"), rawget(_G, "data")
   if nn then
@@ -91,6 +121,11 @@ function M.install()
   if data then tables[#tables + 1] = {rawget(data, "transforms"), "data.transforms"} end
   local utils = rawget(torch, "utils")
   if type(utils) == "table" then tables[#tables + 1] = {utils, "torch.utils"} end
+  -- every namespace below them, as "did you mean" works the same everywhere
+  local named, found = {}, {}
+  for _, e in ipairs(tables) do if type(e[1]) == "table" then named[e[1]] = e[2] end end
+  for _, e in ipairs(tables) do if type(e[1]) == "table" then walk(e[1], e[2], named, found, 1) end end
+  for _, e in ipairs(found) do tables[#tables + 1] = e end
   for _, e in ipairs(tables) do
     if type(e[1]) == "table" then M.protect(e[1], e[2], e[3]) end
   end

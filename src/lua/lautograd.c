@@ -1,6 +1,6 @@
 /* Autograd from Lua: t:backward(), t.grad, t.requires_grad, t.grad_fn,
- * detach, torch.no_grad / enable_grad / set_grad_enabled (scopes closed by
- * `<close>` or given a function), torch.autograd.grad. */
+ * detach, the grad mode (torch._set_grad_enabled, under lua/tensh/scopes.lua's
+ * torch.no_grad / enable_grad / set_grad_enabled), torch.autograd.grad. */
 #include <string.h>
 
 #include "../autograd.h"
@@ -399,10 +399,10 @@ static int m_requires_grad_(lua_State *L) {
   return 1;
 }
 
-/* ---- grad mode scopes ---------------------------------------------------- */
+/* ---- grad mode ------------------------------------------------------------- */
 
 /* A metamethod called by hand gets whatever it is given: arg 1 must be a
- * table of class `name` (grad scopes and grad_fns are plain tables). */
+ * table of class `name` (grad_fns are plain tables). */
 static void check_class(lua_State *L, int idx, const char *name) {
   bool ok = lua_type(L, idx) == LUA_TTABLE && lua_getmetatable(L, idx);
   if (ok) {
@@ -413,39 +413,13 @@ static void check_class(lua_State *L, int idx, const char *name) {
   if (!ok) luaL_typeerror(L, idx, name);
 }
 
-static int restore_mode(lua_State *L) {
-  check_class(L, 1, "tensh.GradMode");
-  if (lua_getfield(L, 1, "_prev") == LUA_TBOOLEAN) ts_set_grad_enabled(lua_toboolean(L, -1));
-  lua_pushnil(L);
-  lua_setfield(L, 1, "_prev"); /* closing twice restores once */
-  return 0;
-}
-
-/* Sets grad mode to `on`; with a function, runs it and restores the mode even
- * if it fails; otherwise returns a scope to close with `<close>`. */
-static int grad_scope(lua_State *L, bool on, int fn_index) {
-  bool prev = ts_grad_enabled();
-  if (lua_isfunction(L, fn_index)) {
-    int nargs = lua_gettop(L) - fn_index;
-    ts_set_grad_enabled(on);
-    int st = lua_pcall(L, nargs, LUA_MULTRET, 0);
-    ts_set_grad_enabled(prev);
-    if (st != LUA_OK) return lua_error(L);
-    return lua_gettop(L) - fn_index + 1;
-  }
-  ts_set_grad_enabled(on);
-  lua_createtable(L, 0, 1);
-  lua_pushboolean(L, prev);
-  lua_setfield(L, -2, "_prev");
-  luaL_setmetatable(L, "tensh.GradMode");
-  return 1;
-}
-
-static int l_no_grad(lua_State *L) { return grad_scope(L, false, 1); }
-static int l_enable_grad(lua_State *L) { return grad_scope(L, true, 1); }
-static int l_set_grad_enabled(lua_State *L) {
+/* torch._set_grad_enabled(b): the mode itself; lua/tensh/scopes.lua builds
+ * torch.no_grad, enable_grad and set_grad_enabled (their scope objects and
+ * function forms) on it */
+static int l_set_grad_mode(lua_State *L) {
   luaL_checktype(L, 1, LUA_TBOOLEAN);
-  return grad_scope(L, lua_toboolean(L, 1), 2);
+  ts_set_grad_enabled(lua_toboolean(L, 1));
+  return 0;
 }
 static int l_is_grad_enabled(lua_State *L) { return lua_pushboolean(L, ts_grad_enabled()), 1; }
 
@@ -549,14 +523,9 @@ void lt_open_autograd(lua_State *L) {
                                      {"register_post_accumulate_grad_hook", m_register_post_accumulate_grad_hook},
                                      {"register_hook", m_register_hook},
                                      {NULL, NULL}};
-  static const luaL_Reg fns[] = {{"no_grad", l_no_grad}, {"enable_grad", l_enable_grad},
-                                 {"set_grad_enabled", l_set_grad_enabled}, {"is_grad_enabled", l_is_grad_enabled},
+  static const luaL_Reg fns[] = {{"_set_grad_enabled", l_set_grad_mode}, {"is_grad_enabled", l_is_grad_enabled},
                                  {NULL, NULL}};
   lt_register(L, fns, methods);
-  luaL_newmetatable(L, "tensh.GradMode");
-  lua_pushcfunction(L, restore_mode);
-  lua_setfield(L, -2, "__close");
-  lua_pop(L, 1);
   luaL_newmetatable(L, "tensh.GradFn");
   lua_pushcfunction(L, gradfn_tostring);
   lua_setfield(L, -2, "__tostring");

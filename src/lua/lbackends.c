@@ -28,10 +28,27 @@ static int key_index(const backend_settings *b, const char *k) {
   return -1;
 }
 
+/* "torch.backends.cudnn has no setting 'benchmrk' (its settings: ...)" */
+static int no_setting(lua_State *L, const backend_settings *b, const char *k) {
+  luaL_Buffer buf;
+  luaL_buffinit(L, &buf);
+  for (int j = 0; b->keys[j]; j++) {
+    if (j) luaL_addstring(&buf, ", ");
+    luaL_addstring(&buf, b->keys[j]);
+  }
+  luaL_pushresult(&buf);
+  return luaL_error(L, "%s has no setting '%s' (its settings: %s)", b->name, k, lua_tostring(L, -1));
+}
+
+/* a missing public name raises on reading too, as every namespace does
+ * (lua/tensh/strict.lua); private names (_x) and other keys read as nil */
 static int settings_index(lua_State *L) {
   const backend_settings *b = lua_touserdata(L, lua_upvalueindex(1));
-  int i = lua_type(L, 2) == LUA_TSTRING ? key_index(b, lua_tostring(L, 2)) : -1;
-  if (i < 0) return lua_pushnil(L), 1;
+  if (lua_type(L, 2) != LUA_TSTRING) return lua_pushnil(L), 1;
+  const char *k = lua_tostring(L, 2);
+  int i = key_index(b, k);
+  if (i < 0 && k[0] == '_') return lua_pushnil(L), 1;
+  if (i < 0) return no_setting(L, b, k);
   return lua_pushboolean(L, b->get(i)), 1;
 }
 
@@ -39,16 +56,7 @@ static int settings_newindex(lua_State *L) {
   const backend_settings *b = lua_touserdata(L, lua_upvalueindex(1));
   const char *k = luaL_checkstring(L, 2);
   int i = key_index(b, k);
-  if (i < 0) {
-    luaL_Buffer buf;
-    luaL_buffinit(L, &buf);
-    for (int j = 0; b->keys[j]; j++) {
-      if (j) luaL_addstring(&buf, ", ");
-      luaL_addstring(&buf, b->keys[j]);
-    }
-    luaL_pushresult(&buf);
-    return luaL_error(L, "%s has no setting '%s' (its settings: %s)", b->name, k, lua_tostring(L, -1));
-  }
+  if (i < 0) return no_setting(L, b, k);
   if (!lua_isboolean(L, 3))
     return luaL_error(L, "%s.%s must be true or false, got %s", b->name, k, luaL_typename(L, 3));
   b->set(i, lua_toboolean(L, 3));

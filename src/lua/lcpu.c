@@ -4,12 +4,14 @@
  *   memory_reserved(), max_memory_reserved()    bytes the cache holds mapped
  *   memory_stats()                              every counter, PyTorch's keys
  *   reset_peak_memory_stats(), empty_cache()    peaks := now; unmap what is free
- * Tensors Lua has dropped hold their memory until collected: collectgarbage()
- * first for exact figures. */
+ * Tensors Lua has dropped hold their memory until collected, so each of these
+ * runs a full collection first (as torch.cuda's do: the figures say what the
+ * program still holds). */
 #include "lt.h"
 #include "../cache_alloc.h"
 
 static ts_cache_stats cpu_stats(lua_State *L, const char *fn) {
+  lua_gc(L, LUA_GCCOLLECT);
   ts_cache *c = ts_cpu_cache();
   if (!c) luaL_error(L, "torch.cpu.%s: the CPU allocator could not start (out of memory)", fn);
   ts_cache_stats s;
@@ -50,7 +52,7 @@ static int l_reset_peak_memory_stats(lua_State *L) {
 }
 
 static int l_empty_cache(lua_State *L) {
-  (void)L;
+  lua_gc(L, LUA_GCCOLLECT);
   ts_cache *c = ts_cpu_cache();
   if (c) ts_cache_empty(c);
   return 0;

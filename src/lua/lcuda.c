@@ -3,6 +3,8 @@
  * device_count() is 0 and the rest says why it cannot run; nothing crashes. */
 #include "lt.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +19,7 @@
 #define LT_STREAM "tensh.cuda.Stream"
 #define LT_EVENT "tensh.cuda.Event"
 #define LT_SCOPE "tensh.cuda.Scope"
+#define LT_PROPS "tensh.cuda.Properties"
 
 static int device_count(void) {
 #if HAVE_CUDA
@@ -27,6 +30,46 @@ static int device_count(void) {
 }
 
 static int l_is_available(lua_State *L) { return lua_pushboolean(L, device_count() > 0), 1; }
+
+/* The memory functions take PyTorch's arguments by one rule: a device (nil,
+ * an ordinal, "cuda:1", torch.device) positionally or as {device = ...},
+ * and memory_summary's abbreviated positionally or as an option; an
+ * unknown option raises, in every build. Before the allocator is read, Lua
+ * collects what the program dropped: a tensor it let go (x = nil, PyTorch's
+ * `del x`) holds its memory until the collector frees it, and without the
+ * collection the figures would still count it (a full collection: 0.5 to
+ * 1 ms with up to 5,000 live tensors, see docs/porting.md). Leaves the device
+ * (or nil) at index 1; returns abbreviated. */
+static bool memory_args(lua_State *L, const char *fn, bool summary) {
+  static const char *const plain[] = {"device", NULL};
+  static const char *const with_abbreviated[] = {"device", "abbreviated", NULL};
+  char name[64];
+  snprintf(name, sizeof name, "cuda.%s", fn);
+  int top = lua_gettop(L);
+  int opts = top ? lt_opts_index(L, top) : 0;
+  lt_opts_check(L, opts, name, summary ? with_abbreviated : plain);
+  int npos = opts ? top - 1 : top, maxpos = summary ? 2 : 1;
+  if (npos > maxpos)
+    lt_errorf(L, "%s: expected at most %d positional argument%s (%s), got %d", name, maxpos, maxpos > 1 ? "s" : "",
+              summary ? "device, abbreviated" : "device", npos);
+  int dev = npos >= 1 && !lua_isnil(L, 1) ? 1 : 0, abbrev = npos >= 2 ? 2 : 0;
+  if (opts && lua_getfield(L, opts, "device") != LUA_TNIL) {
+    if (dev) lt_errorf(L, "%s: 'device' given both as an argument and as an option", name);
+    dev = lua_gettop(L);
+  }
+  if (opts && summary && lua_getfield(L, opts, "abbreviated") != LUA_TNIL) {
+    if (abbrev) lt_errorf(L, "%s: 'abbreviated' given both as an argument and as an option", name);
+    abbrev = lua_gettop(L);
+  }
+  if (abbrev && !lua_isboolean(L, abbrev))
+    lt_errorf(L, "%s: abbreviated must be a boolean, got %s", name, luaL_typename(L, abbrev));
+  bool abbreviated = abbrev && lua_toboolean(L, abbrev);
+  if (dev) lua_pushvalue(L, dev);
+  else lua_pushnil(L);
+  lua_insert(L, 1);
+  if (device_count() > 0) lua_gc(L, LUA_GCCOLLECT);
+  return abbreviated;
+}
 static int l_device_count(lua_State *L) { return lua_pushinteger(L, device_count()), 1; }
 
 /* cuda.manual_seed(s), manual_seed_all(s): one counter-based generator serves
@@ -122,15 +165,12 @@ static int l_get_device_properties(lua_State *L) {
   lua_pushboolean(L, p.is_integrated), lua_setfield(L, -2, "is_integrated");
   lua_pushinteger(L, p.pci_bus_id), lua_setfield(L, -2, "pci_bus_id");
   lua_pushinteger(L, p.pci_device_id), lua_setfield(L, -2, "pci_device_id");
-  if (luaL_newmetatable(L, "tensh.cuda.Properties")) {
-    lua_pushcfunction(L, props_tostring);
-    lua_setfield(L, -2, "__tostring");
-  }
-  lua_setmetatable(L, -2);
+  luaL_setmetatable(L, LT_PROPS);
   return 1;
 }
 
 static int l_mem_get_info(lua_State *L) {
+  memory_args(L, "mem_get_info", false);
   size_t free_b, total;
   LT_TRY(L, ts_cuda_mem_get_info(opt_device(L, 1, "mem_get_info"), &free_b, &total));
   lua_pushinteger(L, (lua_Integer)free_b);
@@ -150,6 +190,7 @@ static int l_utilization(lua_State *L) {
  * (memory_stats() is empty, the resets have nothing to reset). */
 static ts_cache_stats stats_of(lua_State *L, const char *fn) {
   ts_cache_stats s;
+  memory_args(L, fn, false);
   if (device_count() == 0) return memset(&s, 0, sizeof s), s;
   LT_TRY(L, ts_cuda_memory_stats(opt_device(L, 1, fn), &s));
   return s;
@@ -182,29 +223,44 @@ static void set_stat(void *ud, const char *key, int64_t v) {
 }
 
 static int l_memory_stats(lua_State *L) {
-  if (device_count() == 0) return lua_newtable(L), 1;
   ts_cache_stats s = stats_of(L, "memory_stats");
+  if (device_count() == 0) return lua_newtable(L), 1;
   lua_newtable(L);
   ts_cache_stats_foreach(&s, set_stat, L);
   return 1;
 }
 
+/* abbreviated: PyTorch's, the rows for all pools without the large/small
+ * pool breakdown */
 static int l_memory_summary(lua_State *L) {
+  bool abbreviated = memory_args(L, "memory_summary", true);
   int d = opt_device(L, 1, "memory_summary");
-  luaL_Buffer b;
-  char *buf = luaL_buffinitsize(L, &b, 16384);
+  char *buf = lua_newuserdatauv(L, 16384, 0); /* the collector's, whatever raises */
   LT_TRY(L, ts_cuda_memory_summary(d, buf, 16384));
-  luaL_pushresultsize(&b, strlen(buf));
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (char *line = buf, *end; *line; line = end) {
+    end = strchr(line, '\n');
+    end = end ? end + 1 : line + strlen(line);
+    char saved = *end; /* the line alone, for strstr */
+    *end = '\0';
+    bool pool_row = strstr(line, "from large pool") || strstr(line, "from small pool");
+    *end = saved;
+    if (!(abbreviated && pool_row)) luaL_addlstring(&b, line, (size_t)(end - line));
+  }
+  luaL_pushresult(&b);
   return 1;
 }
 
 static int l_reset_peak_memory_stats(lua_State *L) {
+  memory_args(L, "reset_peak_memory_stats", false);
   if (device_count() == 0) return 0;
   LT_TRY(L, ts_cuda_reset_peak(opt_device(L, 1, "reset_peak_memory_stats")));
   return 0;
 }
 
 static int l_reset_accumulated_memory_stats(lua_State *L) {
+  memory_args(L, "reset_accumulated_memory_stats", false);
   if (device_count() == 0) return 0;
   LT_TRY(L, ts_cuda_reset_accumulated(opt_device(L, 1, "reset_accumulated_memory_stats")));
   return 0;
@@ -226,6 +282,8 @@ static lstream *push_stream(lua_State *L, uintptr_t h, int device, bool owned) {
 }
 
 static lstream *check_stream(lua_State *L, int idx) { return luaL_checkudata(L, idx, LT_STREAM); }
+/* a method's stream: s.query() for s:query() says so */
+static lstream *self_stream(lua_State *L) { return lt_check_self(L, LT_STREAM, "cuda.Stream", "stream"); }
 
 /* cuda.Stream([device] | {device=, priority=}) */
 static int l_stream_new(lua_State *L) {
@@ -269,20 +327,20 @@ static int l_default_stream(lua_State *L) {
 }
 
 static int m_stream_synchronize(lua_State *L) {
-  lstream *s = check_stream(L, 1);
+  lstream *s = self_stream(L);
   LT_TRY(L, ts_cuda_stream_synchronize(s->handle, s->device));
   return 0;
 }
 
 static int m_stream_query(lua_State *L) {
-  lstream *s = check_stream(L, 1);
+  lstream *s = self_stream(L);
   bool done;
   LT_TRY(L, ts_cuda_stream_query(s->handle, s->device, &done));
   return lua_pushboolean(L, done), 1;
 }
 
 static int m_stream_wait_stream(lua_State *L) {
-  lstream *s = check_stream(L, 1), *o = check_stream(L, 2);
+  lstream *s = self_stream(L), *o = check_stream(L, 2);
   LT_TRY(L, ts_cuda_stream_wait_stream(s->handle, s->device, o->handle, o->device));
   return 0;
 }
@@ -292,9 +350,13 @@ static int stream_eq(lua_State *L) {
   return lua_pushboolean(L, a && b && a->handle == b->handle && a->device == b->device), 1;
 }
 
+/* PyTorch's repr: the handle in hex, 0x0 for the default stream (%p would
+ * print "(nil)" there) */
 static int stream_tostring(lua_State *L) {
   lstream *s = check_stream(L, 1);
-  lua_pushfstring(L, "<torch.cuda.Stream device=cuda:%d cuda_stream=%p>", s->device, (void *)s->handle);
+  char handle[24];
+  snprintf(handle, sizeof handle, "%#" PRIxPTR, s->handle);
+  lua_pushfstring(L, "<torch.cuda.Stream device=cuda:%d cuda_stream=%s>", s->device, s->handle ? handle : "0x0");
   return 1;
 }
 
@@ -388,6 +450,8 @@ typedef struct levent {
 } levent;
 
 static levent *check_event(lua_State *L, int idx) { return luaL_checkudata(L, idx, LT_EVENT); }
+/* a method's event: e.record() for e:record() says so */
+static levent *self_event(lua_State *L) { return lt_check_self(L, LT_EVENT, "cuda.Event", "event"); }
 
 /* An optional stream argument: the current stream of the current device by default. */
 static uintptr_t stream_arg(lua_State *L, int idx, int *device) {
@@ -424,7 +488,7 @@ static int event_gc(lua_State *L) {
 
 /* e:record([stream]): the current stream by default */
 static int m_event_record(lua_State *L) {
-  levent *e = check_event(L, 1);
+  levent *e = self_event(L);
   int d;
   uintptr_t s = stream_arg(L, 2, &d);
   if (e->handle && e->device != d)
@@ -439,13 +503,13 @@ static int m_event_record(lua_State *L) {
 }
 
 static int m_event_synchronize(lua_State *L) {
-  levent *e = check_event(L, 1);
+  levent *e = self_event(L);
   if (e->recorded) LT_TRY(L, ts_cuda_event_synchronize(e->handle));
   return 0;
 }
 
 static int m_event_query(lua_State *L) {
-  levent *e = check_event(L, 1);
+  levent *e = self_event(L);
   bool done = true;
   if (e->recorded) LT_TRY(L, ts_cuda_event_query(e->handle, &done));
   return lua_pushboolean(L, done), 1;
@@ -453,7 +517,7 @@ static int m_event_query(lua_State *L) {
 
 /* a:elapsed_time(b): milliseconds from a to b, with PyTorch's errors */
 static int m_event_elapsed_time(lua_State *L) {
-  levent *a = check_event(L, 1), *b = check_event(L, 2);
+  levent *a = self_event(L), *b = check_event(L, 2);
   if (!a->timing || !b->timing)
     return lt_errorf(L, "Both events must be created with argument 'enable_timing=True'.");
   if (!a->recorded || !b->recorded)
@@ -465,7 +529,7 @@ static int m_event_elapsed_time(lua_State *L) {
 
 /* e:wait([stream]): work queued on stream after this waits for the event */
 static int m_event_wait(lua_State *L) {
-  levent *e = check_event(L, 1);
+  levent *e = self_event(L);
   if (!e->recorded) return 0;
   int d;
   uintptr_t s = stream_arg(L, 2, &d);
@@ -475,13 +539,14 @@ static int m_event_wait(lua_State *L) {
 
 /* s:wait_event(e) and s:record_event([e]) as PyTorch's Stream methods */
 static int m_stream_wait_event(lua_State *L) {
+  self_stream(L);
   lua_settop(L, 2);
   lua_insert(L, 1); /* e, s */
   return m_event_wait(L);
 }
 
 static int m_stream_record_event(lua_State *L) {
-  check_stream(L, 1);
+  self_stream(L);
   lua_settop(L, 2);
   if (lua_isnil(L, 2)) {
     lua_pushcfunction(L, l_event_new);
@@ -496,9 +561,13 @@ static int m_stream_record_event(lua_State *L) {
   return 1;
 }
 
+/* PyTorch's repr: the handle in hex, "uninitialized" before the first record */
 static int event_tostring(lua_State *L) {
   levent *e = check_event(L, 1);
-  lua_pushfstring(L, "<torch.cuda.Event %p%s>", (void *)e->handle, e->recorded ? "" : " (not recorded)");
+  if (!e->handle) return lua_pushliteral(L, "<torch.cuda.Event uninitialized>"), 1;
+  char handle[24];
+  snprintf(handle, sizeof handle, "%#" PRIxPTR, e->handle);
+  lua_pushfstring(L, "<torch.cuda.Event %s>", handle);
   return 1;
 }
 
@@ -529,9 +598,18 @@ static const char *const cuda_only[] = {
 /* The memory statistics are PyTorch's without a GPU: 0 bytes, an empty
  * memory_stats(), resets with nothing to reset; scripts that log memory run
  * unchanged on a laptop. */
-static int l_zero(lua_State *L) { return lua_pushinteger(L, 0), 1; }
-static int l_empty(lua_State *L) { return lua_newtable(L), 1; }
-static int l_nothing(lua_State *L) { return (void)L, 0; }
+static int l_zero(lua_State *L) {
+  memory_args(L, lua_tostring(L, lua_upvalueindex(1)), false);
+  return lua_pushinteger(L, 0), 1;
+}
+static int l_empty(lua_State *L) {
+  memory_args(L, lua_tostring(L, lua_upvalueindex(1)), false);
+  return lua_newtable(L), 1;
+}
+static int l_nothing(lua_State *L) {
+  memory_args(L, lua_tostring(L, lua_upvalueindex(1)), false);
+  return 0;
+}
 
 #endif /* HAVE_CUDA */
 
@@ -548,11 +626,16 @@ static void oom_collect(void *ud) {
 #endif
 }
 
+/* empty_cache() frees what the program dropped first (see memory_args), so
+ * that the blocks of a tensor set to nil go back too */
 static int l_empty_cache_any(lua_State *L) {
+  if (lua_gettop(L) > 0) return lt_errorf(L, "cuda.empty_cache: takes no arguments, got %d", lua_gettop(L));
 #if HAVE_CUDA
-  if (device_count() > 0) LT_TRY(L, ts_cuda_empty_cache());
+  if (device_count() > 0) {
+    lua_gc(L, LUA_GCCOLLECT);
+    LT_TRY(L, ts_cuda_empty_cache());
+  }
 #endif
-  (void)L;
   return 0;
 }
 
@@ -601,7 +684,11 @@ void lt_open_cuda(lua_State *L) {
       {"max_memory_reserved", l_zero}, {"memory_cached", l_zero}, {"max_memory_cached", l_zero},
       {"memory_stats", l_empty}, {"reset_peak_memory_stats", l_nothing},
       {"reset_accumulated_memory_stats", l_nothing}, {NULL, NULL}};
-  luaL_setfuncs(L, no_gpu, 0);
+  for (int i = 0; no_gpu[i].name; i++) { /* each with its name, for its messages */
+    lua_pushstring(L, no_gpu[i].name);
+    lua_pushcclosure(L, no_gpu[i].func, 1);
+    lua_setfield(L, -2, no_gpu[i].name);
+  }
   for (int i = 0; cuda_only[i]; i++) {
     lua_pushstring(L, cuda_only[i]);
     lua_pushcclosure(L, l_not_built, 1);
@@ -636,6 +723,11 @@ void lt_open_cuda(lua_State *L) {
   lua_pushcfunction(L, event_gc);
   lua_setfield(L, -2, "__gc");
   lua_pushcfunction(L, event_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
+
+  luaL_newmetatable(L, LT_PROPS); /* made here, so the printable values' __concat reaches it */
+  lua_pushcfunction(L, props_tostring);
   lua_setfield(L, -2, "__tostring");
   lua_pop(L, 1);
 

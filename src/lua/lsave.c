@@ -1,4 +1,4 @@
-/* torch.save(obj, path) and torch.load(path, {map_location=, flat=}): Lua
+/* torch.save(obj, path) and torch.load(path, [map_location,] {map_location=, flat=}): Lua
  * values <-> safetensors files (the file format is src/safetensors.c's).
  *
  * The tensors of obj go into the file under flattened names ({fc1 = {weight
@@ -12,6 +12,10 @@
  *     | {"bytes": "hex"}                      (a string that is not UTF-8, or holds NUL)
  *     | {"table": [[K, V], ...]}              (keys sorted: integers, then strings)
  *   K = "string key" | {"int": "3"} | {"bytes": "hex"}
+ *
+ * The device each tensor was saved from (when not the CPU) goes into
+ * __metadata__["tensh.devices"], {"fc1.weight": "cuda:1"}, the location a
+ * map_location table or function is given, as PyTorch's storage locations.
  *
  * Numbers are strings so integers beyond 2^53 stay exact (cJSON keeps numbers
  * as doubles) and floats round-trip bit for bit (%.17g). The same tensor
@@ -29,6 +33,7 @@
 #include <string.h>
 
 #define META_KEY "tensh"
+#define DEVICES_KEY "tensh.devices"
 #define TREE_FORMAT "tensh/1"
 #define MAX_DEPTH 200          /* table nesting torch.save accepts (each level is 3 JSON levels; cJSON stops at 1000) */
 #define ROOT_TENSOR_NAME "tensor" /* the name of a tensor saved on its own */
@@ -94,6 +99,7 @@ typedef struct save_ctx {
   int taken;    /* stack index: flat name -> true */
   int visiting; /* stack index: table -> true while it is being walked (cycles) */
   int n;
+  cJSON *devices; /* flat name -> the device of a tensor not on the CPU */
 } save_ctx;
 
 static void *check_mem(lua_State *L, void *p) {
@@ -178,6 +184,9 @@ static void save_tensor(lua_State *L, save_ctx *c, cJSON *parent, const char *ke
   lua_pushvalue(L, name);
   lua_rawset(L, c->seen);
   if (t->device.type != TS_CPU) { /* the file holds host bytes: t:cpu() copies (or says why it cannot) */
+    char dev[32];
+    ts_device_str(t->device, dev, sizeof dev);
+    check_mem(L, cJSON_AddStringToObject(c->devices, s, dev));
     lua_getfield(L, v, "cpu");
     lua_pushvalue(L, v);
     lua_call(L, 1, 1);
@@ -311,8 +320,11 @@ static int l_save(lua_State *L) {
   json_box *box = push_json_box(L);
   box->root = check_mem(L, cJSON_CreateObject());
   check_mem(L, cJSON_AddStringToObject(box->root, "format", TREE_FORMAT));
+  json_box *devices = push_json_box(L);
+  c.devices = devices->root = check_mem(L, cJSON_CreateObject());
   save_value(L, &c, box->root, "root", 1, 0, 0);
   box->text = check_mem(L, cJSON_PrintUnformatted(box->root));
+  if (c.devices->child) devices->text = check_mem(L, cJSON_PrintUnformatted(c.devices));
 
   /* C arrays for the core, owned by userdata */
   const char **names = lua_newuserdatauv(L, sizeof(char *) * (size_t)(c.n ? c.n : 1), 0);
@@ -325,8 +337,8 @@ static int l_save(lua_State *L) {
     tensors[i] = lt_test(L, -1);
     lua_pop(L, 1);
   }
-  const char *mkey = META_KEY, *mval = box->text;
-  LT_TRY(L, ts_safetensors_save(path, c.n, names, tensors, 1, &mkey, &mval));
+  const char *mkeys[2] = {META_KEY, DEVICES_KEY}, *mvals[2] = {box->text, devices->text};
+  LT_TRY(L, ts_safetensors_save(path, c.n, names, tensors, devices->text ? 2 : 1, mkeys, mvals));
   return 0;
 }
 
@@ -424,40 +436,156 @@ static void load_value(lua_State *L, const load_ctx *c, const cJSON *j) {
   }
 }
 
-static ts_device load_device(lua_State *L, int opts) {
-  ts_device dev = TS_DEVICE_CPU;
-  if (!opts) return dev;
-  int t = lua_getfield(L, opts, "map_location");
-  if (t == LUA_TSTRING) {
-    if (ts_device_parse(lua_tostring(L, -1), &dev)) lt_errorf(L, "torch.load: map_location: %s", ts_last_error());
-  } else if (t != LUA_TNIL) {
-    dev = lt_check_device(L, lua_gettop(L));
-  }
-  lua_pop(L, 1);
-  if (ts_device_resolve(&dev)) lt_errorf(L, "torch.load: %s", ts_last_error()); /* t:to(dev)'s check, before reading */
-  return dev;
+/* ---- map_location ----------------------------------------------------------
+ * As PyTorch's torch.load takes it, positionally or as an option:
+ *   nil                        every tensor on the CPU (safetensors' load_file; PyTorch would
+ *                              restore each to the device it was saved from)
+ *   "cuda:0", torch.device     every tensor there
+ *   {["cuda:1"] = "cuda:0"}    a tensor saved from a key's device goes to its value ("cuda" as
+ *                              a key: any CUDA device); the others as with nil
+ *   function(t, location)      t on the CPU and the device it was saved from ("cpu", "cuda:1");
+ *                              returns the tensor to keep, or nil for t as it is */
+
+static bool is_torch_device(lua_State *L, int idx) {
+  if (lua_type(L, idx) != LUA_TTABLE || !lua_getmetatable(L, idx)) return false;
+  luaL_getmetatable(L, LT_DEVICE);
+  bool is = lua_rawequal(L, -1, -2);
+  lua_pop(L, 2);
+  return is;
 }
 
+/* v (at idx) as a device: a string or a torch.device; false when it is neither or does not parse */
+static bool to_device(lua_State *L, int idx, ts_device *d) {
+  if (lua_type(L, idx) == LUA_TSTRING) return ts_device_parse(lua_tostring(L, idx), d) == TS_OK;
+  if (is_torch_device(L, idx)) return *d = lt_check_device(L, idx), true;
+  return false;
+}
+
+/* a plain table whose keys and values are all devices: a location map, not options */
+static bool is_device_map(lua_State *L, int idx) {
+  if (!lt_opts_index(L, idx)) return false;
+  bool any = false, all = true;
+  lua_pushnil(L);
+  while (all && lua_next(L, idx)) {
+    ts_device d;
+    all = to_device(L, -2, &d) && to_device(L, -1, &d);
+    any = true;
+    lua_pop(L, 1);
+  }
+  if (!all) lua_pop(L, 1); /* the key lua_next left */
+  return any && all;
+}
+
+/* Checks the map_location at idx (before the file is read), so a bad one
+ * is named whatever the file holds. */
+static void check_map_location(lua_State *L, int idx) {
+  static const char *const expected =
+      "a device (\"cpu\", \"cuda:0\", torch.device), a table of devices ({[\"cuda:1\"] = \"cuda:0\"}) or a function";
+  ts_device d;
+  int t = lua_type(L, idx);
+  if (t == LUA_TNIL || t == LUA_TFUNCTION) return;
+  if (t == LUA_TSTRING || is_torch_device(L, idx)) {
+    if (!to_device(L, idx, &d)) lt_errorf(L, "torch.load: map_location: %s", ts_last_error());
+    if (ts_device_resolve(&d)) lt_errorf(L, "torch.load: %s", ts_last_error()); /* t:to(dev)'s words */
+    return;
+  }
+  if (t != LUA_TTABLE || lua_getmetatable(L, idx))
+    lt_errorf(L, "torch.load: map_location: expected %s, got %s", expected, luaL_typename(L, idx));
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    if (!to_device(L, -2, &d))
+      lt_errorf(L, "torch.load: map_location: the key %s is not a device (\"cpu\", \"cuda:1\")",
+                lua_type(L, -2) == LUA_TSTRING ? lua_pushfstring(L, "'%s'", lua_tostring(L, -2)) : luaL_typename(L, -2));
+    if (!to_device(L, -1, &d)) /* a device that is not here fails when a tensor goes there, as in PyTorch */
+      lt_errorf(L, "torch.load: map_location: the value for '%s' is not a device (\"cpu\", \"cuda:0\")",
+                luaL_tolstring(L, -2, NULL));
+    lua_pop(L, 1);
+  }
+}
+
+/* Moves the freshly read (CPU) tensor on top of the stack where the
+ * map_location at ml sends a tensor saved from `location`. */
+static void place_tensor(lua_State *L, int ml, const char *location) {
+  ts_device to, from, key;
+  int t = lua_type(L, ml);
+  if (t == LUA_TNIL) return;
+  if (t == LUA_TFUNCTION) {
+    int tensor = lua_gettop(L);
+    lua_pushvalue(L, ml);
+    lua_pushvalue(L, tensor);
+    lua_pushstring(L, location);
+    lua_call(L, 2, 1);
+    if (lua_isnil(L, -1)) return (void)lua_pop(L, 1);
+    if (!lt_test(L, -1))
+      lt_errorf(L, "torch.load: the map_location function returned a %s; expected a tensor, or nil to keep it as read",
+                luaL_typename(L, -1));
+    lua_replace(L, tensor);
+    return;
+  }
+  if (t == LUA_TTABLE && !is_torch_device(L, ml)) {
+    if (ts_device_parse(location, &from)) return;
+    bool found = false;
+    lua_pushnil(L);
+    while (!found && lua_next(L, ml)) {
+      found = to_device(L, -2, &key) && key.type == from.type && (key.index < 0 || key.index == from.index) &&
+              to_device(L, -1, &to);
+      lua_pop(L, 1);
+    }
+    if (found) lua_pop(L, 1); /* the key lua_next left */
+    else return;
+  } else {
+    to_device(L, ml, &to);
+  }
+  if (ts_device_resolve(&to)) lt_errorf(L, "torch.load: map_location: %s", ts_last_error());
+  if (to.type == TS_CPU) return;
+  char devname[32];
+  ts_device_str(to, devname, sizeof devname);
+  lua_getfield(L, -1, "to"); /* the device backend's copy, as t:to(dev) does it */
+  lua_insert(L, -2);
+  lua_pushstring(L, devname);
+  lua_call(L, 2, 1);
+}
+
+/* torch.load(path [, map_location] [, {map_location =, flat =}]) */
 static int l_load(lua_State *L) {
   load_ctx c = {lt_checkpath(L, 1, "torch.load"), 0};
-  int opts = lt_opts_index(L, 2);
-  if (!opts && !lua_isnoneornil(L, 2)) return luaL_typeerror(L, 2, "options table ({map_location=, flat=})");
+  lua_settop(L, 3);
+  int ml = 0, opts;
+  if (lua_isfunction(L, 2) || lua_type(L, 2) == LUA_TSTRING || is_torch_device(L, 2) || is_device_map(L, 2)) {
+    ml = 2;
+    opts = lt_opts_index(L, 3);
+    if (!opts && !lua_isnil(L, 3)) return luaL_typeerror(L, 3, "options table ({flat=})");
+  } else {
+    opts = lt_opts_index(L, 2);
+    if (!opts && !lua_isnil(L, 2))
+      return luaL_typeerror(L, 2, "map_location (a device, a table of devices or a function) or options table");
+    if (!lua_isnil(L, 3)) return luaL_typeerror(L, 3, "nothing after the options table");
+  }
   static const char *const known[] = {"map_location", "flat", NULL};
   lt_opts_check(L, opts, "torch.load", known); /* a misspelt option would otherwise be ignored silently */
   bool flat = lt_opt_bool(L, opts, "flat", false);
-  ts_device dev = load_device(L, opts);
+  if (opts && lua_getfield(L, opts, "map_location") != LUA_TNIL) {
+    if (ml) lt_errorf(L, "torch.load: 'map_location' given both as an argument and as an option");
+    ml = lua_gettop(L);
+  }
+  if (ml) lua_pushvalue(L, ml);
+  else lua_pushnil(L);
+  lua_replace(L, 2);
   lua_settop(L, 2);
+  ml = 2;
+  check_map_location(L, ml);
 
   file_box *fb = push_file_box(L); /* 3 */
   LT_TRY(L, ts_safetensors_open(c.path, &fb->sf));
   ts_safetensors *sf = fb->sf;
 
   lua_createtable(L, 0, sf->nmeta); /* 4: the metadata strings */
-  const char *doc = NULL;
+  const char *doc = NULL, *devices_doc = NULL;
   for (int i = 0; i < sf->nmeta; i++) {
     lua_pushstring(L, sf->meta_values[i]);
     lua_setfield(L, 4, sf->meta_keys[i]);
     if (strcmp(sf->meta_keys[i], META_KEY) == 0) doc = sf->meta_values[i];
+    if (strcmp(sf->meta_keys[i], DEVICES_KEY) == 0) devices_doc = sf->meta_values[i];
   }
   /* the tree is checked before any tensor data is read */
   json_box *jb = push_json_box(L); /* 5 */
@@ -474,18 +602,14 @@ static int l_load(lua_State *L) {
 
   lua_createtable(L, 0, sf->n); /* 6: name -> tensor, read in data order */
   c.by_name = 6;
-  char devname[32];
-  ts_device_str(dev, devname, sizeof devname);
+  json_box *devices = push_json_box(L); /* 7: where each tensor was saved from */
+  if (devices_doc) devices->root = cJSON_Parse(devices_doc);
   for (int i = 0; i < sf->n; i++) {
     ts_tensor **slot = lt_newslot(L);
     LT_TRY(L, ts_safetensors_read(sf, i, slot));
     lt_gc_debt(L);
-    if (dev.type != TS_CPU) { /* the device backend's copy, as t:to(dev) does it */
-      lua_getfield(L, -1, "to");
-      lua_insert(L, -2);
-      lua_pushstring(L, devname);
-      lua_call(L, 2, 1);
-    }
+    const cJSON *saved = cJSON_GetObjectItemCaseSensitive(devices->root, sf->entries[i].name);
+    place_tensor(L, ml, cJSON_IsString(saved) ? saved->valuestring : "cpu");
     lua_setfield(L, c.by_name, sf->entries[i].name);
   }
   if (jb->root) load_value(L, &c, cJSON_GetObjectItemCaseSensitive(jb->root, "root"));

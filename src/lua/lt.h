@@ -58,6 +58,10 @@ void lt_gc_debt(lua_State *L);
  * many stack slots were consumed. */
 int lt_sizes(lua_State *L, int idx, int *ndim, int64_t *sizes);
 void lt_push_size(lua_State *L, int ndim, const int64_t *sizes);
+/* Argument 1 of a method of a C class (a userdata of metatable tname), or
+ * the error a '.' for ':' gets: "bad argument #1 to 'synchronize' (what
+ * expected, got no value; a method is called with ':', as var:synchronize())" */
+void *lt_check_self(lua_State *L, const char *tname, const char *what, const char *var);
 const char *lt_checkpath(lua_State *L, int idx, const char *fn); /* a file path: a string without NUL bytes */
 int64_t lt_checkint(lua_State *L, int idx);  /* an integer (floats with integral values accepted) */
 

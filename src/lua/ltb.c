@@ -21,7 +21,7 @@ typedef struct tb_box {
 } tb_box;
 
 static ts_tb_writer *check_writer(lua_State *L, const char *fn) {
-  tb_box *b = luaL_checkudata(L, 1, LT_TB_WRITER);
+  tb_box *b = lt_check_self(L, LT_TB_WRITER, "SummaryWriter", "writer");
   if (!b->w) luaL_error(L, "%s: the SummaryWriter is closed; open a new one with tb.SummaryWriter(log_dir)", fn);
   return b->w;
 }
@@ -281,7 +281,7 @@ static int m_flush(lua_State *L) {
 
 /* close() twice is harmless, as in PyTorch */
 static int m_close(lua_State *L) {
-  tb_box *b = luaL_checkudata(L, 1, LT_TB_WRITER);
+  tb_box *b = lt_check_self(L, LT_TB_WRITER, "SummaryWriter", "writer");
   ts_tb_writer *w = b->w;
   b->w = NULL;
   if (w) LT_TRY(L, ts_tb_writer_close(w));

@@ -93,6 +93,16 @@ static void push_dtypes(lua_State *L) {
   }
 }
 
+/* require(mod).install() */
+static void install(lua_State *L, const char *mod) {
+  lua_getglobal(L, "require");
+  lua_pushstring(L, mod);
+  lua_call(L, 1, 1);
+  lua_getfield(L, -1, "install");
+  lua_call(L, 0, 0);
+  lua_pop(L, 1);
+}
+
 void lt_make_metatable(lua_State *L);
 void lt_open_amp(lua_State *L);   /* lamp.c: autocast regions, GradScaler's unscale */
 void lt_open_bench(lua_State *L); /* lbench.c: torch._clock for scripts/bench */
@@ -173,12 +183,9 @@ int luaopen_tensh(lua_State *L) {
   lua_getglobal(L, "require");
   lua_pushliteral(L, "tensh.tensor_extra");
   lua_call(L, 1, 0);
-  /* last: the library's tables raise on a missing name (lua/tensh/strict.lua) */
-  lua_getglobal(L, "require");
-  lua_pushliteral(L, "tensh.strict");
-  lua_call(L, 1, 1);
-  lua_getfield(L, -1, "install");
-  lua_call(L, 0, 0);
-  lua_pop(L, 1);
+  /* last: the library's tables raise on a missing name (lua/tensh/strict.lua),
+   * and the C side's printable values join with `..` as they print (printable.lua) */
+  install(L, "tensh.strict");
+  install(L, "tensh.printable");
   return 1;
 }

@@ -122,15 +122,45 @@ ts_tensor *lt_test(lua_State *L, int idx) {
   return b ? b->t : NULL;
 }
 
+/* The name of the running C function when it is a tensor method (the
+ * methods table, the tensor __index's upvalue, holds it under that name), or
+ * NULL: a method whose first argument is not a tensor was most likely read
+ * with '.' for ':' (x.view(2, 6), x.to("cuda") pass 2 or "cuda" as self). */
+static const char *running_method(lua_State *L) {
+  lua_Debug ar;
+  if (!lua_getstack(L, 0, &ar) || !lua_getinfo(L, "nf", &ar) || !ar.name) return NULL;
+  int fn = lua_gettop(L);
+  bool found = false;
+  luaL_getmetatable(L, LT_TENSOR);
+  if (lua_getfield(L, -1, "__index") == LUA_TFUNCTION && lua_getupvalue(L, -1, 1) && lua_type(L, -1) == LUA_TTABLE) {
+    lua_getfield(L, -1, ar.name);
+    found = lua_rawequal(L, -1, fn);
+    lua_pop(L, 1);
+  }
+  lua_settop(L, fn - 1);
+  return found ? ar.name : NULL;
+}
+
+void *lt_check_self(lua_State *L, const char *tname, const char *what, const char *var) {
+  void *p = luaL_testudata(L, 1, tname);
+  if (p) return p;
+  lua_Debug ar;
+  const char *name = lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name ? ar.name : "?";
+  const char *got = lua_isnone(L, 1) ? "no value" : luaL_typename(L, 1);
+  if (luaL_getmetafield(L, 1, "__name") == LUA_TSTRING) got = lua_tostring(L, -1);
+  return lt_errorf(L, "bad argument #1 to '%s' (%s expected, got %s; a method is called with ':', as %s:%s())", name, what,
+                   got, var, name), NULL;
+}
+
 ts_tensor *lt_check(lua_State *L, int idx) {
   lt_box *b = test_box(L, idx);
-  if (!b && idx == 1 && lua_isnone(L, 1)) {
-    /* t.item() for t:item(): the method was read with '.' and got no tensor */
-    lua_Debug ar;
-    const char *name = "?";
-    if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name) name = ar.name;
-    luaL_error(L, "bad argument #1 to '%s' (tensor expected, got no value; a method is called with ':', as t:%s())",
-               name, name);
+  const char *method = !b && idx == 1 ? running_method(L) : NULL;
+  if (method) {
+    /* t.item() for t:item(): the method was read with '.' and got no tensor, or another argument as one */
+    const char *got = lua_isnone(L, 1) ? "no value" : luaL_typename(L, 1);
+    if (luaL_getmetafield(L, 1, "__name") == LUA_TSTRING) got = lua_tostring(L, -1);
+    lt_errorf(L, "bad argument #1 to '%s' (tensor expected, got %s; a method is called with ':', as t:%s())", method,
+              got, method);
   }
   if (!b) lt_typeerror(L, idx, "tensor");
   if (!b->t) lt_argerror(L, idx, "tensor was already freed");

@@ -54,13 +54,42 @@ static void print_banner(void) {
   fflush(stdout);
 }
 
+/* A script's error: the message, then Lua's "stack traceback:" of the
+ * user's frames only. tensh's own Lua library (lua/tensh/...) and the C
+ * functions are where nobody looks for the mistake (errors.lua, raise,
+ * error, the wrappers: 4 to 6 lines before the user's), so they are left
+ * out, and a message positioned inside the library is positioned at the
+ * user's innermost line instead. With no frame of the user's (a library
+ * chunk run on its own), or with TENSH_TRACEBACK=full, Lua's whole traceback. */
 static int msghandler(lua_State *L) {
   const char *msg = lua_tostring(L, 1);
   if (msg == NULL) {
     if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
     msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
   }
-  luaL_traceback(L, L, msg, 1);
+  const char *full = getenv("TENSH_TRACEBACK");
+  if (full && strcmp(full, "full") == 0) return luaL_traceback(L, L, msg, 1), 1;
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  lua_Debug ar;
+  int frames = 0;
+  size_t inside = strncmp(msg, "lua/tensh/", 10) == 0 ? ts_shell_location_prefix(msg) : 0;
+  for (int level = 1; lua_getstack(L, level, &ar); level++) {
+    if (!lua_getinfo(L, "Sln", &ar) || !ts_shell_user_frame(&ar)) continue;
+    if (frames++ == 0) {
+      if (inside) lua_pushfstring(L, "%s:%d: %s", ar.short_src, ar.currentline, msg + inside);
+      else lua_pushstring(L, msg);
+      luaL_addvalue(&b);
+      luaL_addstring(&b, "\nstack traceback:");
+    }
+    if (*ar.namewhat) lua_pushfstring(L, "\n\t%s:%d: in %s '%s'", ar.short_src, ar.currentline,
+                                      strcmp(ar.namewhat, "global") == 0 ? "function" : ar.namewhat, ar.name);
+    else if (*ar.what == 'm') lua_pushfstring(L, "\n\t%s:%d: in main chunk", ar.short_src, ar.currentline);
+    else lua_pushfstring(L, "\n\t%s:%d: in function <%s:%d>", ar.short_src, ar.currentline, ar.short_src, ar.linedefined);
+    luaL_addvalue(&b);
+  }
+  if (frames == 0) return luaL_traceback(L, L, msg, 1), 1;
+  luaL_pushresult(&b);
   return 1;
 }
 

@@ -289,14 +289,16 @@ static void load_shell_module(lua_State *L) {
 /* ---- errors at the prompt --------------------------------------------------------- */
 
 /* The library's own chunks (lua/tensh/...) and C functions are not where
- * a user looks for a mistake: the prompt leaves them out of tracebacks. */
-static int user_source(const lua_Debug *ar) {
+ * a user looks for a mistake: the prompt and the script runner leave them
+ * out of tracebacks. */
+int ts_shell_user_frame(const lua_Debug *ar) {
   if (ar->currentline <= 0 || strcmp(ar->what, "C") == 0) return 0;
   return strncmp(ar->source, "@lua/tensh/", 11) != 0;
 }
+#define user_source ts_shell_user_frame
 
 /* Length of a leading "file:line: " in msg, 0 if none. */
-static size_t location_prefix(const char *msg) {
+size_t ts_shell_location_prefix(const char *msg) {
   const char *c = msg;
   while (*c && *c != ':' && *c != '\n' && *c != ' ') c++;
   if (*c != ':' || c == msg) return 0;
@@ -315,7 +317,7 @@ static int repl_msghandler(lua_State *L) {
     if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
     msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
   }
-  if (strncmp(msg, "lua/tensh/", 10) == 0) msg += location_prefix(msg);
+  if (strncmp(msg, "lua/tensh/", 10) == 0) msg += ts_shell_location_prefix(msg);
   char trace[2048];
   size_t used = 0;
   trace[0] = '\0';
@@ -337,7 +339,7 @@ static int repl_msghandler(lua_State *L) {
   /* no frame of the user's: the line typed was `return f(...)`, and the tail
    * call replaced its frame; a line that is an expression is one line */
   if (!where) where = "stdin:1";
-  int located = location_prefix(msg) > 0 || strcmp(msg, "interrupted!") == 0;
+  int located = ts_shell_location_prefix(msg) > 0 || strcmp(msg, "interrupted!") == 0;
   lua_pushfstring(L, "%s%s%s%s%s", located ? "" : where, located ? "" : ": ", msg,
                   frames > 1 ? "\ntraceback (your code, innermost first):" : "", frames > 1 ? trace : "");
   return 1;
@@ -430,6 +432,25 @@ static int load_statements_then_return(lua_State *L, const char *line, size_t le
   return st;
 }
 
+/* Pushes the chunk with its top-level `local`s made globals, so that a
+ * variable declared on one line is there on the next (lua/tensh/prompt_locals.lua),
+ * or the chunk itself when there is nothing to change. */
+static const char *globalize_locals(lua_State *L, const char *chunk) {
+  int top = lua_gettop(L);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "tensh.prompt_locals");
+  if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_getfield(L, -1, "rewrite") == LUA_TFUNCTION) {
+    lua_pushstring(L, chunk);
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_type(L, -1) == LUA_TSTRING) {
+      lua_replace(L, top + 1);
+      lua_settop(L, top + 1);
+      return lua_tostring(L, -1);
+    }
+  }
+  lua_settop(L, top);
+  return lua_pushstring(L, chunk);
+}
+
 /* Reads and compiles one chunk; pushes the function, or an error message.
  * Returns a LINE_* code, with *st the load status and *quiet set when a
  * trailing ';' asks that the values not be printed. */
@@ -447,8 +468,11 @@ static int read_chunk(lua_State *L, int *st, int *quiet) {
   }
   char saved = line[e];
   line[e] = '\0';
-  *st = load_return(L, line);
-  if (*st != LUA_OK) *st = load_statements_then_return(L, line, e);
+  const char *src = globalize_locals(L, line);
+  *st = load_return(L, src);
+  if (*st != LUA_OK) *st = load_statements_then_return(L, src, strlen(src));
+  if (*st == LUA_OK) lua_remove(L, -2); /* src */
+  else lua_pop(L, 1);
   line[e] = saved;
   if (*st == LUA_OK) {
     history_add(line);
@@ -472,6 +496,16 @@ static int read_chunk(lua_State *L, int *st, int *quiet) {
     lua_pushfstring(L, "%s\n%s", chunk, line);
     free(line);
     lua_remove(L, -2);
+  }
+  if (*st == LUA_OK) { /* the whole statement, with its top-level locals made globals */
+    globalize_locals(L, lua_tostring(L, -2)); /* chunk, fn, src */
+    if (!lua_rawequal(L, -1, -3)) {
+      size_t n;
+      const char *src = lua_tolstring(L, -1, &n);
+      if (luaL_loadbuffer(L, src, n, "=stdin") == LUA_OK) lua_replace(L, -3); /* chunk, new fn, src */
+      else lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
   }
   history_add(lua_tostring(L, -2));
   lua_remove(L, -2);

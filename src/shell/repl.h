@@ -13,6 +13,10 @@ void ts_shell_catch_interrupts(lua_State *L, int on);
 /* Calls the function below nargs arguments with a traceback handler and
  * interrupts caught; leaves nres results or the error message. */
 int ts_shell_docall(lua_State *L, int nargs, int nres);
+/* Whether a frame is the user's code: Lua, not C, not tensh's own lua/tensh. */
+int ts_shell_user_frame(const lua_Debug *ar);
+/* Length of a leading "file:line: " in msg, 0 if none. */
+size_t ts_shell_location_prefix(const char *msg);
 /* Tab completion (complete.c) of the names in L's globals. */
 void ts_shell_complete_init(lua_State *L);
 

@@ -229,7 +229,7 @@ T.cpu_test("autocast's bad arguments", function()
   raises(function() torch.autocast("cpu", {cache_enabled = "no"}) end, "option 'cache_enabled': boolean expected")
   raises(function() torch.autocast("cpu", {dtyp = torch.bfloat16}) end, "autocast: unknown option 'dtyp'")
   raises(function() torch.autocast("cpu", {dtype = "float17"}) end, "option 'dtype': a dtype")
-  raises(function() torch.autocast("cpu", 5) end, "autocast: options must be a table, got number")
+  raises(function() torch.autocast("cpu", 5) end, "autocast: option 'dtype': a dtype such as torch.bfloat16 expected, got 5")
   raises(function() torch.autocast("cpu", {}, 5) end, "bad argument #3 to 'autocast' (function expected")
   eq(torch.is_autocast_enabled("cpu"), false, "no region left open by the errors")
   -- float16 on the CPU: PyTorch warns and disables autocast

@@ -260,8 +260,8 @@ test("bad input on devices: clear errors naming DataParallel", function()
   if ndev() < 1 then T.skip("needs a CUDA device (without one DataParallel is the module itself)") end
   local n = ndev()
   raises(function() nn.DataParallel(MLP(), {device_ids = {0, n}}) end,
-    ("DataParallel: device_ids[1] is cuda:%d, but there"):format(n), "a missing device")
-  raises(function() nn.DataParallel(MLP(), {device_ids = {"cpu"}}) end, "DataParallel: device_ids[0] must be a CUDA device, got cpu")
+    ("DataParallel: device_ids names cuda:%d, but there"):format(n), "a missing device")
+  raises(function() nn.DataParallel(MLP(), {device_ids = {"cpu"}}) end, "DataParallel: each of device_ids must be a CUDA device, got cpu")
   raises(function() nn.DataParallel(MLP(), {device_ids = {}}) end, "DataParallel: device_ids is empty")
   local m = MLP():to("cuda:0")
   raises(function() nn.DataParallel(m, {dim = 2})(cpu_randn(4, 4)) end,

@@ -359,7 +359,8 @@ test("bad arguments name the function and the argument", function()
   raises(function() torch.zeros(2):transpose("a", 1) end, "bad argument #1 to 'transpose' (integer expected, got string)")
   raises(function() torch.zeros(2):narrow(0, 0.5, 1) end, "number has no integer representation")
   raises(function() return torch.zeros(2) + {} end, "tensor or number expected, got table")
-  raises(function() torch.zeros(2).exp(nil) end, "bad argument #1 to 'exp' (tensor expected, got nil)")
+  raises(function() torch.zeros(2).exp(nil) end,
+    "bad argument #1 to 'exp' (tensor expected, got nil; a method is called with ':', as t:exp())")
   close(torch.ones(2), {1, 1}) -- the session goes on
 end)
 

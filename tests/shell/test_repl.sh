@@ -149,7 +149,7 @@ sigint_case "SIGINT stops long C ops" 'local x = torch.zeros(1e7) for i = 1, 1e6
 
 # ---- the prompt, through tmux ---------------------------------------------------
 repl_cases=(value semicolon completion multiline ctrl-c-running ctrl-c-op ctrl-c-prompt ctrl-c-continuation
-  error statements-then-value tables help dir object-completion error-location history ctrl-d second-session
+  error statements-then-value locals tables help dir object-completion error-location history ctrl-d second-session
   exit ctrl-z)
 if ! command -v tmux >/dev/null 2>&1; then
   for c in "${repl_cases[@]}"; do skip "repl: $c" "tmux is not installed (scripts/install-deps.sh)"; done
@@ -324,6 +324,14 @@ else
   else
     fail "repl: statements-then-value" "the trailing expressions did not print" "$(pane | tail -n 8)"
   fi
+
+  # `local` at the top of a line lasts the session (lua/tensh/prompt_locals.lua),
+  # as do several on one line and a local function; one inside a block does not
+  type_line 'local lx = 700'
+  type_line 'local ly, lz = 1, 2; local function lf(v) return v + 10 end'
+  type_line 'do local inner = 5 end'
+  type_line 'lx + ly + lz + lf(0) + (inner or 0)'
+  expect locals '^713$'
 
   # tables print readably: sorted keys, tensors as shape and dtype, cut
   # past 100 plain values

@@ -299,10 +299,11 @@ function DataParallel:init(module, device_ids, output_device, dim, extra)
   else
     if is_tensor(device_ids) or type(device_ids) ~= "table" then device_ids = {device_ids} end
     if #device_ids == 0 then raise("%s: device_ids is empty; name at least one device (or leave it out for all)", fn) end
+    -- the device is named, not its place: device_ids is a Lua list (from 1), PyTorch's counts from 0
     for i, v in ipairs(device_ids) do
-      local d = device_index(fn, ("device_ids[%d]"):format(i - 1), v)
+      local d = device_index(fn, "each of device_ids", v)
       if d >= n then
-        raise("%s: device_ids[%d] is cuda:%d, but there %s only %d CUDA device%s (cuda:0 to cuda:%d)", fn, i - 1, d,
+        raise("%s: device_ids names cuda:%d, but there %s only %d CUDA device%s (cuda:0 to cuda:%d)", fn, d,
           n == 1 and "is" or "are", n, n == 1 and "" or "s", n - 1)
       end
       ids[i] = d

@@ -39,6 +39,15 @@ local function loss_args(fn, input, target, opts, allowed)
   for _, k in ipairs(TENSOR_OPTS) do
     if allowed[k] then check_optional_tensor(fn, k, opts[k]) end
   end
+  -- one device, said here in the loss's name (the ops inside would name themselves: gather)
+  local dev = tostring(input.device)
+  for _, e in ipairs({{"target", target}, {"weight", opts.weight}, {"pos_weight", opts.pos_weight}}) do
+    local t = e[2]
+    if t ~= nil and tostring(t.device) ~= dev then
+      fail("%s: input is on %s but %s is on %s; move it to the input's device: %s:to(\"%s\")", fn, dev, e[1],
+        tostring(t.device), e[1], dev)
+    end
+  end
   return input, target, opts, reduction
 end
 

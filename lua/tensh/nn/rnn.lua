@@ -48,6 +48,7 @@ end
 function PackedSequence:cuda(...) return self:to(self.data:cuda(...).device) end
 function PackedSequence:cpu() return self:to("cpu") end
 function PackedSequence:is_cuda() return self.data.is_cuda end
+require("tensh.classes").setup(PackedSequence, {var = "packed"}) -- packed.to() for packed:to() says so
 
 -- For batch sizes bs (a Lua list, non-increasing, bs[1] = B): the rows of the
 -- flat padded (L*B) layout that the packed rows come from (pack), and for each

@@ -7,10 +7,13 @@ local U = require "tensh.optim.common"
 local fail, typename = A.raise, A.typename
 local is_plain_table, shallow_copy, show = U.is_plain_table, U.shallow_copy, U.show
 
+local classes = require "tensh.classes"
 local lr_scheduler = {}
 
 local LRScheduler = {__name = "LRScheduler"}
 LRScheduler.__index = LRScheduler
+-- methods check they got a scheduler (sched.step() for sched:step()); print and join with ..
+classes.setup(LRScheduler, {what = "LRScheduler", var = "scheduler"})
 lr_scheduler.LRScheduler = LRScheduler
 
 local function is_optimizer(v)
@@ -48,7 +51,7 @@ function LRScheduler.extend(base, name, params, init, get_lr, closed)
     {__index = base, __call = U.class_call("optim.lr_scheduler.LRScheduler.new", LRScheduler, SCHEDULER_CLASS)})
   cls.__index = cls
   cls.__tostring = base.__tostring
-  return cls
+  return classes.setup(cls, {what = name, var = "scheduler"})
 end
 
 function LRScheduler.new(cls, optimizer, ...)
@@ -517,5 +520,6 @@ function Plateau:load_state_dict(sd)
   LRScheduler.load_state_dict(self, sd)
   plateau_check(self)
 end
+classes.setup(Plateau, {what = "ReduceLROnPlateau", var = "scheduler"})
 
 return lr_scheduler
