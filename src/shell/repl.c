@@ -265,7 +265,7 @@ static void print_results(lua_State *L, int base) {
   }
 }
 
-/* help, dir, exit and quit as globals, from tensh.shell (unless the user's
+/* help, dir, exit, quit, plot and imshow as globals, from tensh.shell (unless the user's
  * own globals of those names exist, e.g. set by -e) */
 static void load_shell_module(lua_State *L) {
   lua_getglobal(L, "require");
@@ -275,7 +275,7 @@ static void load_shell_module(lua_State *L) {
     lua_pop(L, 1);
     return;
   }
-  static const char *const names[] = {"help", "dir", "exit", "quit", NULL};
+  static const char *const names[] = {"help", "dir", "exit", "quit", "plot", "imshow", NULL};
   for (int i = 0; names[i]; i++) {
     if (lua_getglobal(L, names[i]) == LUA_TNIL) {
       lua_getfield(L, -2, names[i]);
