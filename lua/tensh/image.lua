@@ -163,6 +163,105 @@ function M.channels_first(fn, t, dataformats)
   return t
 end
 
+-- ---- PNG files ---------------------------------------------------------------------
+
+-- torchvision.io.ImageReadMode: the channels read_image returns
+M.ImageReadMode = {UNCHANGED = "UNCHANGED", GRAY = "GRAY", GRAY_ALPHA = "GRAY_ALPHA", RGB = "RGB",
+                   RGB_ALPHA = "RGB_ALPHA", RGBA = "RGB_ALPHA"}
+local MODE_CODE = {UNCHANGED = 0, GRAY = 1, GRAY_ALPHA = 2, RGB = 3, RGB_ALPHA = 4}
+
+local function mode_code(fn, mode)
+  if mode == nil then return 0 end
+  local m = type(mode) == "string" and M.ImageReadMode[mode:upper()]
+  if not m then
+    raise("%s: mode must be one of 'UNCHANGED', 'GRAY', 'GRAY_ALPHA', 'RGB', 'RGB_ALPHA' (data.ImageReadMode), got %s", fn,
+      A.show(mode))
+  end
+  return MODE_CODE[m]
+end
+
+local function check_level(fn, v)
+  if v == nil then return 6 end
+  if math.type(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v)) or v < 0 or v > 9 then
+    raise("%s: compression_level must be an integer in [0, 9], got %s", fn, A.show(v))
+  end
+  return math.tointeger(v)
+end
+
+-- A uint8 (H, W, C) contiguous CPU tensor of a (C, H, W) image, floats as save_image rounds them.
+local function hwc_bytes(fn, t)
+  check_image_dtype(fn, t)
+  if t:dim() ~= 3 or t:size(0) < 1 or t:size(0) > 4 then
+    raise("%s: expected an image (C, H, W) with 1 to 4 channels, got shape (%s)", fn, table.concat(t.shape:totable(), ", "))
+  end
+  if t:size(1) == 0 or t:size(2) == 0 then raise("%s: the image is empty (shape (%s))", fn, table.concat(t.shape:totable(), ", ")) end
+  return M.to_uint8(t:detach()):to("cpu"):permute(1, 2, 0):contiguous()
+end
+
+local SAVE_OPTS = {format = true}
+for k in pairs(GRID_OPTS) do SAVE_OPTS[k] = true end
+
+-- torchvision.utils.save_image: tensor (C, H, W), (H, W) or a batch (B, C, H,
+-- W) (as make_grid tiles it, with its options), floats in [0, 1] rounded to
+-- bytes as round(255 x) clamped (uint8 as they are), written as a PNG.
+function M.save_image(tensor, fp, opts)
+  local fn = "save_image"
+  opts = A.check_opts(fn, opts, SAVE_OPTS)
+  if type(fp) ~= "string" then raise("%s: fp must be a file path, got %s", fn, A.typename(fp)) end
+  local format = opts.format
+  if format == nil then
+    local ext = fp:match("%.([%w]+)$")
+    format = ext and ext:lower() or "png"
+  end
+  if type(format) ~= "string" or format:lower() ~= "png" then
+    raise("%s: tensh writes PNG files only, got format %s (name the file .png)", fn, A.show(format))
+  end
+  local t = as_tensor(fn, tensor)
+  check_image_dtype(fn, t)
+  local grid_opts = {}
+  for k in pairs(GRID_OPTS) do grid_opts[k] = opts[k] end
+  C.png_write(fp, hwc_bytes(fn, M.make_grid(t, grid_opts)))
+end
+
+-- torchvision.io.read_image for PNG files: a uint8 (C, H, W) CPU tensor.
+function M.read_image(path, opts)
+  local fn = "read_image"
+  if type(path) ~= "string" then raise("%s: path must be a file path, got %s", fn, A.typename(path)) end
+  opts = A.check_opts(fn, opts, {mode = true})
+  return C.png_read(path, mode_code(fn, opts.mode))
+end
+
+-- torchvision.io.encode_png: a uint8 (C, H, W) image (1 to 4 channels, floats
+-- taken as save_image takes them) as the PNG's bytes in a 1-D uint8 tensor.
+function M.encode_png(img, opts)
+  local fn = "encode_png"
+  opts = A.check_opts(fn, opts, {compression_level = true})
+  if not torch.is_tensor(img) then raise("%s: expected an image tensor (C, H, W), got %s", fn, A.typename(img)) end
+  return C.from_bytes(C.png_encode(hwc_bytes(fn, img), check_level(fn, opts.compression_level)))
+end
+
+-- torchvision.io.decode_png: PNG bytes (a 1-D uint8 tensor, or a Lua string) as uint8 (C, H, W).
+function M.decode_png(input, opts)
+  local fn = "decode_png"
+  opts = A.check_opts(fn, opts, {mode = true})
+  local bytes = input
+  if torch.is_tensor(input) then
+    if input.dtype ~= torch.uint8 or input:dim() ~= 1 then
+      raise("%s: expected the PNG's bytes as a 1-D uint8 tensor, got a %s tensor of shape (%s)", fn,
+        (tostring(input.dtype):gsub("^torch%.", "")), table.concat(input.shape:totable(), ", "))
+    end
+    bytes = C.bytes(input)
+  elseif type(input) ~= "string" then
+    raise("%s: expected the PNG's bytes as a 1-D uint8 tensor or a string, got %s", fn, A.typename(input))
+  end
+  return C.png_decode(bytes, mode_code(fn, opts.mode), fn)
+end
+
+-- The PNG bytes (a Lua string) of a uint8 (C, H, W) picture, for add_image and the Jupyter kernel.
+function M.png_string(img)
+  return C.png_encode(hwc_bytes("png", img), 6)
+end
+
 M._is_int = is_int
 M._nonneg_int = nonneg_int
 M._check_image_dtype = check_image_dtype
