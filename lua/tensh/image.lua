@@ -257,7 +257,67 @@ function M.decode_png(input, opts)
   return C.png_decode(bytes, mode_code(fn, opts.mode), fn)
 end
 
--- The PNG bytes (a Lua string) of a uint8 (C, H, W) picture, for add_image and the Jupyter kernel.
+-- ---- TensorBoard -----------------------------------------------------------------
+
+-- tensorboard's make_grid (torch.utils.tensorboard._utils): up to 8 images
+-- a row, no padding, black where a row ends early.
+local function tb_grid(t)
+  local n, c, h, w = t:size(0), t:size(1), t:size(2), t:size(3)
+  local ncols = math.min(n, 8)
+  local nrows = (n + ncols - 1) // ncols
+  local canvas = torch.zeros({c, h * nrows, w * ncols}, {dtype = t.dtype, device = t.device})
+  for i = 0, n - 1 do
+    local y, x = i // ncols, i % ncols
+    canvas:narrow(1, y * h, h):narrow(2, x * w, w):copy_(t:select(0, i))
+  end
+  return canvas
+end
+
+-- What PyTorch's SummaryWriter.add_image(s) encodes (summary.image): the
+-- image laid out by dataformats ("NCHW" batches as a grid), one channel as
+-- three, then uint8 as it is and any other dtype as x * 255 clipped to
+-- [0, 255] and truncated; a uint8 (H, W, C) contiguous CPU tensor.
+function M.tb_image(fn, img, dataformats)
+  if not torch.is_tensor(img) then raise("%s: img_tensor must be a tensor, got %s", fn, A.typename(img)) end
+  if type(dataformats) ~= "string" then raise("%s: dataformats must be a string such as 'CHW', got %s", fn, A.show(dataformats)) end
+  local fmt = dataformats:upper()
+  local wanted = ({[2] = "HW", [3] = "HWC", [4] = "NCHW"})[#fmt]
+  local valid = wanted ~= nil
+  for i = 1, #fmt do
+    local ch = fmt:sub(i, i)
+    if not (wanted or ""):find(ch, 1, true) or fmt:find(ch, i + 1, true) then valid = false end
+  end
+  if not valid then
+    raise("%s: dataformats must name each of N, C, H, W once ('NCHW', 'NHWC') or C, H, W ('CHW', 'HWC') or H, W ('HW'), got %s",
+      fn, A.show(dataformats))
+  end
+  if img:dim() ~= #fmt then
+    raise("%s: dataformats '%s' needs a %d-D tensor, got shape (%s)", fn, fmt, #fmt, table.concat(img.shape:totable(), ", "))
+  end
+  if img:numel() == 0 then raise("%s: the image is empty (shape (%s))", fn, table.concat(img.shape:totable(), ", ")) end
+  if img.dtype == torch.bool or not (A.is_floating_dtype(img.dtype) or img.dtype == torch.uint8) then
+    img = img:to(torch.float32) -- integers and bools count as values in [0, 1], as in PyTorch
+  end
+  local order = {}
+  for i = 1, #wanted do order[i] = fmt:find(wanted:sub(i, i), 1, true) - 1 end
+  local t = img:detach():permute(table.unpack(order))
+  if #fmt == 4 then
+    if t:size(1) == 1 then t = torch.cat({t, t, t}, 1) end
+    t = tb_grid(t):permute(1, 2, 0)
+  elseif #fmt == 3 then
+    if t:size(2) == 1 then t = torch.cat({t, t, t}, 2) end
+  else
+    t = torch.stack({t, t, t}, 2)
+  end
+  local c = t:size(2)
+  if c ~= 3 and c ~= 4 then raise("%s: an image has 1, 3 or 4 channels, got %d", fn, c) end
+  if t.dtype ~= torch.uint8 then
+    t = (t:to(torch.float32) * 255):nan_to_num(0):clamp(0, 255):to(torch.uint8)
+  end
+  return t:to("cpu"):contiguous()
+end
+
+-- The PNG bytes (a Lua string) of a uint8 (C, H, W) picture, for the Jupyter kernel.
 function M.png_string(img)
   return C.png_encode(hwc_bytes("png", img), 6)
 end

@@ -149,7 +149,10 @@ local CLASSES = {
   Optimizer = function() return optim.Optimizer end,
   LRScheduler = function() return optim.lr_scheduler.LRScheduler end,
   DataLoader = function() return data.DataLoader end,
-  SummaryWriter = function() return tb and tb.SummaryWriter end,
+  SummaryWriter = function() -- a C class: its methods are its metatable's __index
+    local mt = debug.getregistry()["tensh.tb.SummaryWriter"]
+    return type(mt) == "table" and rawget(mt, "__index") or nil
+  end,
   Stream = function() return cuda.Stream end,
   Event = function() return cuda.Event end,
 }
