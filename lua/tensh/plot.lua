@@ -265,8 +265,11 @@ local function clip(ax, ay, bx, by, x0, y0, x1, y1)
   return ax + t0 * dx, ay + t0 * dy, ax + t1 * dx, ay + t1 * dy
 end
 
-local function draw_series(cv, xs, ys, k, xlo, xhi, ylo, yhi)
-  local W, H = 2 * cv.w - 1, 4 * cv.h - 1
+-- The dots of a series' polyline on a grid of dots [0, W] x [0, H] (y
+-- down) over the ranges: set(x, y) for each; segments clipped to the grid,
+-- NaN and infinities break the line, a point alone is one dot. The braille
+-- canvas and the PNG plot (tensh.figure) both draw with it.
+function M.trace(xs, ys, xlo, xhi, ylo, yhi, W, H, set)
   local function px(x) return (x - xlo) / (xhi - xlo) * W end
   local function py(y) return (yhi - y) / (yhi - ylo) * H end
   local prev_x, prev_y
@@ -281,13 +284,15 @@ local function draw_series(cv, xs, ys, k, xlo, xhi, ylo, yhi)
           local n = math.max(math.abs(x1 - x0), math.abs(y1 - y0))
           for s = 0, n do
             local t = n == 0 and 0 or s / n
-            set_dot(cv, round(x0 + (x1 - x0) * t), round(y0 + (y1 - y0) * t), k)
+            local dx, dy = round(x0 + (x1 - x0) * t), round(y0 + (y1 - y0) * t)
+            if dx >= 0 and dy >= 0 and dx <= W and dy <= H then set(dx, dy) end
           end
         end
       else
         -- a point alone (the first, or after a gap) shows as a dot
         local nx, ny = xs[i + 1], ys[i + 1]
-        if not (nx and isfinite(nx) and isfinite(ny)) then set_dot(cv, round(fx), round(fy), k) end
+        local rx, ry = round(fx), round(fy)
+        if not (nx and isfinite(nx) and isfinite(ny)) and rx >= 0 and ry >= 0 and rx <= W and ry <= H then set(rx, ry) end
       end
       prev_x, prev_y = fx, fy
     else
@@ -299,6 +304,8 @@ end
 local function utf8_len(s) return utf8.len(s) or #s end
 
 local function pad_left(s, n) return (" "):rep(n - utf8_len(s)) .. s end
+
+M.ticks, M.tick_labels, M.snap, M.series_color = ticks, tick_labels, snap, series_color
 
 -- ---- plot ------------------------------------------------------------------------------
 
@@ -376,7 +383,9 @@ function M.render(fig, mode, reason)
   local xlo, xhi = fig.xlo, fig.xhi
   if not fig.xlim then xlo, xhi = snap(xlo, xhi, math.max(2, W // 12)) end
   local cv = new_canvas(W, H)
-  for i = 1, #fig.ys do draw_series(cv, fig.xs[i], fig.ys[i], i, xlo, xhi, ylo, yhi) end
+  for i = 1, #fig.ys do
+    M.trace(fig.xs[i], fig.ys[i], xlo, xhi, ylo, yhi, 2 * W - 1, 4 * H - 1, function(x, y) set_dot(cv, x, y, i) end)
+  end
   -- the row of each y tick (the dot row of its value, in cells)
   local tick_at = {}
   for i, v in ipairs(yt) do

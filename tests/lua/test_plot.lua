@@ -293,6 +293,30 @@ test("imshow: argument errors", function()
   raises(function() data.make_grid({1}) end, "make_grid: the list of images must hold tensors, got number at [1]")
 end)
 
+test("plot as a picture (the Jupyter kernel's PNG): a 2-pixel line in the series' colour", function()
+  local F = require "tensh.figure"
+  local img = F.png_picture(P.figure("plot", {0.5, 0.5}, {ylim = {0, 1}}))
+  eq(T.fmt(img.shape:totable()), "{3, 400, 640}", "default size")
+  eq(img.dtype, torch.uint8, "dtype")
+  -- rows holding tab10 blue (31, 119, 180): two adjacent rows, each across most of the width
+  local blue = img[0]:eq(31):logical_and(img[1]:eq(119)):logical_and(img[2]:eq(180))
+  local per_row = blue:sum(1):tolist()
+  local rows = {}
+  for y, n in ipairs(per_row) do if n > 0 then rows[#rows + 1] = {y - 1, n} end end
+  eq(#rows, 2, "rows with the line")
+  eq(rows[2][1], rows[1][1] + 1, "adjacent rows")
+  ok(rows[1][2] > 500 and rows[1][2] < 640, "a line across the plot: " .. rows[1][2])
+  ok(math.abs(rows[1][1] - 200) < 40, "near the middle of the height: " .. rows[1][1])
+  -- the paper is white, labels and the frame are dark
+  eq(img[{{}, 0, 639}]:tolist()[1], 255, "white corner")
+  ok(img:lt(100):sum():item() > 500, "dark pixels of text and frame")
+  -- several series: a legend box with each colour
+  local two = F.png_picture(P.figure("plot", {{1, 2}, {2, 1}}, {labels = {"a", "b"}, width = 40, height = 10}))
+  eq(T.fmt(two.shape:totable()), "{3, 240, 320}", "size from width and height")
+  local orange = two[0]:eq(255):logical_and(two[1]:eq(127)):logical_and(two[2]:eq(14))
+  ok(orange:sum():item() > 100, "the second series in orange")
+end)
+
 test("plot and imshow are the prompt's globals (tensh.shell)", function()
   local shell = require "tensh.shell"
   eq(shell.plot, P.plot, "shell.plot")
