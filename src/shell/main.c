@@ -313,6 +313,7 @@ static int jupyter_call(lua_State *L) {
   return lua_gettop(L);
 }
 
+/* as pmain, for `tensh --jupyter ...`: returns the exit status */
 static int pjupyter(lua_State *L) {
   int argc = (int)lua_tointeger(L, 1);
   char **argv = lua_touserdata(L, 2);
@@ -346,26 +347,8 @@ static int pjupyter(lua_State *L) {
   return 1;
 }
 
-static int run_jupyter(int argc, char **argv) {
-  lua_State *L = luaL_newstate();
-  if (!L) {
-    fprintf(stderr, "tensh: cannot create Lua state: not enough memory\n");
-    return EXIT_FAILURE;
-  }
-  lua_pushcfunction(L, msghandler);
-  lua_pushcfunction(L, pjupyter);
-  lua_pushinteger(L, argc);
-  lua_pushlightuserdata(L, argv);
-  int st = lua_pcall(L, 2, 1, 1);
-  int code = st == LUA_OK ? (int)lua_tointeger(L, -1) : EXIT_FAILURE;
-  report(L, st);
-  lua_close(L);
-  return code;
-}
-
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--nproc") == 0) return run_nproc(argc, argv);
-  if (argc > 1 && strcmp(argv[1], "--jupyter") == 0) return run_jupyter(argc, argv);
   fix_blas_core(argv);
   for (int i = 1; i < argc && argv[i][0] == '-'; i++) { /* -h answers before anything loads */
     if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
@@ -380,7 +363,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "tensh: cannot create Lua state: not enough memory\n");
     return EXIT_FAILURE;
   }
-  lua_pushcfunction(L, pmain);
+  lua_pushcfunction(L, argc > 1 && strcmp(argv[1], "--jupyter") == 0 ? pjupyter : pmain);
   lua_pushinteger(L, argc);
   lua_pushlightuserdata(L, argv);
   int st = lua_pcall(L, 2, 1, 0);

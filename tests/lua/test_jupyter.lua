@@ -20,12 +20,7 @@ local function sh(cmd)
   local okp, _, code = p:close()
   return out, okp and 0 or code
 end
-local function read_all(p)
-  local f = assert(io.open(p, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read_all = T.read_file
 
 test("base64: RFC 4648's test vectors", function()
   local v = {[""] = "", f = "Zg==", fo = "Zm8=", foo = "Zm9v", foob = "Zm9vYg==", fooba = "Zm9vYmE=", foobar = "Zm9vYmFy"}
@@ -91,13 +86,6 @@ test("tensh --jupyter install: the kernelspec and its wrapper", function()
   ok(code ~= 0 and out:find("unknown command 'frobnicate'", 1, true), out)
 end)
 
--- The first python3 that imports jupyter_client and ipykernel, or nil.
-local function python_with_jupyter()
-  for _, py in ipairs({"python3", "/usr/bin/python3"}) do
-    if os.execute(py .. " -c 'import jupyter_client, ipykernel' >/dev/null 2>&1") == true then return py end
-  end
-end
-
 -- Runs the requests in one kernel session; returns the records (after kernel_info's).
 local function session(py, requests)
   local prefix = tmp .. "/prefix"
@@ -125,7 +113,7 @@ local function of_type(iopub, t)
 end
 
 test("a session through jupyter_client: values, errors, streams, completion, help, pictures", function()
-  local py = python_with_jupyter()
+  local py = T.python_with("jupyter_client, ipykernel")
   if not py then T.skip("python3 with jupyter_client and ipykernel is not installed") end
   local r = session(py, {
     {kind = "execute", code = "x = torch.arange(6):view(2, 3)"},

@@ -18,17 +18,7 @@ os.remove(tmp)
 os.execute("mkdir -p '" .. tmp .. "'")
 local function path(name) return tmp .. "/" .. name end
 
-local function read_all(p)
-  local f = assert(io.open(p, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
-local function write_all(p, s)
-  local f = assert(io.open(p, "wb"))
-  f:write(s)
-  f:close()
-end
+local read_all, write_all = T.read_file, T.write_file
 
 local function flat(t) return t:reshape(-1):tolist() end
 local function same(t, shape, data, what)
@@ -151,15 +141,8 @@ test("save_image makes torchvision's bytes (make_grid, rounding, normalize)", fu
   end
 end)
 
--- The first python3 that imports PIL and numpy, or nil.
-local function python_with_pil()
-  for _, py in ipairs({"python3", "/usr/bin/python3"}) do
-    if os.execute(py .. " -c 'import PIL.Image, numpy' >/dev/null 2>&1") == true then return py end
-  end
-end
-
 test("PIL reads tensh's PNGs", function()
-  local py = python_with_pil()
+  local py = T.python_with("PIL.Image, numpy")
   if not py then T.skip("python3 with PIL and numpy is not installed") end
   local imgs, files = {}, {}
   for c = 1, 4 do

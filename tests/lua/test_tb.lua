@@ -625,10 +625,14 @@ end)
 
 -- Independent readers in Python, where the machine has them.
 -- The first python3 (on PATH, or the system's) that imports mod, or nil.
-local function python_with(mod)
-  for _, py in ipairs({"python3", "/usr/bin/python3"}) do
-    if os.execute(py .. " -c 'import " .. mod .. "' >/dev/null 2>&1") == true then return py end
-  end
+local python_with = T.python_with
+
+-- What a Python script prints, run with one argument.
+local function python_output(py, script, argument)
+  local p = io.popen(py .. " -c '" .. script:gsub("'", "'\\''") .. "' '" .. argument .. "' 2>&1")
+  local out = p:read("a")
+  p:close()
+  return out
 end
 
 test("TensorBoard's EventAccumulator reads the files", function()
@@ -640,12 +644,17 @@ test("TensorBoard's EventAccumulator reads the files", function()
   w:add_scalar("loss", 0.25, 2)
   w:add_histogram("w", {1, 2, 3, 4, 5}, 3)
   w:add_text("note", "hi", 4)
+  w:add_image("img", torch.rand(3, 5, 7), 3)
+  w:add_images("batch", torch.rand(9, 3, 2, 2), 4)
   w:close()
   local script = [[
 import sys
 from tensorboard.backend.event_processing import event_accumulator as ea
-acc = ea.EventAccumulator(sys.argv[1], size_guidance={ea.TENSORS: 0})
+acc = ea.EventAccumulator(sys.argv[1], size_guidance={ea.TENSORS: 0, ea.IMAGES: 0})
 acc.Reload()
+for tag in ("img", "batch"):
+    e = acc.Images(tag)[0]
+    print("image", tag, e.step, e.height, e.width, e.encoded_image_string[:8] == b"\x89PNG\r\n\x1a\n")
 s = acc.Scalars("loss")
 print("scalars", [(e.step, e.value) for e in s])
 h = acc.Histograms("w")[0]
@@ -653,38 +662,12 @@ print("histo", h.step, h.histogram_value.num, h.histogram_value.sum)
 t = acc.Tensors("note/text_summary")[0]
 print("text", t.step, t.tensor_proto.string_val[0].decode())
 ]]
-  local p = io.popen(py .. " -c '" .. script:gsub("'", "'\\''") .. "' '" .. dir .. "' 2>&1")
-  local out = p:read("a")
-  p:close()
+  local out = python_output(py, script, dir)
   T.ok(out:find("scalars [(1, 0.5), (2, 0.25)]", 1, true), "scalars: " .. out)
   T.ok(out:find("histo 3 5.0 15.0", 1, true), "histogram: " .. out)
   T.ok(out:find("text 4 hi", 1, true), "text: " .. out)
-end)
-
-test("TensorBoard's EventAccumulator reads the images", function()
-  local py = python_with("tensorboard.backend.event_processing.event_accumulator")
-  if not py then T.skip("python3 with tensorboard is not installed") end
-  local dir = fresh_dir()
-  local w = tb.SummaryWriter(dir)
-  local img = torch.rand(3, 5, 7)
-  w:add_image("img", img, 3)
-  w:add_images("batch", torch.rand(9, 3, 2, 2), 4)
-  w:close()
-  local script = [[
-import io, sys
-from tensorboard.backend.event_processing import event_accumulator as ea
-acc = ea.EventAccumulator(sys.argv[1], size_guidance={ea.IMAGES: 0})
-acc.Reload()
-for tag in ("img", "batch"):
-    e = acc.Images(tag)[0]
-    s = e.encoded_image_string
-    print("image", tag, e.step, e.height, e.width, s[:8] == b"\x89PNG\r\n\x1a\n", len(s))
-]]
-  local p = io.popen(py .. " -c '" .. script:gsub("'", "'\\''") .. "' '" .. dir .. "' 2>&1")
-  local out = p:read("a")
-  p:close()
-  T.ok(out:find("image img 3 5 7 True", 1, true), "img: " .. out)
-  T.ok(out:find("image batch 4 4 16 True", 1, true), "batch (a 2 x 8 grid of 2 x 2): " .. out)
+  T.ok(out:find("image img 3 5 7 True", 1, true), "image: " .. out)
+  T.ok(out:find("image batch 4 4 16 True", 1, true), "images (a 2 x 8 grid of 2 x 2): " .. out)
 end)
 
 test("PIL decodes the images' PNGs", function()
@@ -697,12 +680,8 @@ test("PIL decodes the images' PNGs", function()
   w:close()
   local got = images(dir .. "/" .. ls(dir)[1])[1]
   local png = dir .. "/x.png"
-  local f = assert(io.open(png, "wb"))
-  f:write(got.png)
-  f:close()
-  local p = io.popen(py .. [[ -c 'import sys; from PIL import Image; im = Image.open(sys.argv[1]); print(im.mode, im.size, " ".join(str(v) for px in im.getdata() for v in px))' ]] .. png .. " 2>&1")
-  local out = p:read("a")
-  p:close()
+  T.write_file(png, got.png)
+  local out = python_output(py, [[import sys; from PIL import Image; im = Image.open(sys.argv[1]); print(im.mode, im.size, " ".join(str(v) for px in im.getdata() for v in px))]], png)
   local mode, values = out:match("^(%S+) %(5, 3%) (.*)\n$")
   eq(mode, "RGBA", "PIL's mode: " .. out)
   local expected = {}
@@ -766,9 +745,7 @@ while pos < len(data):
         elif v.HasField("tensor"): print("text", e.step, v.tag, v.metadata.plugin_data.plugin_name, v.tensor.dtype, [d.size for d in v.tensor.tensor_shape.dim], v.tensor.string_val[0].decode())
         else: print("scalar", e.step, v.tag, v.simple_value)
 ]]
-  local p = io.popen(py .. " -c '" .. script:gsub("'", "'\\''") .. "' '" .. path .. "' 2>&1")
-  local out = p:read("a")
-  p:close()
+  local out = python_output(py, script, path)
   T.ok(out:find("version brain.Event:2", 1, true), "header: " .. out)
   T.ok(out:find("scalar 12 loss 0.5", 1, true), "scalar: " .. out)
   T.ok(out:find("histo 13 w 5.0 [1.0, 3.0, 5.0] [0.0, 2.0, 3.0]", 1, true), "histogram: " .. out)
