@@ -181,7 +181,13 @@ $(BUILD)/gen/lua/tensh/api_doc.lua: docs/api.md
 	@mkdir -p $(dir $@)
 	$(call say,GEN,$@){ echo 'return [=====['; cat $<; echo ']=====]'; } >$@
 
-EMBEDDED := $(LUA_LIB) $(BUILD)/gen/lua/tensh/api_doc.lua
+# and the Jupyter kernel's Python wrapper, as tensh.jupyter_kernel_py, which
+# `tensh --jupyter install` writes beside the kernelspec
+$(BUILD)/gen/lua/tensh/jupyter_kernel_py.lua: lua/tensh/jupyter_kernel.py
+	@mkdir -p $(dir $@)
+	$(call say,GEN,$@){ echo 'return [=====['; cat $<; echo ']=====]'; } >$@
+
+EMBEDDED := $(LUA_LIB) $(BUILD)/gen/lua/tensh/api_doc.lua $(BUILD)/gen/lua/tensh/jupyter_kernel_py.lua
 $(BUILD)/gen/lua_lib.c: $(EMBEDDED) $(BUILD)/embed $(call flags_file,$(BUILD)/.lua-files,EMBEDDED)
 	@mkdir -p $(dir $@)
 	$(call say,EMBED,lua/tensh/*.lua docs/api.md)$(BUILD)/embed $@ $(EMBEDDED)

@@ -3,7 +3,8 @@
  * framework/summary.proto, tensor.proto and tensor_shape.proto:
  *   Event        { 1 wall_time double, 2 step int64, 3 file_version string, 5 summary }
  *   Summary      { 1 value repeated Value }
- *   Value        { 1 tag, 2 simple_value float, 5 histo, 8 tensor, 9 metadata }
+ *   Value        { 1 tag, 2 simple_value float, 4 image, 5 histo, 8 tensor, 9 metadata }
+ *   Image        { 1 height, 2 width, 3 colorspace (int32s), 4 encoded_image_string }
  *   Histogram    { 1 min, 2 max, 3 num, 4 sum, 5 sum_squares (doubles),
  *                  6 bucket_limit, 7 bucket (packed repeated doubles) }
  *   Metadata     { 1 plugin_data { 1 plugin_name, 2 content } }
@@ -381,6 +382,18 @@ ts_status ts_tb_add_text(ts_tb_writer *w, const char *tag, const char *text, siz
   pb_msg(&v, 8, &tensor);
   pb_msg(&v, 9, &meta);
   return write_value(w, "add_text", &v, step, walltime);
+}
+
+ts_status ts_tb_add_image(ts_tb_writer *w, const char *tag, const uint8_t *png, size_t len, int64_t height,
+                          int64_t width, int channels, int64_t step, double walltime) {
+  pb image = {0}, v = {0};
+  pb_int(&image, 1, height);
+  pb_int(&image, 2, width);
+  pb_int(&image, 3, channels);
+  pb_bytes(&image, 4, png, len);
+  pb_str(&v, 1, tag);
+  pb_msg(&v, 4, &image);
+  return write_value(w, "add_image", &v, step, walltime);
 }
 
 ts_status ts_tb_writer_flush(ts_tb_writer *w) {

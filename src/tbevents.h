@@ -76,6 +76,11 @@ ts_status ts_tb_add_histogram(ts_tb_writer *w, const char *tag, const ts_tb_hist
 ts_status ts_tb_add_text(ts_tb_writer *w, const char *tag, const char *text, size_t len, int64_t step,
                          double walltime);
 
+/* An image summary as PyTorch's add_image writes it: Summary.Value.image
+ * {height, width, colorspace (channels), encoded_image_string (a PNG)}. */
+ts_status ts_tb_add_image(ts_tb_writer *w, const char *tag, const uint8_t *png, size_t len, int64_t height,
+                          int64_t width, int channels, int64_t step, double walltime);
+
 ts_status ts_tb_writer_flush(ts_tb_writer *w);
 /* Flushes and closes the files (its add_scalars children too) and frees w,
  * even on failure; returns the first I/O error. */

@@ -890,6 +890,14 @@ function DataLoader:__tostring()
     tostring(self.dataset.__name or "dataset"), tostring(self.batch_size), tostring(self.shuffle), self.num_workers)
 end
 
+-- torchvision.utils' make_grid and save_image, torchvision.io's read_image,
+-- encode_png, decode_png and ImageReadMode (lua/tensh/image.lua)
+do
+  local image = require "tensh.image"
+  data.make_grid, data.save_image, data.read_image = image.make_grid, image.save_image, image.read_image
+  data.encode_png, data.decode_png, data.ImageReadMode = image.encode_png, image.decode_png, image.ImageReadMode
+end
+
 -- enumerate(iterable [, start = 0]): Python's enumerate, as `for i, (x, y) in
 -- enumerate(loader)` is written: for i, x, y in enumerate(loader) do ... end.
 -- i counts from start (0, as Python's); the iterable is a DataLoader or

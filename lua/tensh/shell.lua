@@ -1,6 +1,6 @@
 -- What the prompt adds to Lua: how values print (show), help(), dir(),
--- exit() and quit(). Loaded by the REPL (src/shell/repl.c), which makes
--- help, dir, exit and quit globals. Everything here reads tables raw
+-- exit(), quit(), plot() and imshow(). Loaded by the REPL (src/shell/repl.c),
+-- which makes help, dir, exit, quit, plot and imshow globals. Everything here reads tables raw
 -- (rawget, next) or through __index *tables* only, so it works on the
 -- library's strict tables and never runs a user's __index function.
 local M = {}
@@ -149,7 +149,10 @@ local CLASSES = {
   Optimizer = function() return optim.Optimizer end,
   LRScheduler = function() return optim.lr_scheduler.LRScheduler end,
   DataLoader = function() return data.DataLoader end,
-  SummaryWriter = function() return tb and tb.SummaryWriter end,
+  SummaryWriter = function() -- a C class: its methods are its metatable's __index
+    local mt = debug.getregistry()["tensh.tb.SummaryWriter"]
+    return type(mt) == "table" and rawget(mt, "__index") or nil
+  end,
   Stream = function() return cuda.Stream end,
   Event = function() return cuda.Event end,
 }
@@ -449,5 +452,9 @@ local function leaver(name)
   })
 end
 M.exit, M.quit = leaver("exit"), leaver("quit")
+
+-- plot() and imshow() (lua/tensh/plot.lua): globals at the prompt
+local pictures = require "tensh.plot"
+M.plot, M.imshow = pictures.plot, pictures.imshow
 
 return M

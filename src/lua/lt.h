@@ -112,6 +112,7 @@ void lt_open_tb(lua_State *L); /* ltb.c: the global tb (SummaryWriter), torch._i
 void lt_open_backends(lua_State *L); /* lbackends.c: torch.backends */
 void lt_open_cpu(lua_State *L); /* lcpu.c: torch.cpu, the CPU allocator's statistics */
 void lt_open_data(lua_State *L); /* torch._data, wrapped by lua/tensh/data.lua */
+void lt_open_image(lua_State *L); /* limage.c: torch._image (PNG, terminal size) for lua/tensh/image.lua */
 
 int luaopen_tensh(lua_State *L);
 

@@ -1,5 +1,6 @@
 /* The `tb` namespace: tb.SummaryWriter over the core's event-file writer
- * (src/tbevents.c), as torch.utils.tensorboard spells it, and torch._isatty
+ * (src/tbevents.c; images as PNGs from src/data/png.c, laid out by
+ * lua/tensh/image.lua), as torch.utils.tensorboard spells it, and torch._isatty
  * for lua/tensh/progress.lua. A writer's userdata owns its C writer and
  * closes it on close(), on __close and on __gc; a closed writer's methods
  * raise. Scratch arrays live in userdata, so a Lua error leaks nothing. */
@@ -12,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../data/png.h"
 #include "../tbevents.h"
 
 #define LT_TB_WRITER "tensh.tb.SummaryWriter"
@@ -274,6 +276,50 @@ static int m_add_text(lua_State *L) {
   return 0;
 }
 
+/* writer:add_image(tag, img, global_step [, {dataformats, walltime} | walltime])
+ * and add_images: the image as PyTorch's summary.image makes it
+ * (lua/tensh/image.lua's tb_image), PNG-encoded. */
+static int add_image(lua_State *L, const char *fn, const char *default_format) {
+  ts_tb_writer *w = check_writer(L, fn);
+  const char *tag = check_tag(L, 2, fn);
+  int64_t step = opt_step(L, 4, fn);
+  static const char *const known[] = {"dataformats", "walltime", NULL};
+  int opts = lt_opts_index(L, 5);
+  lt_opts_check(L, opts, fn, known);
+  double walltime;
+  lua_settop(L, 5);
+  lua_pushstring(L, default_format); /* dataformats, at 6 */
+  if (opts) {
+    if (lua_getfield(L, opts, "dataformats") != LUA_TNIL) lua_replace(L, 6);
+    else lua_pop(L, 1);
+    lua_getfield(L, opts, "walltime");
+    walltime = opt_walltime(L, lua_gettop(L), fn);
+    lua_pop(L, 1);
+  } else {
+    walltime = opt_walltime(L, 5, fn);
+  }
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "tensh.image");
+  lua_call(L, 1, 1);
+  lua_getfield(L, -1, "tb_image");
+  lua_pushstring(L, fn);
+  lua_pushvalue(L, 3);
+  lua_pushvalue(L, 6);
+  lua_call(L, 3, 1); /* uint8 (H, W, C) contiguous on the CPU */
+  ts_tensor *t = lt_check(L, -1);
+  LT_TRY(L, ts_host_ready(t));
+  uint8_t *png;
+  size_t n;
+  LT_TRY(L, ts_png_encode(ts_data(t), t->sizes[0], t->sizes[1], (int)t->sizes[2], 6, &png, &n));
+  ts_status st = ts_tb_add_image(w, tag, png, n, t->sizes[0], t->sizes[1], (int)t->sizes[2], step, walltime);
+  free(png);
+  LT_TRY(L, st);
+  return 0;
+}
+
+static int m_add_image(lua_State *L) { return add_image(L, "add_image", "CHW"); }
+static int m_add_images(lua_State *L) { return add_image(L, "add_images", "NCHW"); }
+
 static int m_flush(lua_State *L) {
   LT_TRY(L, ts_tb_writer_flush(check_writer(L, "flush")));
   return 0;
@@ -336,6 +382,7 @@ void lt_open_tb(lua_State *L) {
   lt_register(L, torch_fns, NULL);
   static const luaL_Reg methods[] = {{"add_scalar", m_add_scalar}, {"add_scalars", m_add_scalars},
                                      {"add_histogram", m_add_histogram}, {"add_text", m_add_text},
+                                     {"add_image", m_add_image}, {"add_images", m_add_images},
                                      {"flush", m_flush}, {"close", m_close}, {"get_logdir", m_get_logdir},
                                      {"_event_file", m_event_file}, {NULL, NULL}};
   static const luaL_Reg meta[] = {{"__close", m_toclose}, {"__gc", m_gc}, {"__tostring", m_tostring}, {NULL, NULL}};

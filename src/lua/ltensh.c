@@ -135,6 +135,7 @@ int luaopen_tensh(lua_State *L) {
   lt_open_cuda(L);
   lt_open_save(L);
   lt_open_data(L);
+  lt_open_image(L);
   lt_open_bench(L);
   lt_open_dist(L);
   lt_open_tb(L);

@@ -188,8 +188,9 @@ static void add_fields(lua_State *L, int idx, int out, const char *prefix, size_
 }
 
 /* lua_pcall'd: (word) -> {name = is_function}, the full completions of word.
- * The word is `a.b.c:pre`, `a.b.pre` or `pre`. */
-static int find_completions(lua_State *L) {
+ * The word is `a.b.c:pre`, `a.b.pre` or `pre`. The Jupyter kernel's
+ * complete_request asks it too (lua/tensh/jupyter.lua). */
+int ts_shell_completions(lua_State *L) {
   size_t len;
   const char *word = luaL_checklstring(L, 1, &len);
   lua_newtable(L);
@@ -241,7 +242,7 @@ static void collect(const char *word) {
   free_matches();
   single_is_function = 0;
   int top = lua_gettop(L);
-  lua_pushcfunction(L, find_completions);
+  lua_pushcfunction(L, ts_shell_completions);
   lua_pushstring(L, word);
   if (lua_pcall(L, 1, 1, 0) != LUA_OK || lua_type(L, -1) != LUA_TTABLE) {
     lua_settop(L, top);

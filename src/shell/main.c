@@ -31,6 +31,7 @@ static const char *usage =
     "  -v        show version information\n"
     "  -W        turn warnings on\n"
     "  --nproc N run the script in N processes through mpirun (first option; dist.get_rank() tells them apart)\n"
+    "  --jupyter install [--user] [--prefix DIR]   install tensh as a Jupyter kernel (first option)\n"
     "  -h        show this help\n"
     "  --        stop handling options\n"
     "  -         stop handling options and execute stdin\n"
@@ -320,6 +321,61 @@ static int run_nproc(int argc, char **argv) {
   return EXIT_FAILURE;
 }
 
+/* ---- tensh --jupyter ----------------------------------------------------------
+ * The Jupyter kernel is lua/tensh/jupyter.lua: `install` writes the
+ * kernelspec, `kernel IN OUT` serves the requests of its Python wrapper
+ * (ipykernel) on those file descriptors. From C it needs the prompt's ways
+ * of running code: interrupts caught, the prompt's message handler and
+ * completer. */
+
+/* call(f, ...) -> true, results... | false, message */
+static int jupyter_call(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  int n = lua_gettop(L) - 1;
+  lua_pushcfunction(L, ts_shell_msghandler);
+  lua_insert(L, 1);
+  ts_shell_catch_interrupts(L, 1);
+  int st = lua_pcall(L, n, LUA_MULTRET, 1);
+  ts_shell_catch_interrupts(L, 0);
+  lua_pushboolean(L, st == LUA_OK);
+  lua_replace(L, 1);
+  return lua_gettop(L);
+}
+
+/* as pmain, for `tensh --jupyter ...`: returns the exit status */
+static int pjupyter(lua_State *L) {
+  int argc = (int)lua_tointeger(L, 1);
+  char **argv = lua_touserdata(L, 2);
+  luaL_checkversion(L);
+  luaL_openlibs(L);
+  luaL_requiref(L, "tensh", luaopen_tensh, 0);
+  lua_pop(L, 1);
+  ts_shell_install_signals();
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "tensh.jupyter");
+  lua_call(L, 1, 1);
+  lua_getfield(L, -1, "main");
+  lua_createtable(L, argc, 0); /* the arguments after --jupyter */
+  for (int i = 2; i < argc; i++) {
+    lua_pushstring(L, argv[i]);
+    lua_rawseti(L, -2, i - 1);
+  }
+  lua_newtable(L);
+  lua_pushcfunction(L, jupyter_call);
+  lua_setfield(L, -2, "call");
+  lua_pushcfunction(L, ts_shell_completions);
+  lua_setfield(L, -2, "completions");
+  static char self[4096];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len > 0) {
+    self[len] = 0;
+    lua_pushstring(L, self);
+    lua_setfield(L, -2, "exe");
+  }
+  lua_call(L, 2, 1);
+  return 1;
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--nproc") == 0) return run_nproc(argc, argv);
   fix_blas_core(argv);
@@ -336,7 +392,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "tensh: cannot create Lua state: not enough memory\n");
     return EXIT_FAILURE;
   }
-  lua_pushcfunction(L, pmain);
+  lua_pushcfunction(L, argc > 1 && strcmp(argv[1], "--jupyter") == 0 ? pjupyter : pmain);
   lua_pushinteger(L, argc);
   lua_pushlightuserdata(L, argv);
   int st = lua_pcall(L, 2, 1, 0);

@@ -265,7 +265,7 @@ static void print_results(lua_State *L, int base) {
   }
 }
 
-/* help, dir, exit and quit as globals, from tensh.shell (unless the user's
+/* help, dir, exit, quit, plot and imshow as globals, from tensh.shell (unless the user's
  * own globals of those names exist, e.g. set by -e) */
 static void load_shell_module(lua_State *L) {
   lua_getglobal(L, "require");
@@ -275,7 +275,7 @@ static void load_shell_module(lua_State *L) {
     lua_pop(L, 1);
     return;
   }
-  static const char *const names[] = {"help", "dir", "exit", "quit", NULL};
+  static const char *const names[] = {"help", "dir", "exit", "quit", "plot", "imshow", NULL};
   for (int i = 0; names[i]; i++) {
     if (lua_getglobal(L, names[i]) == LUA_TNIL) {
       lua_getfield(L, -2, names[i]);
@@ -310,8 +310,9 @@ size_t ts_shell_location_prefix(const char *msg) {
 
 /* The message handler at the prompt: the message located at the user's
  * innermost line (not at the library file that raised), then the user's
- * frames only, and only when there is more than the line typed. */
-static int repl_msghandler(lua_State *L) {
+ * frames only, and only when there is more than the line typed. The
+ * Jupyter kernel (lua/tensh/jupyter.lua) uses it too. */
+int ts_shell_msghandler(lua_State *L) {
   const char *msg = lua_tostring(L, 1);
   if (msg == NULL) {
     if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
@@ -348,7 +349,7 @@ static int repl_msghandler(lua_State *L) {
 /* Runs the compiled line on the stack, as ts_shell_docall but with the handler above. */
 static int repl_call(lua_State *L) {
   int base = lua_gettop(L);
-  lua_pushcfunction(L, repl_msghandler);
+  lua_pushcfunction(L, ts_shell_msghandler);
   lua_insert(L, base);
   ts_shell_catch_interrupts(L, 1);
   int st = lua_pcall(L, 0, LUA_MULTRET, base);

@@ -19,5 +19,10 @@ int ts_shell_user_frame(const lua_Debug *ar);
 size_t ts_shell_location_prefix(const char *msg);
 /* Tab completion (complete.c) of the names in L's globals. */
 void ts_shell_complete_init(lua_State *L);
+/* lua_CFunctions the Jupyter kernel shares with the prompt: the message
+ * handler (the user's line and frames) and completion (word -> {name =
+ * is_function}, the names that complete the last part of word). */
+int ts_shell_msghandler(lua_State *L);
+int ts_shell_completions(lua_State *L);
 
 #endif

@@ -91,6 +91,28 @@ function T.map(v, f)
   return t
 end
 
+-- A file's bytes, and writing them.
+function T.read_file(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("a")
+  f:close()
+  return s
+end
+function T.write_file(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
+-- The first python3 (on PATH, or the system's) that imports every module
+-- in the comma-separated list, or nil: tests against Python's libraries
+-- skip, saying which, where they are missing.
+function T.python_with(modules)
+  for _, py in ipairs({"python3", "/usr/bin/python3"}) do
+    if os.execute(py .. " -c 'import " .. modules .. "' >/dev/null 2>&1") == true then return py end
+  end
+end
+
 -- TENSH_TEST_DEVICE=cuda (tests/run.sh's second pass on a GPU machine):
 -- creation functions default to that device, so the whole suite runs there;
 -- values are read back through tolist/item, which copy to the host.

@@ -99,6 +99,10 @@ local function events(path)
         local v = pb(vb)
         local val = {tag = one(v, 1)}
         if v[2] then val.simple_value = f32(one(v, 2)) end
+        if v[4] then
+          local im = pb(one(v, 4))
+          val.image = {height = one(im, 1), width = one(im, 2), colorspace = one(im, 3), png = one(im, 4)}
+        end
         if v[5] then
           local h = pb(one(v, 5))
           val.histo = {min = f64(one(h, 1)), max = f64(one(h, 2)), num = f64(one(h, 3)), sum = f64(one(h, 4)),
@@ -471,6 +475,147 @@ test("errors: unwritable log_dir, wrong types, bad bins, bad values", function()
   eq(ev[2].values[1].tag, "ok", "tag")
 end)
 
+-- PyTorch's summary.image bytes of a (H, W, C) list of values: uint8 as
+-- they are, anything else as x * 255 in float32 (exact in a double, then
+-- rounded to float32 as numpy does), clipped to [0, 255] and truncated
+local function tb_bytes(v, is_uint8)
+  if is_uint8 then return v end
+  return math.floor(math.max(0, math.min(255, (f32round(v * 255)))))
+end
+
+-- The images of an event file: {tag, step, height, width, colorspace, pixels (C, H, W uint8)}
+local function images(path)
+  local out = {}
+  for _, e in ipairs(events(path)) do
+    for _, v in ipairs(e.values) do
+      if v.image then
+        local img = v.image
+        out[#out + 1] = {tag = v.tag, step = e.step, height = img.height, width = img.width,
+                         colorspace = img.colorspace, png = img.png, pixels = data.decode_png(img.png)}
+      end
+    end
+  end
+  return out
+end
+
+-- (H, W, C) nested lists from a tensor laid out as fmt ("CHW", "HWC", "HW")
+local function hwc_list(t, fmt)
+  local l = t:cpu():tolist()
+  local H, W = t:size(fmt:find("H") - 1), t:size(fmt:find("W") - 1)
+  local C = fmt:find("C") and t:size(fmt:find("C") - 1) or 1
+  local out = {}
+  for y = 1, H do
+    out[y] = {}
+    for x = 1, W do
+      out[y][x] = {}
+      for c = 1, C do
+        local v
+        if fmt == "CHW" then v = l[c][y][x] elseif fmt == "HWC" then v = l[y][x][c] else v = l[y][x] end
+        out[y][x][c] = v
+      end
+      if C == 1 then out[y][x] = {out[y][x][1], out[y][x][1], out[y][x][1]} end
+    end
+  end
+  return out
+end
+
+local function check_pixels(img, hwc, is_uint8, what)
+  local H, W, C = #hwc, #hwc[1], #hwc[1][1]
+  eq(img.height, H, what .. " height")
+  eq(img.width, W, what .. " width")
+  eq(img.colorspace, C, what .. " colorspace")
+  eq(T.fmt(img.pixels.shape:totable()), T.fmt({C, H, W}), what .. " PNG shape")
+  local p = img.pixels:tolist()
+  for y = 1, H do
+    for x = 1, W do
+      for c = 1, C do
+        local want = tb_bytes(hwc[y][x][c], is_uint8)
+        if p[c][y][x] ~= want then
+          error(("%s: pixel (%d, %d) channel %d: expected %d, got %d"):format(what, y - 1, x - 1, c - 1, want, p[c][y][x]))
+        end
+      end
+    end
+  end
+end
+
+test("add_image: a PNG of the image as PyTorch's summary.image makes it", function()
+  local dir = fresh_dir()
+  local w = tb.SummaryWriter(dir)
+  local chw = torch.rand(3, 5, 7) * 1.4 - 0.2          -- floats, some outside [0, 1]
+  local u8 = torch.randint(0, 256, {6, 4, 3}):to(torch.uint8)
+  local gray = torch.rand(1, 3, 4)
+  local hw = torch.rand(2, 9)
+  local rgba = torch.rand(4, 3, 3)
+  w:add_image("chw", chw, 1)
+  w:add_image("hwc", u8, 2, {dataformats = "HWC"})
+  w:add_image("gray", gray, 3)
+  w:add_image("hw", hw, 4, {dataformats = "HW", walltime = 77.5})
+  w:add_image("rgba", rgba, 5, 88.25)                   -- walltime as a number
+  w:add_image("t", chw:transpose(1, 2), 6, {dataformats = "CWH"}) -- any order of the letters
+  w:close()
+  local imgs = images(dir .. "/" .. ls(dir)[1])
+  eq(#imgs, 6, "image events")
+  check_pixels(imgs[1], hwc_list(chw, "CHW"), false, "chw")
+  eq(imgs[1].tag, "chw", "tag")
+  eq(imgs[1].step, 1, "step")
+  check_pixels(imgs[2], hwc_list(u8, "HWC"), true, "uint8 HWC")
+  check_pixels(imgs[3], hwc_list(gray, "CHW"), false, "one channel as three")
+  check_pixels(imgs[4], hwc_list(hw, "HW"), false, "HW")
+  check_pixels(imgs[5], hwc_list(rgba, "CHW"), false, "RGBA")
+  check_pixels(imgs[6], hwc_list(chw, "CHW"), false, "CWH")
+  local ev = events(dir .. "/" .. ls(dir)[1])
+  eq(ev[5].wall_time, 77.5, "walltime option")
+  eq(ev[6].wall_time, 88.25, "walltime argument")
+end)
+
+test("add_images: a batch as tensorboard's grid (8 a row, no padding)", function()
+  local dir = fresh_dir()
+  local w = tb.SummaryWriter(dir)
+  local batch = torch.rand(10, 1, 2, 3)
+  w:add_images("batch", batch, 7)
+  local nhwc = torch.rand(3, 2, 2, 3)
+  w:add_images("nhwc", nhwc, 8, {dataformats = "NHWC"})
+  w:close()
+  local imgs = images(dir .. "/" .. ls(dir)[1])
+  -- 10 images: two rows of 8 cells (2 x 3 each), the last 6 cells black
+  local b = batch:cpu():tolist()
+  local grid = {}
+  for y = 1, 4 do
+    grid[y] = {}
+    for x = 1, 24 do
+      local k = ((y - 1) // 2) * 8 + (x - 1) // 3 -- 0-based image index
+      local v = k < 10 and b[k + 1][1][(y - 1) % 2 + 1][(x - 1) % 3 + 1] or 0
+      grid[y][x] = {v, v, v}
+    end
+  end
+  check_pixels(imgs[1], grid, false, "NCHW grid")
+  local n = nhwc:cpu():tolist()
+  local g2 = {}
+  for y = 1, 2 do
+    g2[y] = {}
+    for x = 1, 6 do g2[y][x] = n[(x - 1) // 2 + 1][y][(x - 1) % 2 + 1] end
+  end
+  check_pixels(imgs[2], g2, false, "NHWC grid")
+end)
+
+test("add_image: errors", function()
+  local dir = fresh_dir()
+  local w = tb.SummaryWriter(dir)
+  raises(function() w:add_image("x", "img", 1) end, "add_image: img_tensor must be a tensor, got string")
+  raises(function() w:add_image("x", torch.rand(3, 4), 1) end, "add_image: dataformats 'CHW' needs a 3-D tensor, got shape (3, 4)")
+  raises(function() w:add_image("x", torch.rand(2, 4, 4), 1) end, "add_image: an image has 1, 3 or 4 channels, got 2")
+  raises(function() w:add_image("x", torch.rand(3, 4, 4), 1, {dataformats = "CHX"}) end, "add_image: dataformats must name each of")
+  raises(function() w:add_image("x", torch.rand(3, 4, 4), 1, {dataformats = "CCW"}) end, "add_image: dataformats must name each of")
+  raises(function() w:add_image("x", torch.rand(3, 0, 4), 1) end, "add_image: the image is empty")
+  raises(function() w:add_image("x", torch.rand(3, 4, 4), 1, {dataformat = "CHW"}) end, "add_image: unknown option 'dataformat'")
+  raises(function() w:add_images("x", torch.rand(3, 4, 4), 1) end, "add_images: dataformats 'NCHW' needs a 4-D tensor")
+  raises(function() w:add_image(5, torch.rand(3, 4, 4), 1) end, "add_image: tag must be a string, got number")
+  raises(function() w:add_image("x", torch.rand(3, 4, 4), 1.5) end, "add_image: global_step must be an integer, got 1.5")
+  w:close()
+  raises(function() w:add_image("x", torch.rand(3, 4, 4), 1) end, "add_image: the SummaryWriter is closed")
+  eq(#events(dir .. "/" .. ls(dir)[1]), 1, "nothing but the header was written")
+end)
+
 test("torch._isatty", function()
   eq(type(torch._isatty(1)), "boolean", "isatty(1)")
   eq(torch._isatty(1), os.execute("test -t 1") == true, "isatty(1) agrees with the shell's test -t 1")
@@ -480,10 +625,14 @@ end)
 
 -- Independent readers in Python, where the machine has them.
 -- The first python3 (on PATH, or the system's) that imports mod, or nil.
-local function python_with(mod)
-  for _, py in ipairs({"python3", "/usr/bin/python3"}) do
-    if os.execute(py .. " -c 'import " .. mod .. "' >/dev/null 2>&1") == true then return py end
-  end
+local python_with = T.python_with
+
+-- What a Python script prints, run with one argument.
+local function python_output(py, script, argument)
+  local p = io.popen(py .. " -c '" .. script:gsub("'", "'\\''") .. "' '" .. argument .. "' 2>&1")
+  local out = p:read("a")
+  p:close()
+  return out
 end
 
 test("TensorBoard's EventAccumulator reads the files", function()
@@ -495,12 +644,17 @@ test("TensorBoard's EventAccumulator reads the files", function()
   w:add_scalar("loss", 0.25, 2)
   w:add_histogram("w", {1, 2, 3, 4, 5}, 3)
   w:add_text("note", "hi", 4)
+  w:add_image("img", torch.rand(3, 5, 7), 3)
+  w:add_images("batch", torch.rand(9, 3, 2, 2), 4)
   w:close()
   local script = [[
 import sys
 from tensorboard.backend.event_processing import event_accumulator as ea
-acc = ea.EventAccumulator(sys.argv[1], size_guidance={ea.TENSORS: 0})
+acc = ea.EventAccumulator(sys.argv[1], size_guidance={ea.TENSORS: 0, ea.IMAGES: 0})
 acc.Reload()
+for tag in ("img", "batch"):
+    e = acc.Images(tag)[0]
+    print("image", tag, e.step, e.height, e.width, e.encoded_image_string[:8] == b"\x89PNG\r\n\x1a\n")
 s = acc.Scalars("loss")
 print("scalars", [(e.step, e.value) for e in s])
 h = acc.Histograms("w")[0]
@@ -508,12 +662,38 @@ print("histo", h.step, h.histogram_value.num, h.histogram_value.sum)
 t = acc.Tensors("note/text_summary")[0]
 print("text", t.step, t.tensor_proto.string_val[0].decode())
 ]]
-  local p = io.popen(py .. " -c '" .. script:gsub("'", "'\\''") .. "' '" .. dir .. "' 2>&1")
-  local out = p:read("a")
-  p:close()
+  local out = python_output(py, script, dir)
   T.ok(out:find("scalars [(1, 0.5), (2, 0.25)]", 1, true), "scalars: " .. out)
   T.ok(out:find("histo 3 5.0 15.0", 1, true), "histogram: " .. out)
   T.ok(out:find("text 4 hi", 1, true), "text: " .. out)
+  T.ok(out:find("image img 3 5 7 True", 1, true), "image: " .. out)
+  T.ok(out:find("image batch 4 4 16 True", 1, true), "images (a 2 x 8 grid of 2 x 2): " .. out)
+end)
+
+test("PIL decodes the images' PNGs", function()
+  local py = python_with("PIL.Image")
+  if not py then T.skip("python3 with PIL is not installed") end
+  local dir = fresh_dir()
+  local w = tb.SummaryWriter(dir)
+  local img = torch.rand(4, 3, 5)
+  w:add_image("rgba", img, 1)
+  w:close()
+  local got = images(dir .. "/" .. ls(dir)[1])[1]
+  local png = dir .. "/x.png"
+  T.write_file(png, got.png)
+  local out = python_output(py, [[import sys; from PIL import Image; im = Image.open(sys.argv[1]); print(im.mode, im.size, " ".join(str(v) for px in im.getdata() for v in px))]], png)
+  local mode, values = out:match("^(%S+) %(5, 3%) (.*)\n$")
+  eq(mode, "RGBA", "PIL's mode: " .. out)
+  local expected = {}
+  for _, px in ipairs(hwc_list(img, "CHW")) do
+    for _, c in ipairs(px) do for _, v in ipairs(c) do expected[#expected + 1] = tb_bytes(v, false) end end
+  end
+  local k = 0
+  for v in values:gmatch("%d+") do
+    k = k + 1
+    eq(tonumber(v), expected[k], "PIL's value " .. k)
+  end
+  eq(k, 60, "values")
 end)
 
 test("python's protobuf library decodes the Events", function()
@@ -565,9 +745,7 @@ while pos < len(data):
         elif v.HasField("tensor"): print("text", e.step, v.tag, v.metadata.plugin_data.plugin_name, v.tensor.dtype, [d.size for d in v.tensor.tensor_shape.dim], v.tensor.string_val[0].decode())
         else: print("scalar", e.step, v.tag, v.simple_value)
 ]]
-  local p = io.popen(py .. " -c '" .. script:gsub("'", "'\\''") .. "' '" .. path .. "' 2>&1")
-  local out = p:read("a")
-  p:close()
+  local out = python_output(py, script, path)
   T.ok(out:find("version brain.Event:2", 1, true), "header: " .. out)
   T.ok(out:find("scalar 12 loss 0.5", 1, true), "scalar: " .. out)
   T.ok(out:find("histo 13 w 5.0 [1.0, 3.0, 5.0] [0.0, 2.0, 3.0]", 1, true), "histogram: " .. out)
