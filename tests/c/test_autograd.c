@@ -4,6 +4,7 @@
  * values of the formulas are checked in tests/lua/test_autograd.lua. */
 #include "test.h"
 #include "autograd.h"
+#include "op_loss.h"
 
 #include <string.h>
 
@@ -177,6 +178,16 @@ static ts_status p_sdpa(ts_tensor *x, ts_tensor **y) {
   return st;
 }
 
+/* cross_entropy over x (2, 3, 4, 4) as (N 2, C 3, 4 x 4), every target class 1 */
+static ts_status p_nll(ts_tensor *x, ts_tensor **y) {
+  ts_tensor *t = NULL;
+  int64_t ts3[3] = {2, 4, 4};
+  ts_status st = ts_full(3, ts3, 1, TS_INT64, TS_DEVICE_CPU, &t);
+  if (!st) st = ts_nll_loss(x, t, NULL, -100, TS_REDUCTION_MEAN, 0.1, true, y);
+  ts_tensor_release(t);
+  return st;
+}
+
 void test_autograd_registry_all(void) {
   static const struct { const char *op; diff_probe probe; } diff[] = {
       {"copy", p_copy}, {"sum", p_sum}, {"prod", p_prod}, {"max", p_max}, {"min", p_min}, {"var", p_var},
@@ -186,7 +197,8 @@ void test_autograd_registry_all(void) {
       {"im2col", p_conv_dense}, {"col2im", p_conv_dense}, {"conv2d_forward", p_conv_dense}, {"conv2d_depthwise", p_conv},
       {"max_pool2d", p_maxpool}, {"avg_pool2d", p_avgpool}, {"adaptive_avg_pool2d", p_adaptive},
       {"batch_norm_stats", p_bn}, {"batch_norm_elemt", p_bn}, {"lstm_cell", p_lstm}, {"gru_cell", p_gru},
-      {"rnn_cell", p_rnn}, {"sdpa_forward", p_sdpa}, {"layer_norm", p_ln}};
+      {"rnn_cell", p_rnn}, {"sdpa_forward", p_sdpa}, {"layer_norm", p_ln},
+      {"nll_loss", p_nll}};
   /* not differentiable: creation and random fills, integer/bool results, data-dependent
    * index ops, kernels that only compute other ops' gradients, the optimizer step */
   static const char *const none[] = {
@@ -195,7 +207,7 @@ void test_autograd_registry_all(void) {
       "batch_norm_backward_reduce", "batch_norm_backward_elemt", "max_pool2d_backward", "adam_step", "sgd_step",
       "rmsprop_step", "conv2d_backward_input", "conv2d_backward_weight", "amp_non_finite_check_and_unscale",
       "lstm_cell_backward", "gru_cell_backward", "rnn_cell_backward", "sdpa_backward", "layer_norm_backward",
-      "threshold_backward"};
+      "threshold_backward", "nll_loss_backward"};
   for (int op = 0; op < TS_OP_COUNT; op++) {
     ts_op_kind k = ts_ops[op].kind;
     if (k == TS_KIND_UNARY || k == TS_KIND_UNARY_FLOAT || k == TS_KIND_UNARY_BOOL || k == TS_KIND_BINARY ||

@@ -275,6 +275,30 @@ case({name = "layer_norm", ops = {"layer_norm", "layer_norm_backward"}, dtypes =
         return {y * pattern, mean, rstd}
       end, shapes = {{4, 3, 5}, {6, 1}, {0, 4}, {40, 300}}, layouts = {"contig", "strided"}})
 
+-- the fused classification losses: x (N, C[, S]) logits, class targets from x's shape (every
+-- fifth ignored), a weight, label smoothing, each reduction, nll_loss on log-probabilities; the
+-- first result mixes them so that x's gradient goes through every path. (2100, 600) is past one
+-- block's share: the reduction takes two launches there.
+local function class_targets(x)
+  local C, shape = x:size(1), x.shape:totable()
+  table.remove(shape, 2)
+  local M = x:numel() // C
+  local i = torch.arange(M, {device = x.device})
+  return ((i * 7) % C):masked_fill((i % 5):eq(3), -100):view(shape)
+end
+case({name = "classification losses", ops = {"nll_loss", "nll_loss_backward"}, dtypes = {"float32", "float64"},
+      grad = true, tol = {float32 = 1e-4},
+      fn = function(x)
+        local t, C = class_targets(x), x:size(1)
+        local w = (torch.arange(C, {device = x.device}):to(x.dtype) * 0.37):sin() + 1.5
+        local mean = F.cross_entropy(x, t, {weight = w, label_smoothing = 0.1})
+        local sum = F.cross_entropy(x, t, {reduction = "sum"})
+        local none = F.cross_entropy(x, t, {reduction = "none", label_smoothing = 0.2})
+        local nll = F.nll_loss(x:log_softmax(1), t, {weight = w})
+        local pattern = (torch.arange(none:numel(), {device = x.device}):to(x.dtype):view(none.shape) * 0.61):sin()
+        return {mean + 0.3 * sum + (none * pattern):sum() + 0.7 * nll, mean, sum, none, nll}
+      end, shapes = {{6, 5}, {3, 4, 5}, {0, 4}, {2100, 600}}, layouts = {"contig", "strided"}})
+
 -- the recurrent cells through the recurrence op: x (L 4, N 3, 12) is the input projection
 case({name = "recurrent layers", ops = {"lstm_cell", "lstm_cell_backward", "gru_cell", "gru_cell_backward",
                                        "rnn_cell", "rnn_cell_backward"}, dtypes = {"float32", "float64"}, grad = true,
