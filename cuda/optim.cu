@@ -3,21 +3,22 @@
 //
 // One launch updates every parameter of the group (a multi-tensor apply):
 // the host builds a table of the group's tensors (up to five pointers per
-// parameter, its size, dtype, the first block of each), copies it to the
-// device with one async copy, and each thread block finds its parameter by
-// binary search and updates one chunk of it. Parameters may mix float32 and
+// parameter, its size, dtype, the first block of each) and passes it as the
+// kernel's argument, as PyTorch's multi_tensor_apply does (no copy, nothing
+// for the host to wait on); each thread block finds its parameter by binary
+// search and updates one chunk of it. A table holds MT_TABLE parameters:
+// larger groups take a launch per MT_TABLE parameters. Parameters may mix float32 and
 // float64 (each parameter's tensors share one dtype); the branch is uniform
 // per block. The arithmetic is the CPU's, in double, element by element: one
 // functor per optimizer maps a parameter's five slots in place.
 #include <math.h>
 #include <string.h>
 
-#include <vector>
-
 #include "common.cuh"
 
 #define MT_CHUNK 16384 // elements per block: 256 threads x 4 wide x 16 steps
 #define MT_SLOTS 5     // tensors per parameter at most; slot 1 is the grad (read only)
+#define MT_TABLE 48    // parameters per launch: 48 entries of 72 bytes fit CUDA's 4 KiB of kernel arguments
 
 // One parameter: its tensors, all contiguous, of n elements; an unused slot is NULL.
 struct mt_entry {
@@ -78,16 +79,21 @@ template <typename T, class Op> __device__ void mt_chunk(const Op &op, const mt_
   }
 }
 
-template <class Op>
-__global__ void mt_kernel(const mt_entry *__restrict__ ents, int nent, int64_t total_blocks, Op op) {
+// A launch's parameters, passed by value.
+struct mt_table {
+  mt_entry e[MT_TABLE];
+  int n;
+};
+
+template <class Op> __global__ void mt_kernel(const mt_table tab, int64_t total_blocks, Op op) {
   for (int64_t vb = blockIdx.x; vb < total_blocks; vb += gridDim.x) {
-    int lo = 0, hi = nent - 1; // the last entry whose first_block <= vb
+    int lo = 0, hi = tab.n - 1; // the last entry whose first_block <= vb
     while (lo < hi) {
       const int mid = (lo + hi + 1) / 2;
-      if (ents[mid].first_block <= vb) lo = mid;
+      if (tab.e[mid].first_block <= vb) lo = mid;
       else hi = mid - 1;
     }
-    const mt_entry e = ents[lo];
+    const mt_entry e = tab.e[lo];
     const int64_t start = (vb - e.first_block) * MT_CHUNK, end = min(start + (int64_t)MT_CHUNK, e.n);
     if (e.f64) mt_chunk<double>(op, e, start, end);
     else mt_chunk<float>(op, e, start, end);
@@ -96,20 +102,32 @@ __global__ void mt_kernel(const mt_entry *__restrict__ ents, int nent, int64_t t
 
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
-// The table for c's parameters (c->i[1] tensors each, placed in slots by
-// slot_of[0..per)), then one launch of op. flag_below: parameters with an
-// index below it get flag 1. Empty parameters are left out, so every entry
-// owns >= 1 block.
+template <class Op> static ts_status mt_launch(const mt_table &tab, int64_t blocks, const Op &op, const char *what) {
+  const unsigned grid = (unsigned)(blocks < INT32_MAX ? blocks : INT32_MAX);
+  mt_kernel<Op><<<grid, TSC_THREADS, 0, tsc_stream()>>>(tab, blocks, op);
+  return tsc_after_launch(what);
+}
+
+// The tables for c's parameters (c->i[1] tensors each, placed in slots by
+// slot_of[0..per)), a launch of op per full table. flag_below: parameters
+// with an index below it get flag 1. Empty parameters are left out, so every
+// entry owns >= 1 block.
 template <class Op>
 static ts_status mt_apply(const ts_call *c, const char *what, const int *slot_of, int64_t flag_below, const Op &op) {
   const int per = (int)c->i[1];
-  std::vector<mt_entry> ents;
+  mt_table tab;
+  memset(&tab, 0, sizeof tab);
   int64_t blocks = 0;
   for (int k = 0; k + per <= c->nin; k += per) {
     ts_tensor *const *t = c->in + k;
     const int64_t n = ts_numel(t[0]);
     if (n == 0) continue;
-    mt_entry e;
+    if (tab.n == MT_TABLE) { // full: launch it, start the next
+      ts_status st = mt_launch(tab, blocks, op, what);
+      if (st) return st;
+      tab.n = 0, blocks = 0;
+    }
+    mt_entry &e = tab.e[tab.n++];
     memset(&e, 0, sizeof e);
     e.vec = 1;
     for (int j = 0; j < per; j++) {
@@ -118,28 +136,8 @@ static ts_status mt_apply(const ts_call *c, const char *what, const int *slot_of
     }
     e.n = n, e.first_block = blocks, e.f64 = t[0]->dtype == TS_FLOAT64, e.flag = k / per < flag_below;
     blocks += (n + MT_CHUNK - 1) / MT_CHUNK;
-    try {
-      ents.push_back(e);
-    } catch (...) { // no exception crosses the C boundary
-      return ts_fail(TS_ERR_OOM, "%s: out of memory for the parameter table", what);
-    }
   }
-  if (ents.empty()) return TS_OK;
-  ts_status st;
-  const size_t bytes = ents.size() * sizeof(mt_entry);
-  mt_entry *dev = (mt_entry *)tsc_temp_alloc(bytes, &st);
-  if (st) return st;
-  // pageable source: the copy stages it before returning, so the vector may go
-  cudaError_t e = cudaMemcpyAsync(dev, ents.data(), bytes, cudaMemcpyHostToDevice, tsc_stream());
-  if (e != cudaSuccess) {
-    tsc_temp_free(dev);
-    return tsc_cuda_error(e, what);
-  }
-  const unsigned grid = (unsigned)(blocks < INT32_MAX ? blocks : INT32_MAX);
-  mt_kernel<Op><<<grid, TSC_THREADS, 0, tsc_stream()>>>(dev, (int)ents.size(), blocks, op);
-  st = tsc_after_launch(what);
-  tsc_temp_free(dev); // stream-ordered: the kernel has read it before a reuse
-  return st;
+  return tab.n ? mt_launch(tab, blocks, op, what) : TS_OK;
 }
 
 // ---- Adam / AdamW: slots param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq -------

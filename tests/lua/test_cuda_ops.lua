@@ -342,6 +342,35 @@ for _, o in ipairs({{"adam_step", function(ps) return optim.Adam(ps, {lr = 0.01,
         shapes = {{7, 3}}, layouts = {"contig"}})
 end
 
+-- a group past one launch's table (48 parameters): 61 parameters, one of them empty, of
+-- several sizes, float32 and float64 mixed
+local function many_params_case(make)
+  return function(p, g)
+    local qs, gs = {}, {}
+    for i = 0, 60 do
+      local n = i == 17 and 0 or i % 7 + 1
+      local q = p[i]:narrow(0, 0, n):clone()
+      if i % 3 == 0 then q = q:double() end
+      qs[#qs + 1] = q:requires_grad_(true)
+      gs[#gs + 1] = g[i]:narrow(0, 0, n):clone():to(q.dtype)
+    end
+    local opt = make(qs)
+    for _ = 1, 2 do
+      opt:zero_grad()
+      for i, q in ipairs(qs) do q.grad = gs[i] end
+      opt:step()
+    end
+    local out = {}
+    for i, q in ipairs(qs) do out[i] = q:detach() end
+    return out
+  end
+end
+for _, o in ipairs({{"adam_step", function(ps) return optim.AdamW(ps, {lr = 0.01}) end},
+                    {"sgd_step", function(ps) return optim.SGD(ps, {lr = 0.1, momentum = 0.9}) end}}) do
+  case({name = o[1] .. " over 61 parameters", ops = {o[1]}, nin = 2, dtypes = {"float32"}, fn = many_params_case(o[2]),
+        tol = {float32 = 1e-5}, shapes = {{61, 7}}, layouts = {"contig"}})
+end
+
 -- large: past 2^20 elements (several blocks of every grid-stride loop, 64-bit-safe sizes)
 case({name = "large", ops = {"add", "sum", "cumsum", "softmax", "sort"}, dtypes = {"float32"}, tol = {float32 = 1e-3},
       fn = function(x) return {x + 1, x:sum(), x:view(1025, 1024):cumsum(1), x:view(1025, 1024):softmax(1), x[{{0, 5000}}]:sort()} end,
