@@ -122,6 +122,23 @@ test("a class index out of range raises at the next synchronisation, naming the 
   eq(x:sum():item() == x:sum():item(), true, "still usable")
 end)
 
+test("clip_grad_norm_ returns the total norm without a synchronisation, in three launches", function()
+  need_cuda()
+  local ps = {}
+  for i = 1, 5 do
+    local p = torch.randn(i * 100, {device = "cuda", requires_grad = true})
+    p.grad = torch.randn(i * 100, {device = "cuda"})
+    ps[i] = p
+  end
+  cuda.synchronize()
+  local l0, s0 = cuda.launch_count(), cuda.sync_count()
+  local total = nn.utils.clip_grad_norm_(ps, 0.1)
+  eq(cuda.sync_count() - s0, 0, "no synchronisation")
+  eq(cuda.launch_count() - l0, 3, "the norms, the total, the scale")
+  eq(total.device.type, "cuda", "the total stays on the device")
+  ok(math.abs(torch.stack({ps[1].grad:norm(), ps[5].grad:norm()}):norm():item()) <= 0.1 + 1e-5, "clipped")
+end)
+
 test("the counters: launches, synchronisations, copies and fills", function()
   need_cuda()
   local a = torch.randn(64, {device = "cuda"})

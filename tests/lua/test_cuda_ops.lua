@@ -371,6 +371,27 @@ for _, o in ipairs({{"adam_step", function(ps) return optim.AdamW(ps, {lr = 0.01
         tol = {float32 = 1e-5}, shapes = {{61, 7}}, layouts = {"contig"}})
 end
 
+-- clip_grad_norm_'s fused kernels: 61 gradients (past one table; one empty, one past a chunk),
+-- the 2-norm and the max, clipped (max_norm below the total) and not
+case({name = "clip_grad_norm", ops = {"clip_grad_norm"}, nin = 1, dtypes = {"float32", "float64"}, tol = {float32 = 1e-5},
+      fn = function(x)
+        local out = {}
+        for _, p in ipairs({2, math.huge}) do
+          for _, max_norm in ipairs({0.5, 1e6}) do
+            local ps = {}
+            for i = 0, 60 do
+              local n = i == 17 and 0 or i == 40 and 20000 or i % 9 + 1
+              local q = x:narrow(0, i, 1):expand(n + 1, x:size(1)):reshape(-1):narrow(0, 0, n):clone()
+              ps[#ps + 1] = q:requires_grad_(true)
+              q.grad = (q:detach() * (i + 1)):sin()
+            end
+            out[#out + 1] = nn.utils.clip_grad_norm_(ps, max_norm, {norm_type = p})
+            for _, q in ipairs(ps) do out[#out + 1] = q.grad end
+          end
+        end
+        return out
+      end, shapes = {{61, 61}}, layouts = {"contig"}})
+
 -- large: past 2^20 elements (several blocks of every grid-stride loop, 64-bit-safe sizes)
 case({name = "large", ops = {"add", "sum", "cumsum", "softmax", "sort"}, dtypes = {"float32"}, tol = {float32 = 1e-3},
       fn = function(x) return {x + 1, x:sum(), x:view(1025, 1024):cumsum(1), x:view(1025, 1024):softmax(1), x[{{0, 5000}}]:sort()} end,
