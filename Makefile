@@ -100,13 +100,19 @@ CUDA := 0
 endif
 endif
 
+# The runtime calls cuda/activity.cu counts (launches, copies, host
+# synchronisations for the profiler and the sync debug mode), wrapped at link time
+CUDA_WRAP := $(foreach f,cudaLaunchKernel __cudaLaunchKernel cudaStreamSynchronize cudaDeviceSynchronize \
+               cudaEventSynchronize cudaMemcpy cudaMemcpyAsync cudaMemcpyPeerAsync cudaMemsetAsync \
+               cublasGemmStridedBatchedEx cublasLtMatmul,-Wl,--wrap=$(f))
+
 ifeq ($(CUDA),1)
 # cuDNN: headers at build time only; libcudnn is dlopen'ed at run time (conv_cudnn.cu)
 CUDNN     := $(if $(wildcard $(CUDA_HOME)/include/cudnn.h),1,0)
 NVCC_DEFS := $(if $(filter 1,$(CUDNN)),-DTSC_HAVE_CUDNN)
 CFLAGS    += -DTS_HAVE_CUDA
 CUDA_OBJ  := $(CUDA_SRC:%.cu=$(CUDA_BUILD)/%.o)
-LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++
+LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++ $(CUDA_WRAP)
 SM_LIST   := $(patsubst sm_%,%,$(patsubst compute_%,%,$(CUDA_ARCH)))
 SM_NEWEST := $(lastword $(shell printf '%s\n' $(SM_LIST) | sort -n))
 NVCC_ARCH := $(if $(findstring -gencode,$(CUDA_ARCH)),$(CUDA_ARCH),\

@@ -355,6 +355,7 @@ extern "C" void ts_cuda_backend_init(void) {
   cuda_backend.device_count = ts_cuda_device_count();
   cuda_backend.host_allocator = &ts_cuda_pinned_allocator;
   ts_cuda_kernel_table(cuda_backend.kernels);
+  tsc_activity_init();
   ts_pending_wait = wait_pending;
   ts_backends[TS_CUDA] = &cuda_backend;
 }
@@ -371,4 +372,5 @@ extern "C" void ts_cuda_kernel_table(ts_kernel *k) {
   tsc_register_amp(k);
   tsc_register_nn(k);
   tsc_register_cudnn(k);
+  tsc_register_loss(k);
 }

@@ -29,6 +29,7 @@ void tsc_register_optim(ts_kernel *k);       // optim.cu: ADAM_STEP
 void tsc_register_amp(ts_kernel *k);         // amp.cu: AMP_UNSCALE
 void tsc_register_nn(ts_kernel *k);          // nn.cu: im2col, pools, batch norm, ...
 void tsc_register_cudnn(ts_kernel *k);       // conv_cudnn.cu: CONV2D_FORWARD/BACKWARD_* (TS_KIND_LIBRARY)
+void tsc_register_loss(ts_kernel *k);        // loss.cu: NLL_LOSS, NLL_LOSS_BACKWARD
 }
 
 // ---- runtime (device.cu) ----------------------------------------------------
@@ -39,6 +40,10 @@ ts_status tsc_cuda_error(cudaError_t e, const char *what);
 // After a launch: the launch error, and with CUDA_LAUNCH_BLOCKING=1 the
 // kernel's own error (the stream is synchronised).
 ts_status tsc_after_launch(const char *what);
+// activity.cu: a status a runtime wrapper reported through the CUDA error
+// code e (sync debug mode "error", a device assert), taken once; else TS_OK.
+ts_status tsc_take_reported(cudaError_t e);
+void tsc_activity_init(void); // the simulated device's launch observer
 // Device memory for a kernel's scratch, from the caching allocator on the
 // current stream: freeing it right after the launches that use it is safe
 // (later allocations on this stream run after them). NULL and a message on

@@ -35,6 +35,7 @@ static bool launch_blocking(void) {
 
 ts_status tsc_cuda_error(cudaError_t e, const char *what) {
   cudaGetLastError(); // clear a non-sticky error so the session goes on
+  if (ts_status r = tsc_take_reported(e)) return r; // its message is set: a device assert, the sync debug mode
   return ts_fail(TS_ERR_BACKEND, "CUDA error in %s: %s (%s)%s", what, cudaGetErrorString(e), cudaGetErrorName(e),
                  launch_blocking() ? "" : "; kernels run asynchronously, so the error may come from an earlier op: "
                                           "rerun with CUDA_LAUNCH_BLOCKING=1 to find it");

@@ -3,21 +3,22 @@
 //
 // One launch updates every parameter of the group (a multi-tensor apply):
 // the host builds a table of the group's tensors (up to five pointers per
-// parameter, its size, dtype, the first block of each), copies it to the
-// device with one async copy, and each thread block finds its parameter by
-// binary search and updates one chunk of it. Parameters may mix float32 and
+// parameter, its size, dtype, the first block of each) and passes it as the
+// kernel's argument, as PyTorch's multi_tensor_apply does (no copy, nothing
+// for the host to wait on); each thread block finds its parameter by binary
+// search and updates one chunk of it. A table holds MT_TABLE parameters:
+// larger groups take a launch per MT_TABLE parameters. Parameters may mix float32 and
 // float64 (each parameter's tensors share one dtype); the branch is uniform
 // per block. The arithmetic is the CPU's, in double, element by element: one
 // functor per optimizer maps a parameter's five slots in place.
 #include <math.h>
 #include <string.h>
 
-#include <vector>
-
 #include "common.cuh"
 
 #define MT_CHUNK 16384 // elements per block: 256 threads x 4 wide x 16 steps
 #define MT_SLOTS 5     // tensors per parameter at most; slot 1 is the grad (read only)
+#define MT_TABLE 48    // parameters per launch: 48 entries of 72 bytes fit CUDA's 4 KiB of kernel arguments
 
 // One parameter: its tensors, all contiguous, of n elements; an unused slot is NULL.
 struct mt_entry {
@@ -78,17 +79,29 @@ template <typename T, class Op> __device__ void mt_chunk(const Op &op, const mt_
   }
 }
 
-template <class Op>
-__global__ void mt_kernel(const mt_entry *__restrict__ ents, int nent, int64_t total_blocks, Op op) {
+// A launch's parameters, passed by value.
+struct mt_table {
+  mt_entry e[MT_TABLE];
+  int n;
+};
+
+// The entry of table block vb and the chunk [*lo, *hi) it owns.
+__device__ __forceinline__ const mt_entry &mt_find(const mt_table &tab, int64_t vb, int64_t *lo, int64_t *hi) {
+  int a = 0, b = tab.n - 1;
+  while (a < b) {
+    const int mid = (a + b + 1) / 2;
+    if (tab.e[mid].first_block <= vb) a = mid;
+    else b = mid - 1;
+  }
+  const mt_entry &e = tab.e[a];
+  *lo = (vb - e.first_block) * MT_CHUNK, *hi = min(*lo + (int64_t)MT_CHUNK, e.n);
+  return e;
+}
+
+template <class Op> __global__ void mt_kernel(const mt_table tab, int64_t total_blocks, Op op) {
   for (int64_t vb = blockIdx.x; vb < total_blocks; vb += gridDim.x) {
-    int lo = 0, hi = nent - 1; // the last entry whose first_block <= vb
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (ents[mid].first_block <= vb) lo = mid;
-      else hi = mid - 1;
-    }
-    const mt_entry e = ents[lo];
-    const int64_t start = (vb - e.first_block) * MT_CHUNK, end = min(start + (int64_t)MT_CHUNK, e.n);
+    int64_t start, end;
+    const mt_entry e = mt_find(tab, vb, &start, &end);
     if (e.f64) mt_chunk<double>(op, e, start, end);
     else mt_chunk<float>(op, e, start, end);
   }
@@ -96,20 +109,28 @@ __global__ void mt_kernel(const mt_entry *__restrict__ ents, int nent, int64_t t
 
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
-// The table for c's parameters (c->i[1] tensors each, placed in slots by
-// slot_of[0..per)), then one launch of op. flag_below: parameters with an
-// index below it get flag 1. Empty parameters are left out, so every entry
-// owns >= 1 block.
-template <class Op>
-static ts_status mt_apply(const ts_call *c, const char *what, const int *slot_of, int64_t flag_below, const Op &op) {
+static unsigned mt_grid(int64_t blocks) { return (unsigned)(blocks < INT32_MAX ? blocks : INT32_MAX); }
+
+// The tables for c's parameters (c->i[1] tensors each, placed in slots by
+// slot_of[0..per)): launch(table, its blocks, the blocks of the tables
+// before it) for each. flag_below: parameters with an index below it get
+// flag 1. Empty parameters are left out, so every entry owns >= 1 block.
+template <class Launch>
+static ts_status mt_tables(const ts_call *c, const int *slot_of, int64_t flag_below, const Launch &launch) {
   const int per = (int)c->i[1];
-  std::vector<mt_entry> ents;
-  int64_t blocks = 0;
+  mt_table tab;
+  memset(&tab, 0, sizeof tab);
+  int64_t blocks = 0, before = 0;
   for (int k = 0; k + per <= c->nin; k += per) {
     ts_tensor *const *t = c->in + k;
     const int64_t n = ts_numel(t[0]);
     if (n == 0) continue;
-    mt_entry e;
+    if (tab.n == MT_TABLE) { // full: launch it, start the next
+      ts_status st = launch(tab, blocks, before);
+      if (st) return st;
+      tab.n = 0, before += blocks, blocks = 0;
+    }
+    mt_entry &e = tab.e[tab.n++];
     memset(&e, 0, sizeof e);
     e.vec = 1;
     for (int j = 0; j < per; j++) {
@@ -118,29 +139,19 @@ static ts_status mt_apply(const ts_call *c, const char *what, const int *slot_of
     }
     e.n = n, e.first_block = blocks, e.f64 = t[0]->dtype == TS_FLOAT64, e.flag = k / per < flag_below;
     blocks += (n + MT_CHUNK - 1) / MT_CHUNK;
-    try {
-      ents.push_back(e);
-    } catch (...) { // no exception crosses the C boundary
-      return ts_fail(TS_ERR_OOM, "%s: out of memory for the parameter table", what);
-    }
   }
-  if (ents.empty()) return TS_OK;
-  ts_status st;
-  const size_t bytes = ents.size() * sizeof(mt_entry);
-  mt_entry *dev = (mt_entry *)tsc_temp_alloc(bytes, &st);
-  if (st) return st;
-  // pageable source: the copy stages it before returning, so the vector may go
-  cudaError_t e = cudaMemcpyAsync(dev, ents.data(), bytes, cudaMemcpyHostToDevice, tsc_stream());
-  if (e != cudaSuccess) {
-    tsc_temp_free(dev);
-    return tsc_cuda_error(e, what);
-  }
-  const unsigned grid = (unsigned)(blocks < INT32_MAX ? blocks : INT32_MAX);
-  mt_kernel<Op><<<grid, TSC_THREADS, 0, tsc_stream()>>>(dev, (int)ents.size(), blocks, op);
-  st = tsc_after_launch(what);
-  tsc_temp_free(dev); // stream-ordered: the kernel has read it before a reuse
-  return st;
+  return tab.n ? launch(tab, blocks, before) : TS_OK;
 }
+
+// op over every element of c's parameters: a launch per table
+template <class Op>
+static ts_status mt_apply(const ts_call *c, const char *what, const int *slot_of, int64_t flag_below, const Op &op) {
+  return mt_tables(c, slot_of, flag_below, [&](const mt_table &tab, int64_t blocks, int64_t) {
+    mt_kernel<Op><<<mt_grid(blocks), TSC_THREADS, 0, tsc_stream()>>>(tab, blocks, op);
+    return tsc_after_launch(what);
+  });
+}
+
 
 // ---- Adam / AdamW: slots param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq -------
 
@@ -247,7 +258,92 @@ static ts_status k_rmsprop_step(const ts_call *c) {
   return mt_apply(c, "rmsprop_step", slots, 0, h);
 }
 
+// ---- clip_grad_norm_: every gradient's norm at once, then the scale -----------------
+// Launch 1, a table at a time: each block's chunk reduced to one partial (the
+// sum of squares, or the largest |g|) at its block's index over all tables.
+// Launch 2, one block: the partials in a fixed order give the total norm and
+// the coefficient, in the dtype's arithmetic as the CPU's. Launch 3, a table
+// at a time: every gradient times the coefficient, read on the device.
+
+__device__ __forceinline__ double nan_max(double a, double b) { return a != a ? a : (b != b || b > a) ? b : a; }
+__device__ __forceinline__ double norm_add(double acc, double v, bool inf) { return inf ? nan_max(acc, v) : acc + v; }
+
+// s[0] <- s[0..blockDim.x) combined in a fixed tree order
+__device__ void block_combine(double *s, bool inf) {
+  __syncthreads();
+  for (unsigned w = blockDim.x / 2; w > 0; w >>= 1) {
+    if (threadIdx.x < w) s[threadIdx.x] = norm_add(s[threadIdx.x], s[threadIdx.x + w], inf);
+    __syncthreads();
+  }
+}
+
+template <typename T> __device__ double chunk_norm(const T *g, int64_t lo, int64_t hi, bool inf) {
+  double acc = 0;
+  for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) {
+    const double a = fabs((double)g[j]);
+    acc = norm_add(acc, inf ? a : a * a, inf);
+  }
+  return acc;
+}
+
+__global__ void __launch_bounds__(TSC_THREADS)
+    clip_partials(const mt_table tab, int64_t blocks, int64_t before, bool inf, double *partial) {
+  __shared__ double s[TSC_THREADS];
+  for (int64_t vb = blockIdx.x; vb < blocks; vb += gridDim.x) {
+    int64_t lo, hi;
+    const mt_entry &e = mt_find(tab, vb, &lo, &hi);
+    s[threadIdx.x] = e.f64 ? chunk_norm((const double *)e.t[0], lo, hi, inf) : chunk_norm((const float *)e.t[0], lo, hi, inf);
+    block_combine(s, inf);
+    if (threadIdx.x == 0) partial[before + vb] = s[0];
+    __syncthreads();
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(TSC_THREADS)
+    clip_total(const double *partial, int64_t np, bool inf, double max_norm, T *total, double *coef) {
+  __shared__ double s[TSC_THREADS];
+  double acc = 0;
+  for (int64_t i = threadIdx.x; i < np; i += blockDim.x) acc = norm_add(acc, partial[i], inf);
+  s[threadIdx.x] = acc;
+  block_combine(s, inf);
+  if (threadIdx.x == 0) {
+    const T tot = (T)(inf ? s[0] : sqrt(s[0])), d = tot + (T)1e-6;
+    T c = (T)max_norm / d;
+    if (c > (T)1) c = (T)1;
+    *total = tot, *coef = (double)c;
+  }
+}
+
+struct scale_op {
+  const double *coef;
+  template <typename T> __device__ __forceinline__ void operator()(T (&x)[MT_SLOTS], int) const { x[0] = x[0] * (T)*coef; }
+};
+
+static ts_status k_clip_grad_norm(const ts_call *c) {
+  const bool inf = c->i[0] == 0;
+  int64_t np = 0; // blocks over every table
+  for (int k = 0; k < c->nin; k++) np += (ts_numel(c->in[k]) + MT_CHUNK - 1) / MT_CHUNK;
+  tsc_temp scratch;
+  ts_status st = scratch.alloc(sizeof(double) * (size_t)(np + 1));
+  if (st) return st;
+  double *coef = (double *)scratch.p, *partial = coef + 1;
+  static const int slot[] = {0};
+  st = mt_tables(c, slot, 0, [&](const mt_table &tab, int64_t blocks, int64_t before) {
+    clip_partials<<<mt_grid(blocks), TSC_THREADS, 0, tsc_stream()>>>(tab, blocks, before, inf, partial);
+    return tsc_after_launch("clip_grad_norm");
+  });
+  if (st) return st;
+  ts_tensor *out = c->out[0];
+  if (out->dtype == TS_FLOAT64)
+    clip_total<double><<<1, TSC_THREADS, 0, tsc_stream()>>>(partial, np, inf, c->f[0], tsc_ptr<double>(out), coef);
+  else clip_total<float><<<1, TSC_THREADS, 0, tsc_stream()>>>(partial, np, inf, c->f[0], tsc_ptr<float>(out), coef);
+  TSC_LAUNCH_CHECK("clip_grad_norm");
+  return mt_apply(c, "clip_grad_norm", slot, 0, scale_op{coef});
+}
+
 extern "C" void tsc_register_optim(ts_kernel *k) {
+  k[TS_OP_CLIP_GRAD_NORM] = k_clip_grad_norm;
   k[TS_OP_ADAM_STEP] = k_adam_step;
   k[TS_OP_SGD_STEP] = k_sgd_step;
   k[TS_OP_RMSPROP_STEP] = k_rmsprop_step;

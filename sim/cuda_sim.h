@@ -82,6 +82,13 @@ template <class F> struct kernel_body_of final : kernel_body {
   void run() override { f(); }
 };
 
+// Told of every kernel queued (sim/exec.cc; the CUDA backend counts launches
+// with it, as a GPU build wraps cudaLaunchKernel): the kernel as spelled at
+// its launch, its grid, block and stream.
+using launch_observer_fn = void (*)(const char *kernel, dim3 grid, dim3 block, cudaStream_t stream);
+void set_launch_observer(launch_observer_fn f);
+void notify_launch(const site &s, const launch_cfg &c);
+
 // Queues the kernel on its stream (sim/stream.cc); pointer arguments are
 // checked to be device (or page-locked host) memory.
 void enqueue_kernel(const site &s, const launch_cfg &c, kernel_body *body, const void *const *ptrs, int nptrs);
@@ -157,6 +164,7 @@ inline void __syncthreads() { ::tsim::syncthreads(); }
 inline void __syncwarp(unsigned mask = 0xffffffffu) { ::tsim::syncwarp(mask); }
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
 template <class T> inline T __shfl_sync(unsigned m, T v, int src, int w = 32) {
   return ::tsim::shfl(m, v, ::tsim::SHFL_IDX, src, w, "__shfl_sync");

@@ -356,6 +356,12 @@ static worker_pool *pool_of_workers() {
   return p;
 }
 
+static launch_observer_fn launch_observer;
+void set_launch_observer(launch_observer_fn f) { launch_observer = f; }
+void notify_launch(const site &s, const launch_cfg &c) {
+  if (launch_observer) launch_observer(s.kernel, c.grid, c.block, c.stream);
+}
+
 cudaError_t check_config(const kernel_launch &k) {
   dim3 g = k.cfg.grid, b = k.cfg.block;
   const char *bad = NULL;

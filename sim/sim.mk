@@ -16,7 +16,8 @@ SIM_SHELL_OBJ := $(SHELL_SRC:%.c=$(SIM_BUILD)/%.o)
 SIM_CXXFLAGS := -std=c++17 -O2 -g -MMD -MP -fPIC -ffp-contract=off -fno-strict-aliasing -w -pthread \
                 -include sim/cuda_sim.h -Isim/include -Isim -I$(dir $(SIM_CUDA_INC)) -Isrc -Icuda $(BLAS_INC)
 SIM_CFLAGS := $(filter-out $(LTO) -DTS_HAVE_CUDA,$(CFLAGS)) -DTS_HAVE_CUDA -DTS_SIM_DEVICE
-SIM_LIBS   := $(filter-out -lcudart_static -L$(CUDA_HOME)/lib64,$(LDLIBS)) -lboost_context -lstdc++ -ldl
+SIM_LIBS   := $(filter-out -lcudart_static -L$(CUDA_HOME)/lib64 $(CUDA_WRAP),$(LDLIBS)) -lboost_context -lstdc++ -ldl \
+              $(CUDA_WRAP)
 
 .PHONY: sim
 ifeq ($(SIM),1)

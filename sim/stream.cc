@@ -185,6 +185,7 @@ void enqueue_kernel(const site &where, const launch_cfg &c, kernel_body *body, c
   work w{work::KERNEL};
   w.k = k;
   push(s, std::move(w));
+  notify_launch(where, c);
   if (getenv("CUDA_LAUNCH_BLOCKING") && getenv("CUDA_LAUNCH_BLOCKING")[0] == '1') drain(s);
 }
 

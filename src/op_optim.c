@@ -1,6 +1,7 @@
 /* The op layer of the fused optimizer steps: checks every parameter's
  * tensors, lays them out per parameter (ops_optim.def), then one kernel call
  * for the whole group, and bumps the versions of what it wrote. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,6 +104,32 @@ ts_status ts_sgd_step(int n, ts_tensor *const *params, ts_tensor *const *grads, 
   st = run_step(fn, &c, n, per, role, in);
   free(in);
   return st;
+}
+
+ts_status ts_clip_grad_norm(int n, ts_tensor *const *grads, double max_norm, double norm_type, ts_tensor **total) {
+  const char *fn = "clip_grad_norm_";
+  if (n <= 0) return ts_fail(TS_ERR_ARG, "%s: no gradients", fn);
+  if (norm_type != 2 && norm_type != INFINITY)
+    return ts_fail(TS_ERR_ARG, "%s: the fused norm takes norm_type 2 or inf, got %g", fn, norm_type);
+  static const char *const role[] = {"grad"};
+  for (int k = 0; k < n; k++) {
+    ts_status st = check_param(fn, k, grads + k, 1, role, grads[0]);
+    if (st) return st;
+    if (grads[k]->dtype != grads[0]->dtype)
+      return ts_fail(TS_ERR_DTYPE, "%s: gradient %d is %s, gradient 0 %s (one dtype)", fn, k,
+                     ts_dtype_name(grads[k]->dtype), ts_dtype_name(grads[0]->dtype));
+  }
+  ts_status st = ts_tensor_empty(0, NULL, grads[0]->dtype, grads[0]->device, total);
+  if (st) return st;
+  ts_call c = {.op = TS_OP_CLIP_GRAD_NORM, .nin = n, .in = grads, .out = {*total}, .i = {norm_type == 2 ? 2 : 0, 1},
+               .f = {max_norm}};
+  if ((st = ts_dispatch(&c))) {
+    ts_tensor_release(*total);
+    *total = NULL;
+    return st;
+  }
+  for (int k = 0; k < n; k++) grads[k]->storage->version++;
+  return TS_OK;
 }
 
 ts_status ts_rmsprop_step(int n, ts_tensor *const *params, ts_tensor *const *grads, ts_tensor *const *square_avgs,

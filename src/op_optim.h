@@ -40,4 +40,10 @@ typedef struct ts_rmsprop_params {
 ts_status ts_rmsprop_step(int n, ts_tensor *const *params, ts_tensor *const *grads, ts_tensor *const *square_avgs,
                           ts_tensor *const *momentum_buffers, ts_tensor *const *grad_avgs, const ts_rmsprop_params *p);
 
+/* torch.nn.utils.clip_grad_norm_ over n gradients at once (CLIP_GRAD_NORM):
+ * contiguous, one dtype (float32 or float64), one device; norm_type 2 or
+ * INFINITY. *total gets the total norm (0-dim); the gradients are scaled in
+ * place. Nothing waits for a device. */
+ts_status ts_clip_grad_norm(int n, ts_tensor *const *grads, double max_norm, double norm_type, ts_tensor **total);
+
 #endif

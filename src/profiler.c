@@ -113,6 +113,7 @@ static int push(const char *name, char *owned, ts_prof_kind kind, ts_device dev)
   e->device_type = dev.type;
   e->device_index = (int8_t)dev.index;
   e->parent = open_top;
+  e->correlation = -1;
   e->cpu_mem = mark_cpu; /* the starting marks until the end turns them into differences */
   e->dev_mem = mark_dev;
   open_top = nevents;
@@ -150,4 +151,48 @@ void ts_prof_end(int idx) {
     p->child_cpu_mem += e->cpu_mem;
     p->child_dev_mem += e->dev_mem;
   }
+}
+
+bool ts_prof_device_recording(void) { return ts_prof_recording_here() && opts.device_activity; }
+
+/* A closed event [t0, t1] under the open region; -1 when not kept. */
+static int leaf(const char *name, ts_prof_kind kind, int device, int64_t t0, int64_t t1) {
+  if (nevents == TS_PROF_MAX_EVENTS) return dropped++, -1;
+  if (nevents == cap) {
+    int ncap = cap ? cap * 2 : 4096;
+    ts_prof_event *e = realloc(events, (size_t)ncap * sizeof *e);
+    if (!e) return -1;
+    events = e, cap = ncap;
+  }
+  ts_prof_event *e = &events[nevents];
+  memset(e, 0, sizeof *e);
+  e->name = name ? name : "(unnamed kernel)";
+  e->kind = kind;
+  e->device_type = device >= 0 ? TS_CUDA : TS_CPU;
+  e->device_index = (int8_t)(device >= 0 ? device : 0);
+  e->parent = open_top;
+  e->correlation = -1;
+  e->start_ns = t0;
+  e->end_ns = t1 > t0 ? t1 : t0 + 1; /* a zero end means "still open" */
+  if (open_top >= 0) events[open_top].child_ns += e->end_ns - e->start_ns;
+  return nevents++;
+}
+
+void ts_prof_device(const char *api, int device, int64_t t0, int64_t t1, const ts_prof_device_info *info) {
+  if (!ts_prof_device_recording()) return;
+  int r = leaf(api, TS_PROF_RUNTIME, device, t0, t1);
+  if (r < 0) return;
+  events[r].sync = info->sync;
+  events[r].stream = info->stream;
+  if (info->device_kind == TS_PROF_RUNTIME) return;
+  int k = leaf(info->what, info->device_kind, device, t0, t1);
+  if (k < 0) return;
+  ts_prof_event *e = &events[k];
+  memcpy(e->grid, info->grid, sizeof e->grid);
+  memcpy(e->block, info->block, sizeof e->block);
+  e->stream = info->stream;
+  e->bytes = info->bytes;
+  e->correlation = r;
+  /* the device's share runs on the device: it is not the host region's time */
+  if (open_top >= 0) events[open_top].child_ns -= e->end_ns - e->start_ns;
 }

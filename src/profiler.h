@@ -1,6 +1,8 @@
 /* The profiler's recorder (torch.profiler): timed, nested events for every
  * dispatched kernel, every autograd backward node and every user scope
- * (record_function), with input shapes and the bytes allocated. Off, the
+ * (record_function), with input shapes and the bytes allocated; with device
+ * activity on, also every device kernel launch, copy, fill and host
+ * synchronisation the backend makes (src/activity.h notes them). Off, the
  * dispatch and the backward loop each test one flag and nothing else. Events
  * are recorded on the thread that started the profiler only (Lua's); other
  * threads' ops are not seen. */
@@ -12,7 +14,19 @@
 
 #include "tensh.h"
 
-typedef enum ts_prof_kind { TS_PROF_OP, TS_PROF_BACKWARD, TS_PROF_USER } ts_prof_kind;
+/* OP, BACKWARD, USER: host regions that nest. The rest are device activity
+ * (children of the region open when they happened): RUNTIME a call into the
+ * device runtime ("cudaLaunchKernel", "cudaStreamSynchronize"...), KERNEL the
+ * kernel a launch queued, MEMCPY and MEMSET the copies and fills queued. */
+typedef enum ts_prof_kind {
+  TS_PROF_OP,
+  TS_PROF_BACKWARD,
+  TS_PROF_USER,
+  TS_PROF_RUNTIME,
+  TS_PROF_KERNEL,
+  TS_PROF_MEMCPY,
+  TS_PROF_MEMSET
+} ts_prof_kind;
 
 typedef struct ts_prof_event {
   const char *name;        /* static (op and node names) or owned (user scopes: see owned_name) */
@@ -28,6 +42,14 @@ typedef struct ts_prof_event {
   uintptr_t dev_start, dev_end; /* device timing handles (see ts_prof_device_timer) or 0 */
   char shapes[112];        /* "[[2, 3], [3]]" when shapes are recorded, else "" */
   char stack[128];         /* the caller's source lines when stacks are recorded, else "" */
+  /* device activity: a kernel's grid and block, the stream (0: the default), the bytes of a
+   * copy or fill, the index of the RUNTIME event that queued it (-1: none), whether a RUNTIME
+   * event waited for the device (a synchronisation) */
+  uint32_t grid[3], block[3];
+  uintptr_t stream;
+  int64_t bytes;
+  int correlation;
+  bool sync;
 } ts_prof_event;
 
 /* Device timing (CUDA events on the op's stream), set by the binding layer,
@@ -42,6 +64,7 @@ typedef struct ts_prof_options {
   bool record_shapes;
   bool profile_memory;
   bool device_timing;      /* time device ops with the timer below as well */
+  bool device_activity;    /* record launches, copies and synchronisations (src/activity.h) */
   const ts_prof_device_timer *timer;
   /* with_stack: writes where the op was called from (set by the binding, which knows Lua's stack) */
   void (*stack)(char *buf, size_t n);
@@ -67,6 +90,22 @@ void ts_prof_clear(void);
 int ts_prof_begin(const char *name, ts_prof_kind kind, ts_device dev, int n, ts_tensor *const *ts);
 int ts_prof_begin_owned(char *name, ts_prof_kind kind); /* takes name (malloc'ed) */
 void ts_prof_end(int idx);
+
+/* Device activity, from src/activity.c: a RUNTIME event named `api` over
+ * [t0, t1] (ts_monotonic_ns) and, unless device_kind is RUNTIME, the
+ * KERNEL/MEMCPY/MEMSET event it queued, named `what`, which starts with it.
+ * Names are static (kernel names interned by the backend). Recorded only
+ * while device activity is recorded here. */
+typedef struct ts_prof_device_info {
+  ts_prof_kind device_kind; /* TS_PROF_RUNTIME: the call only */
+  const char *what;
+  uint32_t grid[3], block[3];
+  uintptr_t stream;
+  int64_t bytes;
+  bool sync;
+} ts_prof_device_info;
+bool ts_prof_device_recording(void);
+void ts_prof_device(const char *api, int device, int64_t t0, int64_t t1, const ts_prof_device_info *info);
 
 int64_t ts_monotonic_ns(void);
 

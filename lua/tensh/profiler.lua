@@ -14,7 +14,15 @@
 -- record_function scope is an event with its CPU time, its input shapes
 -- (record_shapes), the bytes it left allocated (profile_memory), where Lua
 -- called it (with_stack) and, with the "cuda" activity, its device time from
--- CUDA events on its stream. Where a kernel corresponds to an ATen op, its
+-- CUDA events on its stream. The "cuda" activity also records the device
+-- activity, as PyTorch's traces show it: every kernel launch ("kernel", with
+-- its grid and block), copy ("gpu_memcpy") and fill ("gpu_memset"), each
+-- beside the runtime call that queued it ("cudaLaunchKernel",
+-- "cudaMemcpyAsync": "cuda_runtime"), and every host synchronisation
+-- ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize").
+-- key_averages' rows count the launches and synchronisations under each op
+-- (launches, syncs). A kernel is placed at its launch: the device's own
+-- timeline is not traced. Where a kernel corresponds to an ATen op, its
 -- rows and trace events also carry the name PyTorch's profiler shows
 -- ("aten::relu": key_averages rows' aten_name, the trace's args.aten, and
 -- table({names = "aten"}) prints it in the Name column).
@@ -67,9 +75,7 @@ end
 
 function Profile:stop()
   if not self._running then return self end
-  -- on a device, the work queued in the region is part of it
-  if self._opts.cuda and cuda and cuda.is_available() then cuda.synchronize() end
-  torch._profiler_stop()
+  torch._profiler_stop() -- with the cuda activity, waits for the device's work (not counted as a sync)
   self._running = false
   self._events, self.dropped = torch._profiler_events()
   if self.dropped > 0 then
@@ -140,6 +146,8 @@ end
 
 local EventList = {}
 EventList.__index = EventList
+-- event kinds that are work queued on a device, not host time
+local DEVICE_WORK = {kernel = true, memcpy = true, memset = true}
 EventList.__name = "torch.profiler.EventList"
 
 function Profile:key_averages(opts)
@@ -151,20 +159,36 @@ function Profile:key_averages(opts)
     raise("key_averages: group_by_input_shape needs the profile recorded with record_shapes = true")
   end
   local rows, index = {}, {}
-  for _, e in ipairs(self:events()) do
+  local evs = self:events()
+  -- launches and synchronisations under each event (itself included)
+  local launches, syncs = {}, {}
+  for i, e in ipairs(evs) do
+    local l, s = e.kind == "kernel" and 1 or 0, e.sync and 1 or 0
+    if l + s > 0 then
+      local j = i
+      while j do
+        launches[j], syncs[j] = (launches[j] or 0) + l, (syncs[j] or 0) + s
+        j = evs[j].parent
+      end
+    end
+  end
+  for i, e in ipairs(evs) do
     local key = by_shape and (e.name .. "\0" .. (e.shapes or "")) or e.name
     local r = index[key]
     if not r then
       r = {key = e.name, input_shapes = by_shape and (e.shapes or "[]") or "", count = 0, cpu_time_total = 0,
         self_cpu_time_total = 0, cuda_time_total = 0, self_cuda_time_total = 0, cpu_memory_usage = 0,
         self_cpu_memory_usage = 0, cuda_memory_usage = 0, self_cuda_memory_usage = 0, kind = e.kind,
-        aten_name = e.kind == "op" and ATEN[e.name] or nil}
+        aten_name = e.kind == "op" and ATEN[e.name] or nil, launches = 0, syncs = 0}
       index[key] = r
       rows[#rows + 1] = r
     end
     r.count = r.count + 1
-    r.cpu_time_total = r.cpu_time_total + e.dur
-    r.self_cpu_time_total = r.self_cpu_time_total + e.self
+    r.launches, r.syncs = r.launches + (launches[i] or 0), r.syncs + (syncs[i] or 0)
+    if not DEVICE_WORK[e.kind] then -- a kernel, copy or fill is the device's time, which is not traced
+      r.cpu_time_total = r.cpu_time_total + e.dur
+      r.self_cpu_time_total = r.self_cpu_time_total + e.self
+    end
     if e.device_us then
       r.cuda_time_total = r.cuda_time_total + e.device_us
       r.self_cuda_time_total = r.self_cuda_time_total + e.device_us
@@ -180,7 +204,7 @@ end
 
 local SORT_KEYS = {cpu_time_total = true, self_cpu_time_total = true, cuda_time_total = true,
   self_cuda_time_total = true, cpu_memory_usage = true, self_cpu_memory_usage = true, cuda_memory_usage = true,
-  self_cuda_memory_usage = true, count = true, cpu_time = true, cuda_time = true}
+  self_cuda_memory_usage = true, count = true, cpu_time = true, cuda_time = true, launches = true, syncs = true}
 
 -- the table PyTorch prints: sort_by (descending), row_limit, max_name_column_width = 55;
 -- names = "aten" shows a kernel's ATen name where it has one (two kernels
@@ -214,6 +238,7 @@ function EventList:table(opts)
     if has_cuda then headers[#headers + 1] = "CUDA Mem" headers[#headers + 1] = "Self CUDA Mem" end
   end
   headers[#headers + 1] = "# of Calls"
+  if has_cuda then headers[#headers + 1] = "# Launches" headers[#headers + 1] = "# Syncs" end
   local widths = {name_w}
   for i = 2, #headers do widths[i] = 12 end
   if self._by_shape then
@@ -248,6 +273,7 @@ function EventList:table(opts)
       if has_cuda then v[#v + 1] = format_memory(r.cuda_memory_usage) v[#v + 1] = format_memory(r.self_cuda_memory_usage) end
     end
     v[#v + 1] = tostring(r.count)
+    if has_cuda then v[#v + 1] = tostring(r.launches) v[#v + 1] = tostring(r.syncs) end
     if self._by_shape then v[#v + 1] = r.input_shapes:sub(1, widths[#widths]) end
     out[#out + 1] = line(v)
   end
@@ -265,11 +291,15 @@ end
 
 -- ---- Chrome trace ----------------------------------------------------------------------
 
-local CATEGORY = {op = "cpu_op", backward = "backward", user = "user_annotation"}
+local CATEGORY = {op = "cpu_op", backward = "backward", user = "user_annotation", runtime = "cuda_runtime",
+  kernel = "kernel", memcpy = "gpu_memcpy", memset = "gpu_memset"}
 
 -- prof:export_chrome_trace(path): the Trace Event Format (complete "X"
--- events, microseconds) that chrome://tracing and Perfetto open; device
--- times from CUDA events go on a second track, placed at their op's start.
+-- events, microseconds) that chrome://tracing and Perfetto open. Host events
+-- are on the "host" track; kernels, copies and fills on a track per stream
+-- (PyTorch numbers the default stream 7), each linked to its runtime call by
+-- args.correlation; device times from CUDA events go on the "cuda ops" track
+-- ("gpu_user_annotation"), placed at their op's start.
 function Profile:export_chrome_trace(path)
   if type(path) ~= "string" then raise("export_chrome_trace: path must be a string, got %s", type(path)) end
   local pid = 0
@@ -279,19 +309,36 @@ function Profile:export_chrome_trace(path)
   evs[1] = {ph = "M", name = "process_name", pid = pid, tid = 0, args = {name = "tensh"}}
   evs[2] = {ph = "M", name = "thread_name", pid = pid, tid = 1, args = {name = "host"}}
   local device_track = false
-  for _, e in ipairs(self:events()) do
+  local stream_tids, nstreams = {}, 0
+  local function stream_tid(s)
+    if not stream_tids[s] then
+      nstreams = nstreams + 1
+      stream_tids[s] = 100 + nstreams
+      local label = s == 0 and "stream 7 (default)" or ("stream %d"):format(7 + nstreams)
+      evs[#evs + 1] = {ph = "M", name = "thread_name", pid = pid, tid = stream_tids[s], args = {name = label}}
+    end
+    return stream_tids[s]
+  end
+  for i, e in ipairs(self:events()) do
     local args = {device = e.device, aten = e.kind == "op" and ATEN[e.name] or nil}
     if e.shapes then args["Input Dims"] = e.shapes end
     if e.stack then args["Call stack"] = e.stack end
     if self._opts.profile_memory then args["CPU Mem"] = e.cpu_mem args["Device Mem"] = e.dev_mem end
-    evs[#evs + 1] = {ph = "X", cat = CATEGORY[e.kind], name = e.name, pid = pid, tid = 1, ts = e.ts, dur = e.dur, args = args}
+    local tid = 1
+    if e.kind == "runtime" then
+      args.correlation, args.stream, args.sync = i, e.stream, e.sync
+    elseif DEVICE_WORK[e.kind] then
+      tid = stream_tid(e.stream)
+      args.correlation, args.stream, args.grid, args.block, args.bytes = e.correlation, e.stream, e.grid, e.block, e.bytes
+    end
+    evs[#evs + 1] = {ph = "X", cat = CATEGORY[e.kind], name = e.name, pid = pid, tid = tid, ts = e.ts, dur = e.dur, args = args}
     if e.device_us then
       device_track = true
-      evs[#evs + 1] = {ph = "X", cat = "kernel", name = e.name, pid = pid, tid = 2, ts = e.ts, dur = e.device_us,
-        args = {device = e.device}}
+      evs[#evs + 1] = {ph = "X", cat = "gpu_user_annotation", name = e.name, pid = pid, tid = 2, ts = e.ts,
+        dur = e.device_us, args = {device = e.device}}
     end
   end
-  if device_track then evs[#evs + 1] = {ph = "M", name = "thread_name", pid = pid, tid = 2, args = {name = "cuda stream"}} end
+  if device_track then evs[#evs + 1] = {ph = "M", name = "thread_name", pid = pid, tid = 2, args = {name = "cuda ops"}} end
   local out, err = io.open(path, "w")
   if not out then raise("export_chrome_trace: cannot open '%s': %s", path, tostring(err)) end
   out:write(json.encode({traceEvents = evs, displayTimeUnit = "ms"}), "\n")

@@ -17,6 +17,7 @@ void ts_cpu_backend_init(void) {
   ts_cpu_register_nn(cpu_backend.kernels);
   ts_cpu_register_rnn(cpu_backend.kernels);
   ts_cpu_register_attention(cpu_backend.kernels);
+  ts_cpu_register_loss(cpu_backend.kernels);
   ts_cpu_register_dnnl(cpu_backend.kernels);
   ts_backends[TS_CPU] = &cpu_backend;
 }

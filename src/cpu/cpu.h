@@ -19,6 +19,7 @@ void ts_cpu_register_amp(ts_kernel *k);
 void ts_cpu_register_nn(ts_kernel *k);
 void ts_cpu_register_rnn(ts_kernel *k);
 void ts_cpu_register_attention(ts_kernel *k);
+void ts_cpu_register_loss(ts_kernel *k);
 void ts_cpu_register_dnnl(ts_kernel *k); /* none without oneDNN */
 
 /* Parameters handed to loops through the iterator's ctx. err is set (never

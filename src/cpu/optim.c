@@ -172,7 +172,48 @@ static ts_status k_rmsprop_step(const ts_call *c) {
   return TS_OK;
 }
 
+/* the sum of squares (p = 2) or the largest |g| of n values, in double; NaN wins */
+#define NORM_ACC(T)                                                                                 \
+  static double norm_acc_##T(const T *g, int64_t n, bool inf, double acc) {                        \
+    for (int64_t j = 0; j < n; j++) {                                                               \
+      const double a = fabs((double)g[j]);                                                          \
+      if (!inf) acc += a * a;                                                                       \
+      else if (!(a <= acc) && acc == acc) acc = a; /* a NaN stays */                               \
+    }                                                                                               \
+    return acc;                                                                                     \
+  }
+NORM_ACC(float)
+NORM_ACC(double)
+
+#define CLIP_SCALE(T)                                                                               \
+  do {                                                                                              \
+    const T tot = (T)(inf ? acc : sqrt(acc)), d = tot + (T)1e-6;                                    \
+    T coef = (T)c->f[0] / d;                                                                        \
+    if (coef > (T)1) coef = (T)1;                                                                   \
+    *(T *)ts_data(c->out[0]) = tot;                                                                 \
+    for (int k = 0; k < c->nin; k++) {                                                              \
+      T *g = ts_data(c->in[k]);                                                                     \
+      const int64_t n = ts_numel(c->in[k]);                                                         \
+      _Pragma("omp parallel for schedule(static) if (n > TS_PARALLEL_GRAIN)")                       \
+      for (int64_t j = 0; j < n; j++) g[j] = g[j] * coef;                                          \
+    }                                                                                               \
+  } while (0)
+
+/* in n grads (one dtype); out[0] the total norm; the grads scaled (ops_optim.def) */
+static ts_status k_clip_grad_norm(const ts_call *c) {
+  const bool inf = c->i[0] == 0, f32 = c->in[0]->dtype == TS_FLOAT32;
+  double acc = 0;
+  for (int k = 0; k < c->nin; k++) {
+    const int64_t n = ts_numel(c->in[k]);
+    acc = f32 ? norm_acc_float(ts_data(c->in[k]), n, inf, acc) : norm_acc_double(ts_data(c->in[k]), n, inf, acc);
+  }
+  if (f32) CLIP_SCALE(float);
+  else CLIP_SCALE(double);
+  return ts_check_interrupt();
+}
+
 void ts_cpu_register_optim(ts_kernel *k) {
+  k[TS_OP_CLIP_GRAD_NORM] = k_clip_grad_norm;
   k[TS_OP_ADAM_STEP] = k_adam_step;
   k[TS_OP_SGD_STEP] = k_sgd_step;
   k[TS_OP_RMSPROP_STEP] = k_rmsprop_step;

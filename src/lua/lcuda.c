@@ -675,6 +675,7 @@ void lt_open_cuda(lua_State *L) {
 #endif
     {NULL, NULL}};
   luaL_newlib(L, fns);
+  lt_cuda_activity_fns(L); /* lactivity.c: launch and sync counters, the sync debug mode */
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
   ts_set_oom_hook(oom_collect, lua_tothread(L, -1));
   lua_pop(L, 1);

@@ -1,6 +1,8 @@
 /* torch._adam_step, torch._sgd_step, torch._rmsprop_step: the fused
  * optimizer steps that lua/tensh/optim.lua calls for a whole parameter group
- * (parallel lists of tensors, one entry per parameter, and an options table). */
+ * (parallel lists of tensors, one entry per parameter, and an options table);
+ * torch._clip_grad_norm_ for lua/tensh/nn/utils.lua. */
+#include <math.h>
 #include <stdlib.h>
 
 #include "lt.h"
@@ -108,8 +110,23 @@ static int l_rmsprop_step(lua_State *L) {
   return 0;
 }
 
+/* torch._clip_grad_norm_(grads, max_norm, norm_type) -> the total norm (0-dim);
+ * norm_type 2 or math.huge; the grads scaled in place */
+static int l_clip_grad_norm(lua_State *L) {
+  int n = count(L);
+  double max_norm = luaL_checknumber(L, 2), norm_type = luaL_optnumber(L, 3, 2);
+  ts_tensor **v = lists(L, n, 1);
+  read_list(L, "_clip_grad_norm_", 1, n, v);
+  ts_tensor **out = lt_newslot(L);
+  LT_TRY(L, ts_clip_grad_norm(n, v, max_norm, norm_type, out));
+  return 1;
+}
+
 void lt_open_optim(lua_State *L) {
-  static const luaL_Reg fns[] = {
-      {"_adam_step", l_adam_step}, {"_sgd_step", l_sgd_step}, {"_rmsprop_step", l_rmsprop_step}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"_adam_step", l_adam_step},
+                                 {"_sgd_step", l_sgd_step},
+                                 {"_rmsprop_step", l_rmsprop_step},
+                                 {"_clip_grad_norm_", l_clip_grad_norm},
+                                 {NULL, NULL}};
   lt_register(L, fns, NULL);
 }

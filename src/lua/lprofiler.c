@@ -1,6 +1,7 @@
 /* The profiler's bindings, wrapped by lua/tensh/profiler.lua (torch.profiler):
  *   torch._profiler_start({record_shapes =, profile_memory =, cuda =, with_stack =})
- *   torch._profiler_stop()
+ *     (cuda: device times per op, and every launch, copy and synchronisation)
+ *   torch._profiler_stop()   waits for the device's work first (uncounted: src/activity.h)
  *   torch._profiler_push(name) -> id; torch._profiler_pop(id)   record_function scopes
  *   torch._profiler_events() -> a list of event tables (see l_events), the number dropped */
 #include "lt.h"
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../activity.h"
 #include "../profiler.h"
 #ifdef TS_HAVE_CUDA
 #include "../../cuda/cuda_api.h"
@@ -24,10 +26,13 @@ static uintptr_t cuda_record(ts_device dev) {
   }
   return e;
 }
+/* the profiler's own wait: neither counted nor checked by the sync debug mode */
 static double cuda_elapsed_ms(uintptr_t a, uintptr_t b) {
   float ms;
-  if (ts_cuda_event_synchronize(b) != TS_OK || ts_cuda_event_elapsed(a, b, &ms) != TS_OK) return -1;
-  return ms;
+  ts_activity_quiet(1);
+  bool ok = ts_cuda_event_synchronize(b) == TS_OK && ts_cuda_event_elapsed(a, b, &ms) == TS_OK;
+  ts_activity_quiet(-1);
+  return ok ? ms : -1;
 }
 static void cuda_release(uintptr_t e) { ts_cuda_event_destroy(e); }
 static const ts_prof_device_timer cuda_timer = {cuda_record, cuda_elapsed_ms, cuda_release};
@@ -46,12 +51,14 @@ static void lua_stack(char *buf, size_t n) {
   }
 }
 
+static bool device_on; /* the running profiler records the device */
+
 static int l_start(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   ts_prof_options o = {0};
   o.record_shapes = lt_opt_bool(L, 1, "record_shapes", false);
   o.profile_memory = lt_opt_bool(L, 1, "profile_memory", false);
-  o.device_timing = lt_opt_bool(L, 1, "cuda", false);
+  o.device_timing = o.device_activity = lt_opt_bool(L, 1, "cuda", false);
 #ifdef TS_HAVE_CUDA
   o.timer = &cuda_timer;
 #endif
@@ -60,11 +67,24 @@ static int l_start(lua_State *L) {
     o.stack = lua_stack;
   }
   LT_TRY(L, ts_prof_start(o));
+  device_on = o.device_activity;
   return 0;
 }
 
+/* the work queued in the region is part of it: wait for it, as the
+ * profiler's own act (uncounted, unchecked) */
 static int l_stop(lua_State *L) {
+  ts_status st = TS_OK;
+#ifdef TS_HAVE_CUDA
+  if (device_on && ts_prof_running() && ts_cuda_device_count() > 0) {
+    ts_activity_quiet(1);
+    st = ts_cuda_synchronize(-1);
+    ts_activity_quiet(-1);
+  }
+#endif
   ts_prof_stop();
+  device_on = false;
+  LT_TRY(L, st);
   return 0;
 }
 
@@ -92,15 +112,29 @@ static void setint(lua_State *L, const char *k, int64_t v) {
   lua_setfield(L, -2, k);
 }
 
-/* each event: name, kind ("op", "backward", "user"), device ("cpu", "cuda:0"),
+static void set_triple(lua_State *L, const char *k, const uint32_t v[3]) {
+  lua_createtable(L, 3, 0);
+  for (int j = 0; j < 3; j++) {
+    lua_pushinteger(L, v[j]);
+    lua_rawseti(L, -2, j + 1);
+  }
+  lua_setfield(L, -2, k);
+}
+
+/* each event: name, kind ("op", "backward", "user"; device activity:
+ * "runtime", "kernel", "memcpy", "memset"), device ("cpu", "cuda:0"),
  * ts and dur (microseconds; ts from the first event), self (dur minus
  * children), parent (1-based index or nil), cpu_mem/self_cpu_mem,
  * dev_mem/self_dev_mem (bytes), device_us (CUDA events; nil when not
- * timed), shapes and stack (strings; nil when not recorded) */
+ * timed), shapes and stack (strings; nil when not recorded); device
+ * activity also has stream (0: the default stream), a kernel its grid and
+ * block ({x, y, z}), a copy or fill its bytes, each its correlation (the
+ * index of the runtime call that queued it), a runtime call sync = true when
+ * it waited for the device */
 static int l_events(lua_State *L) {
   const ts_prof_event *ev = ts_prof_events();
   int n = ts_prof_count();
-  static const char *const kinds[] = {"op", "backward", "user"};
+  static const char *const kinds[] = {"op", "backward", "user", "runtime", "kernel", "memcpy", "memset"};
   int64_t t0 = n ? ev[0].start_ns : 0;
   lua_createtable(L, n, 0);
   for (int i = 0; i < n; i++) {
@@ -136,6 +170,16 @@ static int l_events(lua_State *L) {
     if (e->stack[0]) {
       lua_pushstring(L, e->stack);
       lua_setfield(L, -2, "stack");
+    }
+    if (e->kind >= TS_PROF_RUNTIME) {
+      setint(L, "stream", (int64_t)e->stream);
+      if (e->correlation >= 0) setint(L, "correlation", e->correlation + 1);
+      if (e->kind == TS_PROF_KERNEL) set_triple(L, "grid", e->grid), set_triple(L, "block", e->block);
+      if (e->kind == TS_PROF_MEMCPY || e->kind == TS_PROF_MEMSET) setint(L, "bytes", e->bytes);
+      if (e->sync) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "sync");
+      }
     }
     lua_rawseti(L, -2, i + 1);
   }

@@ -99,6 +99,8 @@ void lt_open_nn_ops(lua_State *L);
 void lt_open_nn_functional(lua_State *L); /* lnn_functional.c: torch._nn, called by lt_open_nn_ops */
 void lt_open_rnn(lua_State *L);
 void lt_open_attention(lua_State *L);
+void lt_open_loss(lua_State *L); /* lloss.c: torch._nll_loss */
+void lt_cuda_activity_fns(lua_State *L); /* lactivity.c: cuda.launch_count ... */
 void lt_open_print(lua_State *L);
 void lt_open_cuda(lua_State *L);
 void lt_open_save(lua_State *L);

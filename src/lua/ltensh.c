@@ -128,6 +128,7 @@ int luaopen_tensh(lua_State *L) {
   lt_open_nn_ops(L);
   lt_open_rnn(L);
   lt_open_attention(L);
+  lt_open_loss(L);
   lt_open_print(L);
   lt_open_autograd(L);
   lt_open_optim(L);

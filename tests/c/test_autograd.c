@@ -4,6 +4,7 @@
  * values of the formulas are checked in tests/lua/test_autograd.lua. */
 #include "test.h"
 #include "autograd.h"
+#include "op_loss.h"
 
 #include <string.h>
 
@@ -202,6 +203,16 @@ static ts_status p_adaptive_max(ts_tensor *x, ts_tensor **y) {
   return st;
 }
 
+/* cross_entropy over x (2, 3, 4, 4) as (N 2, C 3, 4 x 4), every target class 1 */
+static ts_status p_nll(ts_tensor *x, ts_tensor **y) {
+  ts_tensor *t = NULL;
+  int64_t ts3[3] = {2, 4, 4};
+  ts_status st = ts_full(3, ts3, 1, TS_INT64, TS_DEVICE_CPU, &t);
+  if (!st) st = ts_nll_loss(x, t, NULL, -100, TS_REDUCTION_MEAN, 0.1, true, y);
+  ts_tensor_release(t);
+  return st;
+}
+
 void test_autograd_registry_all(void) {
   static const struct { const char *op; diff_probe probe; } diff[] = {
       {"copy", p_copy}, {"sum", p_sum}, {"prod", p_prod}, {"max", p_max}, {"min", p_min}, {"var", p_var},
@@ -214,7 +225,8 @@ void test_autograd_registry_all(void) {
       {"rnn_cell", p_rnn}, {"sdpa_forward", p_sdpa}, {"layer_norm", p_ln},
       {"softplus", p_softplus}, {"elu", p_elu}, {"hardtanh", p_hardtanh}, {"log_sigmoid", p_log_sigmoid},
       {"mish", p_mish}, {"group_norm", p_gn}, {"upsample_nearest2d", p_nearest}, {"upsample_bilinear2d", p_bilinear},
-      {"adaptive_max_pool2d", p_adaptive_max}};
+      {"adaptive_max_pool2d", p_adaptive_max},
+      {"nll_loss", p_nll}};
   /* not differentiable: creation and random fills, integer/bool results, data-dependent
    * index ops, kernels that only compute other ops' gradients, the optimizer step */
   static const char *const none[] = {
@@ -224,7 +236,8 @@ void test_autograd_registry_all(void) {
       "rmsprop_step", "conv2d_backward_input", "conv2d_backward_weight", "amp_non_finite_check_and_unscale",
       "lstm_cell_backward", "gru_cell_backward", "rnn_cell_backward", "sdpa_backward", "layer_norm_backward",
       "threshold_backward", "softplus_backward", "elu_backward", "hardtanh_backward", "log_sigmoid_backward",
-      "mish_backward", "group_norm_backward", "upsample_nearest2d_backward", "upsample_bilinear2d_backward"};
+      "mish_backward", "group_norm_backward", "upsample_nearest2d_backward", "upsample_bilinear2d_backward",
+      "nll_loss_backward", "clip_grad_norm"};
   for (int op = 0; op < TS_OP_COUNT; op++) {
     ts_op_kind k = ts_ops[op].kind;
     if (k == TS_KIND_UNARY || k == TS_KIND_UNARY_FLOAT || k == TS_KIND_UNARY_BOOL || k == TS_KIND_BINARY ||

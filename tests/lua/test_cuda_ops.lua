@@ -333,6 +333,29 @@ case({name = "interpolate, adaptive_max_pool2d", ops = {"upsample_nearest2d", "u
         return weighted({F.interpolate(x, {size = {7, 9}, mode = "bilinear"}), F.interpolate(x, {scale_factor = 1.5}),
           F.interpolate(x[0], {size = 11, mode = "linear", align_corners = true}), F.adaptive_max_pool2d(x, {4, 3})})
       end, shapes = {{2, 3, 5, 6}}, layouts = {"contig", "strided"}})
+-- the fused classification losses: x (N, C[, S]) logits, class targets from x's shape (every
+-- fifth ignored), a weight, label smoothing, each reduction, nll_loss on log-probabilities; the
+-- first result mixes them so that x's gradient goes through every path. (2100, 600) is past one
+-- block's share: the reduction takes two launches there.
+local function class_targets(x)
+  local C, shape = x:size(1), x.shape:totable()
+  table.remove(shape, 2)
+  local M = x:numel() // C
+  local i = torch.arange(M, {device = x.device})
+  return ((i * 7) % C):masked_fill((i % 5):eq(3), -100):view(shape)
+end
+case({name = "classification losses", ops = {"nll_loss", "nll_loss_backward"}, dtypes = {"float32", "float64"},
+      grad = true, tol = {float32 = 1e-4},
+      fn = function(x)
+        local t, C = class_targets(x), x:size(1)
+        local w = (torch.arange(C, {device = x.device}):to(x.dtype) * 0.37):sin() + 1.5
+        local mean = F.cross_entropy(x, t, {weight = w, label_smoothing = 0.1})
+        local sum = F.cross_entropy(x, t, {reduction = "sum"})
+        local none = F.cross_entropy(x, t, {reduction = "none", label_smoothing = 0.2})
+        local nll = F.nll_loss(x:log_softmax(1), t, {weight = w})
+        local pattern = (torch.arange(none:numel(), {device = x.device}):to(x.dtype):view(none.shape) * 0.61):sin()
+        return {mean + 0.3 * sum + (none * pattern):sum() + 0.7 * nll, mean, sum, none, nll}
+      end, shapes = {{6, 5}, {3, 4, 5}, {0, 4}, {2100, 600}}, layouts = {"contig", "strided"}})
 
 -- the recurrent cells through the recurrence op: x (L 4, N 3, 12) is the input projection
 case({name = "recurrent layers", ops = {"lstm_cell", "lstm_cell_backward", "gru_cell", "gru_cell_backward",
@@ -376,6 +399,56 @@ for _, o in ipairs({{"adam_step", function(ps) return optim.Adam(ps, {lr = 0.01,
   case({name = o[1], ops = {o[1]}, nin = 2, dtypes = {"float32", "float64"}, fn = optim_case(o[2]), tol = {float32 = 1e-5},
         shapes = {{7, 3}}, layouts = {"contig"}})
 end
+
+-- a group past one launch's table (48 parameters): 61 parameters, one of them empty, of
+-- several sizes, float32 and float64 mixed
+local function many_params_case(make)
+  return function(p, g)
+    local qs, gs = {}, {}
+    for i = 0, 60 do
+      local n = i == 17 and 0 or i % 7 + 1
+      local q = p[i]:narrow(0, 0, n):clone()
+      if i % 3 == 0 then q = q:double() end
+      qs[#qs + 1] = q:requires_grad_(true)
+      gs[#gs + 1] = g[i]:narrow(0, 0, n):clone():to(q.dtype)
+    end
+    local opt = make(qs)
+    for _ = 1, 2 do
+      opt:zero_grad()
+      for i, q in ipairs(qs) do q.grad = gs[i] end
+      opt:step()
+    end
+    local out = {}
+    for i, q in ipairs(qs) do out[i] = q:detach() end
+    return out
+  end
+end
+for _, o in ipairs({{"adam_step", function(ps) return optim.AdamW(ps, {lr = 0.01}) end},
+                    {"sgd_step", function(ps) return optim.SGD(ps, {lr = 0.1, momentum = 0.9}) end}}) do
+  case({name = o[1] .. " over 61 parameters", ops = {o[1]}, nin = 2, dtypes = {"float32"}, fn = many_params_case(o[2]),
+        tol = {float32 = 1e-5}, shapes = {{61, 7}}, layouts = {"contig"}})
+end
+
+-- clip_grad_norm_'s fused kernels: 61 gradients (past one table; one empty, one past a chunk),
+-- the 2-norm and the max, clipped (max_norm below the total) and not
+case({name = "clip_grad_norm", ops = {"clip_grad_norm"}, nin = 1, dtypes = {"float32", "float64"}, tol = {float32 = 1e-5},
+      fn = function(x)
+        local out = {}
+        for _, p in ipairs({2, math.huge}) do
+          for _, max_norm in ipairs({0.5, 1e6}) do
+            local ps = {}
+            for i = 0, 60 do
+              local n = i == 17 and 0 or i == 40 and 20000 or i % 9 + 1
+              local q = x:narrow(0, i, 1):expand(n + 1, x:size(1)):reshape(-1):narrow(0, 0, n):clone()
+              ps[#ps + 1] = q:requires_grad_(true)
+              q.grad = (q:detach() * (i + 1)):sin()
+            end
+            out[#out + 1] = nn.utils.clip_grad_norm_(ps, max_norm, {norm_type = p})
+            for _, q in ipairs(ps) do out[#out + 1] = q.grad end
+          end
+        end
+        return out
+      end, shapes = {{61, 61}}, layouts = {"contig"}})
 
 -- large: past 2^20 elements (several blocks of every grid-stride loop, 64-bit-safe sizes)
 case({name = "large", ops = {"add", "sum", "cumsum", "softmax", "sort"}, dtypes = {"float32"}, tol = {float32 = 1e-3},

@@ -192,6 +192,23 @@ test("nll_loss against a Lua reference", function()
   close(F.nll_loss(f64(lp[1]), torch.tensor(1)), ref_ce({lp[1]}, {1}, {}, true), 1e-10, 1e-12, "nll 1-D")
 end)
 
+test("cross_entropy on float16 and bfloat16 computes in float32 and rounds once", function()
+  local x, t = R({6, 5}, -3, 3), targets({6}, 5, 4)
+  for _, dt in ipairs({"float16", "bfloat16"}) do
+    local xh = torch.tensor(x):to(dt)
+    local ref = ref_ce(xh:double():tolist(), t, {reduction = "none"})
+    local got = F.cross_entropy(xh, torch.tensor(t), {reduction = "none"})
+    eq(got.dtype, xh.dtype, dt .. " loss dtype")
+    close(got:double(), ref, dt == "float16" and 1e-3 or 8e-3, 1e-3, dt .. " loss")
+    local xg = xh:detach():requires_grad_(true)
+    F.cross_entropy(xg, torch.tensor(t)):backward()
+    eq(xg.grad.dtype, xh.dtype, dt .. " grad dtype")
+    local x64 = xh:double():requires_grad_(true)
+    F.cross_entropy(x64, torch.tensor(t)):backward()
+    close(xg.grad:double(), x64.grad, 1e-2, 1e-3, dt .. " grad")
+  end
+end)
+
 test("cross_entropy and nll_loss gradients against finite differences", function()
   local w = f64(R({4}, 0.3, 2))
   local t = torch.tensor({1, -100, 3, 0, 2})
@@ -206,10 +223,15 @@ end)
 
 test("cross_entropy and nll_loss errors", function()
   local x = torch.randn(3, 4)
-  raises(function() F.cross_entropy(x, torch.tensor({0, 4, 1})) end, "target 4 is out of bounds", "index = C")
-  raises(function() F.cross_entropy(x, torch.tensor({0, 4, 1})) end, "C = 4", "message names C")
-  raises(function() F.cross_entropy(x, torch.tensor({0, -1, 1})) end, "target -1 is out of bounds", "negative index")
-  raises(function() F.nll_loss(x, torch.tensor({0, 9, 1})) end, "nll_loss: target 9 is out of bounds", "nll index")
+  -- a class index out of range: at once on the CPU, at the next synchronisation on a device (item here)
+  raises(function() F.cross_entropy(x, torch.tensor({0, 4, 1})):item() end, "target 4 is out of bounds", "index = C")
+  raises(function() F.cross_entropy(x, torch.tensor({0, 4, 1})):item() end, "C = 4", "message names C")
+  raises(function() F.cross_entropy(x, torch.tensor({0, -1, 1})):item() end, "target -1 is out of bounds", "negative index")
+  raises(function() F.nll_loss(x, torch.tensor({0, 9, 1})):item() end, "nll_loss: target 9 is out of bounds", "nll index")
+  local v = F.cross_entropy(x, torch.tensor({0, 4, 1}), {ignore_index = 4}):item()
+  ok(v == v, "an ignored index past C is no error")
+  raises(function() F.cross_entropy(x, torch.tensor({0, 1, 2}), {weight = torch.ones(4, {requires_grad = true})}) end,
+    "the derivative for 'weight' is not implemented", "weight requiring grad")
   raises(function() F.cross_entropy(x, torch.tensor({0, 1})) end,
     "expected target of size torch.Size([3]) (class indices) for input of size torch.Size([3, 4]), got target of size torch.Size([2])", "batch size")
   raises(function() F.cross_entropy(x, torch.tensor({0, 1, 2}, {dtype = "int32"})) end,

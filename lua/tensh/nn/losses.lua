@@ -60,11 +60,13 @@ end
 local function same_shape(a, b) return a.shape == b.shape end
 
 -- ---- negative log-likelihood over class indices ----------------------------
+-- One fused op each way (torch._nll_loss: src/op_loss.h). The class indices'
+-- range is checked where the loss runs: at once on the CPU, on a device at
+-- its next synchronisation (a device-side assert), so a training step never
+-- waits for the host to read the targets.
 
--- Checks the class-index target against lp (N, C, d1...) and returns the
--- mask of non-ignored targets (N, d1...) and the targets with the ignored
--- ones set to 0, so they can index.
-local function class_targets(fn, lp, target, ignore_index)
+-- Checks the class-index target's dtype and shape against input (N, C, d1...).
+local function check_class_target(fn, lp, target)
   if target.dtype ~= "torch.int64" then
     fail("%s: expected target dtype torch.int64 for class indices, got %s; convert it with :long()", fn, target.dtype)
   end
@@ -75,20 +77,6 @@ local function class_targets(fn, lp, target, ignore_index)
     fail("%s: expected target of size %s (class indices) for input of size %s, got target of size %s",
       fn, tostring(want), tostring(lp.shape), tostring(target.shape))
   end
-  local valid = target:ne(ignore_index)
-  local C = lp.shape[1]
-  if target:numel() > 0 then
-    local kept = target:masked_select(valid)
-    if kept:numel() > 0 then
-      local lo, hi = kept:min():item(), kept:max():item()
-      local bad = lo < 0 and lo or (hi >= C and hi or nil)
-      if bad then
-        fail("%s: target %d is out of bounds (class indices must be in [0, %d] for C = %d, or ignore_index = %d)",
-          fn, bad, C - 1, C, ignore_index)
-      end
-    end
-  end
-  return valid, torch.where(valid, target, 0)
 end
 
 local function check_weight(fn, weight, C, dtype)
@@ -108,26 +96,6 @@ local function weight_view(weight, ndim)
   for d = 1, ndim do shape[d] = 1 end
   shape[2] = weight.shape[0]
   return weight:view(table.unpack(shape))
-end
-
--- lp (N, C, d1...) log-probabilities; safe (N, d1...) indices; valid (N, d1...)
--- Returns the per-element loss (N, d1...) and the per-element weights (N, d1...).
-local function nll_terms(lp, safe, valid, weight)
-  local picked = lp:gather(1, safe:unsqueeze(1)):squeeze(1)
-  local w
-  if weight then
-    w = weight:gather(0, safe:reshape(-1)):reshape(safe.shape) * valid:to(lp.dtype)
-  else
-    w = valid:to(lp.dtype)
-  end
-  -- where, not a product with 0: an ignored -inf log-probability must not give NaN
-  return torch.where(valid, -(picked * w), 0), w
-end
-
-local function nll_reduce(loss, w, reduction)
-  if reduction == "none" then return loss end
-  if reduction == "sum" then return loss:sum() end
-  return loss:sum() / w:sum() -- the weighted mean: the weights of the non-ignored targets
 end
 
 -- 1-D input (C) with a 0-dim target is a batch of one: add the batch dim
@@ -152,9 +120,8 @@ function M.nll_loss(input, target, opts)
   local one
   input, target, one = batch_of_one(input, target)
   check_weight(fn, opts.weight, input.shape[1], input.dtype)
-  local valid, safe = class_targets(fn, input, target, ignore_index)
-  local loss, w = nll_terms(input, safe, valid, opts.weight)
-  local out = nll_reduce(loss, w, reduction)
+  check_class_target(fn, input, target)
+  local out = torch._nll_loss(input, target, {weight = opts.weight, ignore_index = ignore_index, reduction = reduction})
   if one and reduction == "none" then out = out:squeeze(0) end
   return out
 end
@@ -181,9 +148,9 @@ function M.cross_entropy(input, target, opts)
   input, target, one = batch_of_one(input, target)
   local C = input.shape[1]
   check_weight(fn, weight, C, input.dtype)
-  local lp = input:log_softmax(1)
   local out
   if probs then
+    local lp = input:log_softmax(1)
     if not A.is_floating_dtype(target.dtype) then
       fail("%s: a target of the input's size %s holds class probabilities and must be floating point, got %s",
         fn, tostring(input.shape), target.dtype)
@@ -201,22 +168,10 @@ function M.cross_entropy(input, target, opts)
     else
       out = -prod:sum() / (input:numel() // C)
     end
-  else
-    local valid, safe = class_targets(fn, lp, target, ignore_index)
-    local loss, w = nll_terms(lp, safe, valid, weight)
-    out = nll_reduce(loss, w, reduction)
-    if eps > 0 then
-      local smooth = weight and -(lp * weight_view(weight, lp:dim())):sum(1) or -lp:sum(1)
-      smooth = torch.where(valid, smooth, 0)
-      if reduction == "none" then
-        -- keep smooth as is
-      elseif reduction == "sum" then
-        smooth = smooth:sum()
-      else
-        smooth = smooth:sum() / w:sum()
-      end
-      out = out * (1 - eps) + smooth * (eps / C)
-    end
+  else -- log-softmax and the smoothed negative log-likelihood, fused
+    check_class_target(fn, input, target)
+    out = torch._nll_loss(input, target, {weight = weight, ignore_index = ignore_index, reduction = reduction,
+      label_smoothing = eps, logits = true})
   end
   if one and reduction == "none" then out = out:squeeze(0) end
   return out

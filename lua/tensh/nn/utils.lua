@@ -21,9 +21,24 @@ local function grads_of(fn, params)
   return grads
 end
 
+-- Whether the fused clip (torch._clip_grad_norm_: three launches for every
+-- gradient, nothing read back) takes these: one floating dtype (float32 or
+-- float64), contiguous, one device, the 2-norm or the max.
+local function fusable(grads, norm_type)
+  if norm_type ~= 2 and norm_type ~= math.huge then return false end
+  local g1 = grads[1]
+  if g1.dtype ~= torch.float32 and g1.dtype ~= torch.float64 then return false end
+  for _, g in ipairs(grads) do
+    if g.dtype ~= g1.dtype or g.device ~= g1.device or not g:is_contiguous() then return false end
+  end
+  return true
+end
+
 -- clip_grad_norm_(params, max_norm, {norm_type = 2, error_if_nonfinite = false}) -> total norm (0-dim)
 -- The total norm is the norm of the per-parameter norms; every grad is scaled
--- by min(1, max_norm / (total + 1e-6)), as PyTorch does.
+-- by min(1, max_norm / (total + 1e-6)), as PyTorch does. The result is a
+-- tensor on the grads' device: nothing waits for the device unless
+-- error_if_nonfinite asks to look at it.
 function M.clip_grad_norm_(params, max_norm, opts)
   local fn = "clip_grad_norm_"
   local grads = grads_of(fn, params)
@@ -33,6 +48,9 @@ function M.clip_grad_norm_(params, max_norm, opts)
   if norm_type == "inf" then norm_type = math.huge end
   if type(norm_type) ~= "number" then fail("%s: norm_type must be a number (or \"inf\"), got %s", fn, type(norm_type)) end
   if #grads == 0 then return torch.tensor(0.0) end
+  if not opts.error_if_nonfinite and fusable(grads, norm_type) then
+    return torch.no_grad(function() return torch._clip_grad_norm_(grads, max_norm, norm_type) end)
+  end
   return torch.no_grad(function()
     local device = grads[1].device
     local norms = {}
