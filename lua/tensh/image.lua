@@ -172,7 +172,7 @@ local MODE_CODE = {UNCHANGED = 0, GRAY = 1, GRAY_ALPHA = 2, RGB = 3, RGB_ALPHA =
 
 local function mode_code(fn, mode)
   if mode == nil then return 0 end
-  local m = type(mode) == "string" and M.ImageReadMode[mode:upper()]
+  local m = type(mode) == "string" and rawget(M.ImageReadMode, mode:upper())
   if not m then
     raise("%s: mode must be one of 'UNCHANGED', 'GRAY', 'GRAY_ALPHA', 'RGB', 'RGB_ALPHA' (data.ImageReadMode), got %s", fn,
       A.show(mode))

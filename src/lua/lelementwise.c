@@ -150,7 +150,8 @@ static int mm_unm(lua_State *L) {
 static bool clamp_bounds(lua_State *L, const char *fn) {
   static const char *const known[] = {"min", "max", NULL};
   lua_settop(L, 3);
-  if (lt_opts_index(L, 2)) {
+  bool from_opts = lt_opts_index(L, 2);
+  if (from_opts) {
     lt_opts_check(L, 2, fn, known);
     lua_getfield(L, 2, "min");
     lua_getfield(L, 2, "max");
@@ -160,7 +161,8 @@ static bool clamp_bounds(lua_State *L, const char *fn) {
   }
   for (int k = 4; k <= 5; k++)
     if (!lua_isnil(L, k) && lua_type(L, k) != LUA_TNUMBER && !lt_test(L, k))
-      lt_errorf(L, "%s: %s must be a number or a tensor, got %s", fn, k == 4 ? "min" : "max", luaL_typename(L, k));
+      lt_errorf(L, "%s: %s'%s' must be a number or a tensor, got %s", fn, from_opts ? "option " : "",
+                k == 4 ? "min" : "max", luaL_typename(L, k));
   if (lua_isnil(L, 4) && lua_isnil(L, 5)) lt_errorf(L, "%s: at least one of 'min' or 'max' must not be nil", fn);
   return lt_test(L, 4) || lt_test(L, 5);
 }
