@@ -37,9 +37,10 @@ static void round_args(lua_State *L, const char *fn, int64_t *ip, double *fp) {
   int opts = lt_opts_index(L, 2);
   lt_opts_check(L, opts, fn, known);
   int64_t d = lt_opt_int(L, opts, "decimals", 0);
-  if (d > 400 || d < -400) lt_errorf(L, "%s: decimals must be in [-400, 400], got %lld", fn, (long long)d);
   ip[0] = d;
-  fp[0] = pow(10, (double)(d < 0 ? -d : d)); /* as torch: 10^|d| in double, cast by the kernel */
+  /* as torch: 10^|d| in double, cast to the dtype by the kernel (inf past
+   * its range, and the result NaN, as PyTorch's) */
+  fp[0] = pow(10, fabs((double)d));
 }
 
 static int l_round(lua_State *L) {
@@ -129,20 +130,16 @@ static int mm_idiv(lua_State *L) { return binary(L, TS_OP_FLOOR_DIVIDE, 1, 2, fa
 static int mm_band(lua_State *L) { return binary(L, TS_OP_BITWISE_AND, 1, 2, false); }
 static int mm_bor(lua_State *L) { return binary(L, TS_OP_BITWISE_OR, 1, 2, false); }
 static int mm_bxor(lua_State *L) { return binary(L, TS_OP_BITWISE_XOR, 1, 2, false); }
-static int mm_bnot(lua_State *L) {
+/* unary metamethods: Lua passes the operand twice */
+static int unary_mm(lua_State *L, ts_op op) {
   ts_tensor *x = lt_check(L, 1);
   ts_tensor **slot = lt_newslot(L);
-  LT_TRY(L, ts_unary(TS_OP_BITWISE_NOT, x, slot));
+  LT_TRY(L, ts_unary(op, x, slot));
   lt_gc_debt(L);
   return 1;
 }
-static int mm_unm(lua_State *L) {
-  ts_tensor *x = lt_check(L, 1);
-  ts_tensor **slot = lt_newslot(L);
-  LT_TRY(L, ts_unary(TS_OP_NEG, x, slot));
-  lt_gc_debt(L);
-  return 1;
-}
+static int mm_bnot(lua_State *L) { return unary_mm(L, TS_OP_BITWISE_NOT); }
+static int mm_unm(lua_State *L) { return unary_mm(L, TS_OP_NEG); }
 
 /* clamp(min, max) / clamp({min =, max =}): each bound nil, a number or a
  * tensor (broadcast, differentiable). Leaves x, min, max at 1..3 and the
@@ -150,7 +147,8 @@ static int mm_unm(lua_State *L) {
 static bool clamp_bounds(lua_State *L, const char *fn) {
   static const char *const known[] = {"min", "max", NULL};
   lua_settop(L, 3);
-  if (lt_opts_index(L, 2)) {
+  bool opts = lt_opts_index(L, 2);
+  if (opts) {
     lt_opts_check(L, 2, fn, known);
     lua_getfield(L, 2, "min");
     lua_getfield(L, 2, "max");
@@ -160,7 +158,8 @@ static bool clamp_bounds(lua_State *L, const char *fn) {
   }
   for (int k = 4; k <= 5; k++)
     if (!lua_isnil(L, k) && lua_type(L, k) != LUA_TNUMBER && !lt_test(L, k))
-      lt_errorf(L, "%s: %s must be a number or a tensor, got %s", fn, k == 4 ? "min" : "max", luaL_typename(L, k));
+      lt_errorf(L, "%s: %s'%s' must be a number or a tensor, got %s", fn, opts ? "option " : "", k == 4 ? "min" : "max",
+                luaL_typename(L, k));
   if (lua_isnil(L, 4) && lua_isnil(L, 5)) lt_errorf(L, "%s: at least one of 'min' or 'max' must not be nil", fn);
   return lt_test(L, 4) || lt_test(L, 5);
 }

@@ -157,8 +157,8 @@ test("options read from a table name the function and the option (dim, min/max, 
     "log_softmax: option 'dim' must be an integer, got a number with a fraction")
   raises(function() return torch.cumsum(x, {dim = true}) end, "cumsum: option 'dim' must be an integer, got boolean")
   close(x:softmax({dim = 0}), x:softmax(0), 1e-6, 1e-7, "the option still works")
-  raises(function() return x:clamp({min = "low"}) end, "clamp: option 'min' must be a number, got string")
-  raises(function() return x:clamp({max = {}}) end, "clamp: option 'max' must be a number, got table")
+  raises(function() return x:clamp({min = "low"}) end, "clamp: option 'min' must be a number or a tensor, got string")
+  raises(function() return x:clamp({max = {}}) end, "clamp: option 'max' must be a number or a tensor, got table")
   close(x:clamp({min = 0}), T.map(T.flat(x), function(v) return math.max(v, 0) end), 0, 0, "clamp({min = 0})")
   local w, idx = torch.randn(4, 2), torch.tensor({0, 1})
   raises(function() return torch.embedding(w, idx, {padding_idx = "x"}) end,
