@@ -37,9 +37,10 @@ static void round_args(lua_State *L, const char *fn, int64_t *ip, double *fp) {
   int opts = lt_opts_index(L, 2);
   lt_opts_check(L, opts, fn, known);
   int64_t d = lt_opt_int(L, opts, "decimals", 0);
-  if (d > 400 || d < -400) lt_errorf(L, "%s: decimals must be in [-400, 400], got %lld", fn, (long long)d);
   ip[0] = d;
-  fp[0] = pow(10, (double)(d < 0 ? -d : d)); /* as torch: 10^|d| in double, cast by the kernel */
+  /* as torch: 10^|d| in double, cast to the dtype by the kernel (inf past
+   * its range, and the result NaN, as PyTorch's) */
+  fp[0] = pow(10, fabs((double)d));
 }
 
 static int l_round(lua_State *L) {
@@ -129,20 +130,16 @@ static int mm_idiv(lua_State *L) { return binary(L, TS_OP_FLOOR_DIVIDE, 1, 2, fa
 static int mm_band(lua_State *L) { return binary(L, TS_OP_BITWISE_AND, 1, 2, false); }
 static int mm_bor(lua_State *L) { return binary(L, TS_OP_BITWISE_OR, 1, 2, false); }
 static int mm_bxor(lua_State *L) { return binary(L, TS_OP_BITWISE_XOR, 1, 2, false); }
-static int mm_bnot(lua_State *L) {
+/* unary metamethods: Lua passes the operand twice */
+static int unary_mm(lua_State *L, ts_op op) {
   ts_tensor *x = lt_check(L, 1);
   ts_tensor **slot = lt_newslot(L);
-  LT_TRY(L, ts_unary(TS_OP_BITWISE_NOT, x, slot));
+  LT_TRY(L, ts_unary(op, x, slot));
   lt_gc_debt(L);
   return 1;
 }
-static int mm_unm(lua_State *L) {
-  ts_tensor *x = lt_check(L, 1);
-  ts_tensor **slot = lt_newslot(L);
-  LT_TRY(L, ts_unary(TS_OP_NEG, x, slot));
-  lt_gc_debt(L);
-  return 1;
-}
+static int mm_bnot(lua_State *L) { return unary_mm(L, TS_OP_BITWISE_NOT); }
+static int mm_unm(lua_State *L) { return unary_mm(L, TS_OP_NEG); }
 
 /* clamp(min, max) / clamp({min =, max =}): each bound nil, a number or a
  * tensor (broadcast, differentiable). Leaves x, min, max at 1..3 and the
@@ -150,8 +147,8 @@ static int mm_unm(lua_State *L) {
 static bool clamp_bounds(lua_State *L, const char *fn) {
   static const char *const known[] = {"min", "max", NULL};
   lua_settop(L, 3);
-  bool from_opts = lt_opts_index(L, 2);
-  if (from_opts) {
+  bool opts = lt_opts_index(L, 2);
+  if (opts) {
     lt_opts_check(L, 2, fn, known);
     lua_getfield(L, 2, "min");
     lua_getfield(L, 2, "max");
@@ -161,8 +158,8 @@ static bool clamp_bounds(lua_State *L, const char *fn) {
   }
   for (int k = 4; k <= 5; k++)
     if (!lua_isnil(L, k) && lua_type(L, k) != LUA_TNUMBER && !lt_test(L, k))
-      lt_errorf(L, "%s: %s'%s' must be a number or a tensor, got %s", fn, from_opts ? "option " : "",
-                k == 4 ? "min" : "max", luaL_typename(L, k));
+      lt_errorf(L, "%s: %s'%s' must be a number or a tensor, got %s", fn, opts ? "option " : "", k == 4 ? "min" : "max",
+                luaL_typename(L, k));
   if (lua_isnil(L, 4) && lua_isnil(L, 5)) lt_errorf(L, "%s: at least one of 'min' or 'max' must not be nil", fn);
   return lt_test(L, 4) || lt_test(L, 5);
 }
@@ -260,14 +257,20 @@ static int l_lerp(lua_State *L) {
   return 1;
 }
 
-/* masked_fill(mask, value) and masked_fill_: value a number or a 0-dim
- * tensor, in self's dtype (the op layer checks and records them) */
+/* masked_fill(mask, value): where(mask, value, self), keeping self's dtype */
 static int l_masked_fill(lua_State *L) {
   ts_tensor *x = lt_check(L, 1), *mask = lt_check(L, 2);
   ts_scalar_box bv;
   ts_tensor *v = lt_operand(L, 3, &bv);
+  if (mask->dtype != TS_BOOL)
+    return luaL_error(L, "masked_fill: mask must be a bool tensor, got %s", ts_dtype_name(mask->dtype));
+  if (!v->is_wrapped_number && v->ndim != 0)
+    return luaL_error(L, "masked_fill: only supports a 0-dimensional value tensor, got %d dims", v->ndim);
+  ts_tensor **w = lt_newslot(L);
+  LT_TRY(L, ts_where(mask, v, x, w));
   ts_tensor **slot = lt_newslot(L);
-  LT_TRY(L, ts_masked_fill(x, mask, v, slot));
+  LT_TRY(L, ts_tensor_empty(x->ndim, x->sizes, x->dtype, x->device, slot));
+  LT_TRY(L, ts_copy_(*slot, *w));
   lt_gc_debt(L);
   return 1;
 }
@@ -276,7 +279,11 @@ static int l_masked_fill_(lua_State *L) {
   ts_tensor *x = lt_check(L, 1), *mask = lt_check(L, 2);
   ts_scalar_box bv;
   ts_tensor *v = lt_operand(L, 3, &bv);
-  LT_TRY(L, ts_masked_fill_(x, mask, v));
+  if (mask->dtype != TS_BOOL)
+    return luaL_error(L, "masked_fill_: mask must be a bool tensor, got %s", ts_dtype_name(mask->dtype));
+  ts_tensor **w = lt_newslot(L);
+  LT_TRY(L, ts_where(mask, v, x, w));
+  LT_TRY(L, ts_copy_(x, *w));
   lua_settop(L, 1);
   return 1;
 }
