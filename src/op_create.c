@@ -31,6 +31,7 @@ ts_status ts_full(int ndim, const int64_t *sizes, double v, ts_dtype dt, ts_devi
     ts_tensor_release(t);
     return st;
   }
+  t->storage->version = 0; /* new: its first fill is no in-place change (torch's _version 0) */
   *out = t;
   return TS_OK;
 }
@@ -110,8 +111,12 @@ static ts_status copy_values(ts_tensor *dst, ts_tensor *src) {
     v.strides[d] = d < off || src->sizes[d - off] == 1 ? 0 : src->strides[d - off];
   }
   bool host_scalar = src->ndim == 0 && src->device.type == TS_CPU; /* a 0-dim CPU tensor is a scalar */
-  if (!ts_device_eq(src->device, dst->device) && !src->is_wrapped_number && !host_scalar)
-    return ts_copy_across(dst, src, false);
+  if (!ts_device_eq(src->device, dst->device) && !src->is_wrapped_number && !host_scalar) {
+    uint32_t v = dst->storage->version;
+    st = ts_copy_across(dst, src, false);
+    if (!st) dst->storage->version = v + 1; /* one copy_, one version (the staging copies bumped too) */
+    return st;
+  }
   if (host_scalar) v.is_wrapped_number = true; /* still one for ts_dispatch's device guard once expanded */
   ts_tensor *in = &v;
   ts_call c = {.op = TS_OP_COPY, .nin = 1, .in = &in, .out = {dst}};
@@ -153,6 +158,7 @@ static ts_status copy_new(ts_tensor *t, ts_dtype dt, const char *grad_name, ts_t
     ts_tensor_release(r);
     return st;
   }
+  r->storage->version = 0; /* a new tensor: the copy that made it is no in-place change */
   *out = r;
   return TS_OK;
 }

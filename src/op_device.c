@@ -107,6 +107,7 @@ ts_status ts_to_device(ts_tensor *t, ts_device dev, ts_dtype dt, bool non_blocki
     ts_tensor_release(b);
     return st;
   }
+  b->storage->version = 0; /* a new tensor: the copy that made it is no in-place change */
   *out = b;
   return TS_OK;
 }

@@ -324,6 +324,7 @@ static ts_status scatter_impl(ts_tensor *x, int64_t dim, ts_tensor *index, ts_te
     ts_tensor_release(r);
     return st;
   }
+  r->storage->version = 0; /* a new tensor: the writes that made it are no in-place changes */
   *out = r;
   return TS_OK;
 }
@@ -519,6 +520,7 @@ ts_status ts_one_hot(ts_tensor *x, int64_t num_classes, ts_tensor **out) {
     ts_tensor_release(r);
     return st;
   }
+  r->storage->version = 0; /* a new tensor: the writes that made it are no in-place changes */
   *out = r;
   return TS_OK;
 }
@@ -752,6 +754,7 @@ ts_status ts_masked_fill(ts_tensor *x, ts_tensor *mask, ts_tensor *value, ts_ten
     ts_tensor_release(r);
     return st;
   }
+  r->storage->version = 0; /* a new tensor: the copy that made it is no in-place change */
   *out = r;
   return TS_OK;
 }

@@ -296,6 +296,7 @@ static ts_status addmm_impl(ts_tensor *bias, ts_tensor *a, ts_tensor *b, double 
     ts_tensor_release(r);
     return st;
   }
+  r->storage->version = 0; /* a new tensor: the bias copied in is no in-place change */
   *out = r;
   return TS_OK;
 }

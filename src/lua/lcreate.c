@@ -27,6 +27,7 @@ static create_opts read_opts(lua_State *L, const char *fn, int opts, ts_dtype df
 
 static void finish(lua_State *L, ts_tensor *t, const create_opts *o) {
   t->requires_grad = o->requires_grad;
+  t->storage->version = 0; /* a new tensor's storage: the writes that made it are no in-place changes (torch's 0) */
   lt_gc_debt(L);
 }
 

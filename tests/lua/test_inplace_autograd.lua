@@ -233,6 +233,18 @@ test("the version counter counts one per in-place op, as torch's _version", func
   end
   eq(stepped(function(ps) return optim.SGD(ps, {lr = 0.1}) end), fixture.sgd_version, "SGD step")
   eq(stepped(function(ps) return optim.Adam(ps, {lr = 0.1}) end), fixture.adam_version, "Adam step")
+  -- a new tensor starts at 0, however it was written (torch's creation functions and ops)
+  local x = torch.ones(2, 3)
+  local fresh = {
+    zeros = torch.zeros(2), ones = x, full = torch.full({2}, 3), eye = torch.eye(3), zeros_like = torch.zeros_like(x),
+    tensor = torch.tensor({1, 2}), clone = x:clone(), contiguous = x:t():contiguous(), double = x:double(),
+    reshape = x:t():reshape(6), masked_fill = x:masked_fill(x:gt(0), 2), scatter = x:scatter(1, torch.tensor({{0}, {1}}), 5.0),
+    one_hot = torch.one_hot(torch.tensor({1, 0}), 3), addmm = torch.addmm(torch.ones(2), x, x:t()), cpu = x:cpu(),
+  }
+  for name, t in pairs(fresh) do eq(t._version, 0, name .. "._version") end
+  local h = torch.zeros(3, 2, {device = "cpu"}):t() -- from the test's device: one copy_, one version
+  h:copy_(x)
+  eq(h._version, 1, "copy_ across devices into a strided tensor")
 end)
 
 test("a saved tensor changed in place makes backward raise PyTorch's message", function()
