@@ -133,11 +133,11 @@ function M._autocast(device_type, names, ...)
       raise("%s: dtype %s is not supported on cuda (expected torch.float16 or torch.bfloat16)", name, dtype)
     end
   end
-  local rec = scopes.enter(region_kind(device_type), table.pack(torch._autocast_enter(device_type, enabled, dtype,
-    cache_enabled)))
-  if at then return scopes.run(rec, table.unpack(list, at, n)) end
+  local kind = region_kind(device_type)
+  local prev = table.pack(torch._autocast_enter(device_type, enabled, dtype, cache_enabled))
+  if at then return scopes.run(kind, prev, table.unpack(list, at, n)) end
   return setmetatable({device_type = device_type, fast_dtype = dtype, enabled = enabled,
-    _cache_enabled = cache_enabled, _rec = rec}, Autocast)
+    _cache_enabled = cache_enabled, _rec = scopes.enter(kind, prev)}, Autocast)
 end
 
 -- ---- GradScaler ------------------------------------------------------------

@@ -82,7 +82,17 @@ function M.setup(cls, spec)
   spec = spec or {}
   local what = spec.what or rawget(cls, "__name") or "object"
   local s = {what = what, a = spec.a or "a " .. what, var = spec.var or "obj", static = spec.static}
-  s.is_instance = spec.is_instance or function(v) return M.instance_of(v, cls) end
+  -- the metatables of instances seen (weak keys): after the first call, one
+  -- getmetatable and one lookup (a class's own metatable is never an instance's)
+  local seen = setmetatable({}, {__mode = "k"})
+  local check = spec.is_instance or function(v) return M.instance_of(v, cls) end
+  s.is_instance = function(v)
+    local mt = getmetatable(v)
+    if mt ~= nil and seen[mt] then return true end
+    if not check(v) then return false end
+    if mt ~= nil then seen[mt] = true end
+    return true
+  end
   for k, v in next, cls do
     if wraps(s, k, v) then rawset(cls, k, wrap(s, k, v)) end
   end

@@ -21,33 +21,57 @@ local warnings = require "tensh.warnings"
 local M = {}
 
 -- kind(set, drop): set(prev) restores a state; drop() is called when a
--- scope under a newer one closes (the state stays; autocast counts its depth)
-function M.kind(set, drop) return {stack = {}, set = set, drop = drop} end
+-- scope under a newer one closes (the state stays; autocast counts its
+-- depth). The stack is two arrays, each open scope's token and the state it
+-- found: a scope object's token is its record ({kind, open}); a function
+-- form's is a number, so running a function in a scope allocates nothing
+-- (the optimizers' steps do it every iteration).
+function M.kind(set, drop) return {tokens = {}, prevs = {}, set = set, drop = drop} end
 
--- a scope of `kind` opens over the state prev; the caller then sets its own
-function M.enter(kind, prev)
-  local rec = {kind = kind, prev = prev, open = true}
-  kind.stack[#kind.stack + 1] = rec
-  return rec
+local function push(kind, token, prev)
+  local n = #kind.tokens + 1
+  kind.tokens[n], kind.prevs[n] = token, prev
 end
 
--- closes a scope: restores (keep: leaves) the state; at most once
-local function leave(rec, keep)
-  if not rec.open then return end
-  rec.open = false
-  local kind, stack = rec.kind, rec.kind.stack
-  for i = #stack, 1, -1 do
-    if stack[i] == rec then
-      table.remove(stack, i)
-      if i > #stack then -- the newest: its state is the current one
-        if not keep then kind.set(rec.prev) end
+-- takes token off kind's stack: restores (keep: leaves) the state
+local function pop(kind, token, keep)
+  local tokens, prevs = kind.tokens, kind.prevs
+  local n = #tokens
+  if tokens[n] == token then -- the newest, as closing in order always is
+    local prev = prevs[n]
+    tokens[n], prevs[n] = nil, nil
+    if not keep then kind.set(prev) end
+    return
+  end
+  for i = n - 1, 1, -1 do
+    if tokens[i] == token then
+      local prev = prevs[i]
+      table.remove(tokens, i)
+      table.remove(prevs, i)
+      if i > #tokens then -- the newest: its state is the current one
+        if not keep then kind.set(prev) end
       else -- a newer scope is open: it restores what this one found
-        if not keep then stack[i].prev = rec.prev end
+        if not keep then prevs[i] = prev end
         if kind.drop then kind.drop() end
       end
       return
     end
   end
+end
+
+-- a scope object of `kind` opens over the state prev (the caller then sets
+-- its own); returns its record
+function M.enter(kind, prev)
+  local rec = {kind = kind, open = true}
+  push(kind, rec, prev)
+  return rec
+end
+
+-- closes a scope object's record: restores (keep: leaves) the state; at most once
+local function leave(rec, keep)
+  if not rec.open then return end
+  rec.open = false
+  pop(rec.kind, rec, keep)
 end
 
 function M.exit(rec) leave(rec, false) end
@@ -65,18 +89,33 @@ function M.collected(rec, opened, fn_form, keep)
   end
 end
 
--- runs fn(...) inside the open scope rec, closes it (an error included) and
--- returns fn's results
-function M.run(rec, fn, ...)
-  local r = table.pack(pcall(fn, ...))
-  leave(rec, false)
-  if not r[1] then error(r[2], 0) end
-  return table.unpack(r, 2, r.n)
+-- runs fn(...) in a scope of kind opened over prev (the caller has set its
+-- state), closes it (an error included) and returns fn's results; push and
+-- pop written out, as this runs in every optimizer step
+local serial = 0
+local function finish(kind, token, ok, ...)
+  local tokens, prevs = kind.tokens, kind.prevs
+  local n = #tokens
+  if tokens[n] == token then
+    local prev = prevs[n]
+    tokens[n], prevs[n] = nil, nil
+    kind.set(prev)
+  else
+    pop(kind, token, false)
+  end
+  if not ok then error((...), 0) end
+  return ...
+end
+function M.run(kind, prev, fn, ...)
+  serial = serial + 1
+  local token, n = serial, #kind.tokens + 1
+  kind.tokens[n], kind.prevs[n] = token, prev
+  return finish(kind, token, pcall(fn, ...))
 end
 
 -- ---- grad mode -----------------------------------------------------------------
 
-local grad_kind = M.kind(function(prev) torch._set_grad_enabled(prev) end)
+local grad_kind -- made by install, with the C setter itself as its set
 
 -- named as the C binding named it, for the messages of its metamethods called by hand
 local GradMode = {__name = "tensh.GradMode"}
@@ -100,17 +139,21 @@ end
 -- sets grad mode `on`; with a function (then its arguments), runs it in the
 -- mode and returns its results; otherwise returns the scope to close
 local function grad_scope(name, on, keep, fn, ...)
-  local rec = M.enter(grad_kind, torch.is_grad_enabled())
-  torch._set_grad_enabled(on)
-  if type(fn) == "function" then return M.run(rec, fn, ...) end
+  local prev = torch.is_grad_enabled()
+  if type(fn) == "function" then
+    torch._set_grad_enabled(on)
+    return M.run(grad_kind, prev, fn, ...)
+  end
   if fn ~= nil then
-    leave(rec, false)
     require("tensh.args").type_error(name:match("^torch%.([%w_]+)"), keep and 2 or 1, "function or nothing", fn)
   end
+  local rec = M.enter(grad_kind, prev)
+  torch._set_grad_enabled(on)
   return setmetatable({_rec = rec, _name = name, _keep = keep}, GradMode)
 end
 
 function M.install(torch) -- torch: the table, before it is the global
+  grad_kind = M.kind(torch._set_grad_enabled)
   torch.no_grad = function(...) return grad_scope("torch.no_grad", false, false, ...) end
   torch.enable_grad = function(...) return grad_scope("torch.enable_grad", true, false, ...) end
   torch.set_grad_enabled = function(flag, ...)

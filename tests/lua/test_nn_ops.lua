@@ -388,7 +388,10 @@ T.cpu_test("torch.backends: settings are booleans with known names", function()
   raises(function() torch.backends.cudnn.benchmark = "yes" end, "torch.backends.cudnn.benchmark must be true or false, got string")
   raises(function() torch.backends.cuda.matmul.allow_tf32 = 1 end, "torch.backends.cuda.matmul.allow_tf32 must be true or false, got number")
   raises(function() torch.backends._library_runs("tpu") end, "invalid option 'tpu'")
-  raises(function() return torch.backends.mkldnn.no_such_setting end, "torch.backends.mkldnn has no setting 'no_such_setting'")
+  -- reading a misspelt setting raises as every namespace does (issue 29); private names probe as nil
+  raises(function() return torch.backends.mkldnn.no_such_setting end,
+    "torch.backends.mkldnn has no setting 'no_such_setting' (its settings: enabled)")
+  eq(torch.backends.mkldnn._no_such_private, nil, "a private name reads as nil")
   local prec = torch.get_float32_matmul_precision()
   torch.backends.cuda.matmul.allow_tf32 = true
   eq(torch.get_float32_matmul_precision(), "high", "allow_tf32 is precision high")

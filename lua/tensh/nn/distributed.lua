@@ -272,6 +272,15 @@ function NoSync:__close()
     self._state.sync = self._prev
   end
 end
+-- never closed (local ctx = model:no_sync()): syncing comes back when the
+-- collector takes it, with a warning, as the other scopes (lua/tensh/scopes.lua)
+function NoSync:__gc()
+  if not self._open then return end
+  self:__close()
+  require("tensh.warnings").warn("model:no_sync() was collected without being closed, so gradients were not averaged "
+    .. "until now; open it as `local _ <close> = model:no_sync()` or give it the function to run: "
+    .. "model:no_sync(function() ... end)", "UserWarning", "unclosed no_sync")
+end
 
 function DDP:no_sync(fn, ...)
   local state = rawget(self, "_attrs")._ddp

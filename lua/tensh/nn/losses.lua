@@ -30,6 +30,7 @@ end
 -- `allowed`, its tensor options (weight, pos_weight) are tensors.
 -- Returns input, target, opts (a table) and the reduction.
 local TENSOR_OPTS = {"weight", "pos_weight"}
+local DEVICE_CHECKED = {"target", "weight", "pos_weight"}
 local function loss_args(fn, input, target, opts, allowed)
   check_tensor(fn, 1, input)
   check_tensor(fn, 2, target)
@@ -39,13 +40,15 @@ local function loss_args(fn, input, target, opts, allowed)
   for _, k in ipairs(TENSOR_OPTS) do
     if allowed[k] then check_optional_tensor(fn, k, opts[k]) end
   end
-  -- one device, said here in the loss's name (the ops inside would name themselves: gather)
-  local dev = tostring(input.device)
-  for _, e in ipairs({{"target", target}, {"weight", opts.weight}, {"pos_weight", opts.pos_weight}}) do
-    local t = e[2]
-    if t ~= nil and tostring(t.device) ~= dev then
-      fail("%s: input is on %s but %s is on %s; move it to the input's device: %s:to(\"%s\")", fn, dev, e[1],
-        tostring(t.device), e[1], dev)
+  -- one device, said here in the loss's name (the ops inside would name themselves: gather);
+  -- get_device() is a number: no device object per call
+  local dev = input:get_device()
+  for _, name in ipairs(DEVICE_CHECKED) do
+    local t = name == "target" and target or opts[name]
+    if t ~= nil and t:get_device() ~= dev then
+      local want = tostring(input.device)
+      fail("%s: input is on %s but %s is on %s; move it to the input's device: %s:to(\"%s\")", fn, want, name,
+        tostring(t.device), name, want)
     end
   end
   return input, target, opts, reduction
