@@ -371,6 +371,12 @@ for _, o in ipairs({{"adam_step", function(ps) return optim.AdamW(ps, {lr = 0.01
         tol = {float32 = 1e-5}, shapes = {{61, 7}}, layouts = {"contig"}})
 end
 
+-- binary_cross_entropy's range check (its error path: test_losses, test_cuda_counts)
+case({name = "binary_cross_entropy", ops = {"check_range"}, nin = 2, dtypes = {"float32", "float64", "float16"},
+      tol = {float16 = 5e-3}, fn = function(a, b)
+        return {F.binary_cross_entropy(a:sigmoid(), b:sigmoid(), {reduction = "none"}), F.binary_cross_entropy(a:sigmoid(), b:sigmoid())}
+      end, shapes = {{5, 7}, {0, 3}}, layouts = {"contig", "strided"}})
+
 -- clip_grad_norm_'s fused kernels: 61 gradients (past one table; one empty, one past a chunk),
 -- the 2-norm and the max, clipped (max_norm below the total) and not
 case({name = "clip_grad_norm", ops = {"clip_grad_norm"}, nin = 1, dtypes = {"float32", "float64"}, tol = {float32 = 1e-5},
