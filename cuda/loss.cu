@@ -8,6 +8,7 @@
 // out of range is reported through the device-assert record (read at the next
 // synchronisation), never by waiting for the host here; its row's loss is NaN.
 #include <math.h>
+#include <string.h>
 
 #include "device_assert.cuh"
 extern "C" {
@@ -224,6 +225,37 @@ template <typename T> ts_status nll_backward(const ts_call *c) {
   return tsc_after_launch("nll_loss_backward");
 }
 
+// ---- check_range: the first element outside [lo, hi] this thread meets is reported ----
+
+template <typename T>
+__global__ void __launch_bounds__(TSC_THREADS)
+    check_range_kernel(const T *x, int64_t n, double lo, double hi, int code, tsc_assert_record *rec) {
+  TSC_GRID_STRIDE(int64_t, j, n) {
+    const double v = (double)x[j];
+    if (!(v >= lo && v <= hi)) {
+      long long bits;
+      memcpy(&bits, &v, sizeof bits);
+      tsc_device_assert(rec, TS_OP_CHECK_RANGE, code, bits, j, 0);
+      return;
+    }
+  }
+}
+
+ts_status k_check_range(const ts_call *c) {
+  const int64_t n = ts_numel(c->in[0]);
+  ts_status st;
+  tsc_assert_record *rec = tsc_assert_record_get(&st);
+  if (st || n == 0) return st;
+  const int code = (int)c->i[0];
+  if (c->in[0]->dtype == TS_FLOAT32)
+    check_range_kernel<float><<<tsc_blocks(n), TSC_THREADS, 0, tsc_stream()>>>(tsc_ptr<float>(c->in[0]), n, c->f[0],
+                                                                               c->f[1], code, rec);
+  else
+    check_range_kernel<double><<<tsc_blocks(n), TSC_THREADS, 0, tsc_stream()>>>(tsc_ptr<double>(c->in[0]), n, c->f[0],
+                                                                                c->f[1], code, rec);
+  return tsc_after_launch("check_range");
+}
+
 ts_status k_nll_loss(const ts_call *c) {
   return c->in[0]->dtype == TS_FLOAT32 ? nll_forward<float>(c) : nll_forward<double>(c);
 }
@@ -236,4 +268,5 @@ ts_status k_nll_loss_backward(const ts_call *c) {
 extern "C" void tsc_register_loss(ts_kernel *k) {
   k[TS_OP_NLL_LOSS] = k_nll_loss;
   k[TS_OP_NLL_LOSS_BACKWARD] = k_nll_loss_backward;
+  k[TS_OP_CHECK_RANGE] = k_check_range;
 }

@@ -342,8 +342,20 @@ static ts_status k_clip_grad_norm(const ts_call *c) {
   return mt_apply(c, "clip_grad_norm", slot, 0, scale_op{coef});
 }
 
+// ---- _foreach_zero_: every tensor of the list set to 0, a launch per table ----
+
+struct zero_op {
+  template <typename T> __device__ __forceinline__ void operator()(T (&x)[MT_SLOTS], int) const { x[0] = T(0); }
+};
+
+static ts_status k_foreach_zero(const ts_call *c) {
+  static const int slot[] = {0};
+  return mt_apply(c, "foreach_zero", slot, 0, zero_op{});
+}
+
 extern "C" void tsc_register_optim(ts_kernel *k) {
   k[TS_OP_CLIP_GRAD_NORM] = k_clip_grad_norm;
+  k[TS_OP_FOREACH_ZERO] = k_foreach_zero;
   k[TS_OP_ADAM_STEP] = k_adam_step;
   k[TS_OP_SGD_STEP] = k_sgd_step;
   k[TS_OP_RMSPROP_STEP] = k_rmsprop_step;

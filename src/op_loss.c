@@ -11,8 +11,37 @@ ts_status ts_loss_device_error(ts_op op, int code, const long long v[3]) {
                    "%s: target %lld is out of bounds (class indices must be in [0, %lld] for C = %lld, or "
                    "ignore_index = %lld)",
                    code == TS_LOSS_ERR_CE_TARGET ? "cross_entropy" : "nll_loss", v[0], v[1] - 1, v[1], v[2]);
+  if (op == TS_OP_CHECK_RANGE && code == TS_LOSS_ERR_BCE_INPUT) {
+    double x;
+    memcpy(&x, &v[0], sizeof x);
+    char xs[32];
+    snprintf(xs, sizeof xs, x != x ? "nan" : "%g", x); /* 0/0 has its sign bit set: not "-nan" */
+    return ts_fail(TS_ERR_ARG,
+                   "binary_cross_entropy: all elements of input should be between 0 and 1, got %s (element %lld); "
+                   "apply sigmoid, or use binary_cross_entropy_with_logits",
+                   xs, v[1]);
+  }
   return ts_fail(TS_ERR_BACKEND, "a device kernel of %s reported error %d (%lld, %lld, %lld)",
                  (unsigned)op < TS_OP_COUNT ? ts_ops[op].name : "an unknown op", code, v[0], v[1], v[2]);
+}
+
+ts_status ts_check_range(ts_tensor *x, double lo, double hi, int code) {
+  if (code != TS_LOSS_ERR_BCE_INPUT) return ts_fail(TS_ERR_ARG, "check_range: unknown code %d", code);
+  ts_status st = check_float("binary_cross_entropy", "input", x);
+  if (st || ts_numel(x) == 0) return st;
+  tmps k = {.n = 0};
+  ts_tensor **xc = tmp(&k), **xr = tmp(&k);
+  TS_AG_OFF(prev);
+  TRY(to_compute(x, xc));
+  TRY(ts_contiguous(*xc, xr));
+  {
+    ts_call c = {.op = TS_OP_CHECK_RANGE, .nin = 1, .in = xr, .i = {code}, .f = {lo, hi}};
+    TRY(ts_dispatch(&c));
+  }
+done:
+  TS_AG_RESTORE(prev);
+  tmps_free(&k);
+  return st;
 }
 
 /* The sizes of a class-index loss: N rows of C classes over S positions. */

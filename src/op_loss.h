@@ -25,6 +25,11 @@ typedef enum ts_reduction { TS_REDUCTION_NONE, TS_REDUCTION_MEAN, TS_REDUCTION_S
 ts_status ts_nll_loss(ts_tensor *x, ts_tensor *target, ts_tensor *weight, int64_t ignore_index, ts_reduction reduction,
                       double label_smoothing, bool logits, ts_tensor **out);
 
+/* Checks every element of x lies in [lo, hi] for the loss `code` names
+ * (TS_LOSS_ERR_BCE_INPUT): at once on the CPU, at the next synchronisation on
+ * a device (CHECK_RANGE). */
+ts_status ts_check_range(ts_tensor *x, double lo, double hi, int code);
+
 /* The message of a failure a kernel reported through the device-assert
  * record (cuda/device_assert.cuh): op and code as the kernel wrote them,
  * v its values. Sets the message; returns the status to raise. */
@@ -33,5 +38,7 @@ ts_status ts_loss_device_error(ts_op op, int code, const long long v[3]);
  * range in cross_entropy (logits) or nll_loss */
 #define TS_LOSS_ERR_CE_TARGET 1
 #define TS_LOSS_ERR_NLL_TARGET 2
+/* of CHECK_RANGE, v = {the value's double bits, its index, 0}: binary_cross_entropy's input */
+#define TS_LOSS_ERR_BCE_INPUT 3
 
 #endif

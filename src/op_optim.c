@@ -132,6 +132,13 @@ ts_status ts_clip_grad_norm(int n, ts_tensor *const *grads, double max_norm, dou
   return TS_OK;
 }
 
+ts_status ts_foreach_zero(int n, ts_tensor *const *ts) {
+  if (n <= 0) return TS_OK;
+  static const char *const role[] = {"tensor"};
+  ts_call c = {.op = TS_OP_FOREACH_ZERO, .i = {0, 1}};
+  return run_step("_foreach_zero_", &c, n, 1, role, (ts_tensor **)ts);
+}
+
 ts_status ts_rmsprop_step(int n, ts_tensor *const *params, ts_tensor *const *grads, ts_tensor *const *square_avgs,
                           ts_tensor *const *momentum_buffers, ts_tensor *const *grad_avgs, const ts_rmsprop_params *p) {
   const char *fn = "rmsprop_step";

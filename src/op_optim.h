@@ -46,4 +46,8 @@ ts_status ts_rmsprop_step(int n, ts_tensor *const *params, ts_tensor *const *gra
  * place. Nothing waits for a device. */
 ts_status ts_clip_grad_norm(int n, ts_tensor *const *grads, double max_norm, double norm_type, ts_tensor **total);
 
+/* torch._foreach_zero_: n tensors (contiguous, float32 or float64, one
+ * device) set to 0 at once (FOREACH_ZERO). */
+ts_status ts_foreach_zero(int n, ts_tensor *const *ts);
+
 #endif

@@ -212,7 +212,21 @@ function runner.measure(case, opts, file)
   rec.schema, rec.case, rec.file, rec.params, rec["repeat"] = runner.SCHEMA, case.name, file, case.params, opts["repeat"]
   rec.warmup = warm
   rec.time = os.time()
+  rec.device_activity = runner.device_activity(case, stmt)
   return rec
+end
+
+-- On a CUDA device, what one more (untimed) run asks of it: kernels launched,
+-- host synchronisations, copies and fills (cuda.activity_counts); nil elsewhere.
+function runner.device_activity(case, stmt)
+  if not (cuda and cuda.is_available() and tostring(case.device or ""):find("^cuda")) then return nil end
+  cuda.synchronize() -- the timed runs' work is done: only this run is counted
+  local a = cuda.activity_counts()
+  stmt()
+  local b = cuda.activity_counts()
+  cuda.synchronize()
+  return {launches = b.launches - a.launches, syncs = b.syncs - a.syncs, memcpys = b.memcpys - a.memcpys,
+    memsets = b.memsets - a.memsets}
 end
 
 -- runs everything; returns the exit status

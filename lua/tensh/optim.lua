@@ -122,21 +122,46 @@ function Optimizer:add_param_group(group)
   self.param_groups[#self.param_groups + 1] = g
 end
 
--- zero_grad({set_to_none = true}): drops the grads, or zeroes them in place
+-- Whether the fused steps (torch._sgd_step, torch._rmsprop_step: one C call
+-- for the whole group) can take parameter p with the tensors ts[1..n] (nil
+-- entries are absent state): float32/float64, one dtype, one shape,
+-- contiguous, on `device` (the group's fused parameters share one).
+local function fusable_with(p, device, ts, n)
+  local dt = p.dtype
+  if (dt ~= torch.float32 and dt ~= torch.float64) or not p:is_contiguous() then return false end
+  if device ~= nil and p.device ~= device then return false end
+  for i = 1, n do
+    local t = ts[i]
+    if t ~= nil and (t.dtype ~= dt or not t:is_contiguous() or t.device ~= p.device or t.shape ~= p.shape) then
+      return false
+    end
+  end
+  return true
+end
+
+-- zero_grad({set_to_none = true}): drops the grads, or zeroes them in place:
+-- those of one device, float32 or float64 and contiguous in one call
+-- (torch._foreach_zero_: one launch on CUDA), the rest one by one
 function Optimizer:zero_grad(opts)
   opts = check_opts(self.__name .. ":zero_grad", opts, {set_to_none = true})
   local to_none = opts.set_to_none ~= false
+  local fused, device = {}, nil
   for _, g in ipairs(self.param_groups) do
     for _, p in ipairs(g.params) do
-      if p.grad ~= nil then
+      local grad = p.grad
+      if grad ~= nil then
         if to_none then
           p.grad = nil
+        elseif fusable_with(grad, device, {}, 0) then
+          device = grad.device
+          fused[#fused + 1] = grad
         else
-          torch.no_grad(function() p.grad:zero_() end)
+          torch.no_grad(function() grad:zero_() end)
         end
       end
     end
   end
+  if #fused > 0 then torch._foreach_zero_(fused) end
 end
 
 -- step([closure]): the closure recomputes the loss (with grad enabled) and
@@ -308,22 +333,6 @@ local function sgd_validate(name, g)
   end
 end
 
--- Whether the fused steps (torch._sgd_step, torch._rmsprop_step: one C call
--- for the whole group) can take parameter p with the tensors ts[1..n] (nil
--- entries are absent state): float32/float64, one dtype, one shape,
--- contiguous, on `device` (the group's fused parameters share one).
-local function fusable_with(p, device, ts, n)
-  local dt = p.dtype
-  if (dt ~= torch.float32 and dt ~= torch.float64) or not p:is_contiguous() then return false end
-  if device ~= nil and p.device ~= device then return false end
-  for i = 1, n do
-    local t = ts[i]
-    if t ~= nil and (t.dtype ~= dt or not t:is_contiguous() or t.device ~= p.device or t.shape ~= p.shape) then
-      return false
-    end
-  end
-  return true
-end
 
 -- The fused path takes every parameter it can; the rest (float16, strided,
 -- another device) go op by op, with the same rule.

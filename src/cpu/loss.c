@@ -5,6 +5,7 @@
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../op_loss.h"
 #include "cpu.h"
@@ -145,7 +146,23 @@ static ts_status k_nll_loss_backward(const ts_call *c) {
   return ts_check_interrupt();
 }
 
+/* in x contiguous; f[0], f[1] the range; i[0] the code */
+static ts_status k_check_range(const ts_call *c) {
+  const int64_t n = ts_numel(c->in[0]);
+  const bool f32 = c->in[0]->dtype == TS_FLOAT32;
+  for (int64_t j = 0; j < n; j++) {
+    const double v = f32 ? (double)((const float *)ts_data(c->in[0]))[j] : ((const double *)ts_data(c->in[0]))[j];
+    if (!(v >= c->f[0] && v <= c->f[1])) {
+      long long e[3] = {0, j, 0};
+      memcpy(&e[0], &v, sizeof v);
+      return ts_loss_device_error(TS_OP_CHECK_RANGE, (int)c->i[0], e);
+    }
+  }
+  return TS_OK;
+}
+
 void ts_cpu_register_loss(ts_kernel *k) {
+  k[TS_OP_CHECK_RANGE] = k_check_range;
   k[TS_OP_NLL_LOSS] = k_nll_loss;
   k[TS_OP_NLL_LOSS_BACKWARD] = k_nll_loss_backward;
 }

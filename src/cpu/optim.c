@@ -212,8 +212,14 @@ static ts_status k_clip_grad_norm(const ts_call *c) {
   return ts_check_interrupt();
 }
 
+static ts_status k_foreach_zero(const ts_call *c) {
+  for (int k = 0; k < c->nin; k++) memset(ts_data(c->in[k]), 0, (size_t)ts_numel(c->in[k]) * ts_dtype_size(c->in[k]->dtype));
+  return TS_OK;
+}
+
 void ts_cpu_register_optim(ts_kernel *k) {
   k[TS_OP_CLIP_GRAD_NORM] = k_clip_grad_norm;
+  k[TS_OP_FOREACH_ZERO] = k_foreach_zero;
   k[TS_OP_ADAM_STEP] = k_adam_step;
   k[TS_OP_SGD_STEP] = k_sgd_step;
   k[TS_OP_RMSPROP_STEP] = k_rmsprop_step;

@@ -38,8 +38,19 @@ static int l_nll_loss(lua_State *L) {
   return 1;
 }
 
+/* torch._check_range(x, lo, hi, "binary_cross_entropy"): every element in [lo, hi], checked
+ * without waiting for a device (an error at its next synchronisation there) */
+static int l_check_range(lua_State *L) {
+  ts_tensor *x = lt_check(L, 1);
+  double lo = luaL_checknumber(L, 2), hi = luaL_checknumber(L, 3);
+  const char *who = luaL_checkstring(L, 4);
+  if (strcmp(who, "binary_cross_entropy")) return lt_errorf(L, "_check_range: unknown loss '%s'", who);
+  LT_TRY(L, ts_check_range(x, lo, hi, TS_LOSS_ERR_BCE_INPUT));
+  return 0;
+}
+
 void lt_open_loss(lua_State *L) {
-  static const luaL_Reg fns[] = {{"_nll_loss", l_nll_loss}, {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"_nll_loss", l_nll_loss}, {"_check_range", l_check_range}, {NULL, NULL}};
   static const luaL_Reg none[] = {{NULL, NULL}};
   lt_register(L, fns, none);
 }

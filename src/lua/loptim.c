@@ -122,11 +122,21 @@ static int l_clip_grad_norm(lua_State *L) {
   return 1;
 }
 
+/* torch._foreach_zero_(tensors): each set to 0, in one kernel call */
+static int l_foreach_zero(lua_State *L) {
+  int n = count(L);
+  ts_tensor **v = lists(L, n, 1);
+  read_list(L, "_foreach_zero_", 1, n, v);
+  LT_TRY(L, ts_foreach_zero(n, v));
+  return 0;
+}
+
 void lt_open_optim(lua_State *L) {
   static const luaL_Reg fns[] = {{"_adam_step", l_adam_step},
                                  {"_sgd_step", l_sgd_step},
                                  {"_rmsprop_step", l_rmsprop_step},
                                  {"_clip_grad_norm_", l_clip_grad_norm},
+                                 {"_foreach_zero_", l_foreach_zero},
                                  {NULL, NULL}};
   lt_register(L, fns, NULL);
 }

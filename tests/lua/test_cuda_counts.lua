@@ -120,6 +120,10 @@ test("a class index out of range raises at the next synchronisation, naming the 
   local _ = nn.functional.nll_loss(x:log_softmax(1), torch.tensor({-2, 0, 0, 0}, {device = "cpu"}):cuda())
   raises(function() cuda.synchronize() end, "nll_loss: target -2 is out of bounds", "at cuda.synchronize()")
   eq(x:sum():item() == x:sum():item(), true, "still usable")
+  -- binary_cross_entropy's input checked on the device too
+  local p = torch.tensor({0.2, 1.25, 0.5}, {device = "cpu"}):cuda()
+  local bce = nn.functional.binary_cross_entropy(p, torch.zeros(3, {device = "cuda"}))
+  raises(function() return bce:item() end, "binary_cross_entropy: all elements of input should be between 0 and 1, got 1.25 (element 1)")
 end)
 
 test("clip_grad_norm_ returns the total norm without a synchronisation, in three launches", function()
@@ -137,6 +141,16 @@ test("clip_grad_norm_ returns the total norm without a synchronisation, in three
   eq(cuda.launch_count() - l0, 3, "the norms, the total, the scale")
   eq(total.device.type, "cuda", "the total stays on the device")
   ok(math.abs(torch.stack({ps[1].grad:norm(), ps[5].grad:norm()}):norm():item()) <= 0.1 + 1e-5, "clipped")
+end)
+
+test("tensh bench records a cuda case's launches and synchronisations per run", function()
+  need_cuda()
+  local runner = require "tensh.bench_runner"
+  local a = torch.randn(32, {device = "cuda"})
+  local act = runner.device_activity({device = "cuda"}, function() local _ = (a + 1):sum() end)
+  eq(act.launches, 2, "add and sum")
+  eq(act.syncs, 0, "no synchronisation")
+  eq(runner.device_activity({device = "cpu"}, function() end), nil, "nothing on the CPU")
 end)
 
 test("the counters: launches, synchronisations, copies and fills", function()

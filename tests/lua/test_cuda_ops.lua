@@ -429,6 +429,28 @@ for _, o in ipairs({{"adam_step", function(ps) return optim.AdamW(ps, {lr = 0.01
         tol = {float32 = 1e-5}, shapes = {{61, 7}}, layouts = {"contig"}})
 end
 
+-- zero_grad({set_to_none = false}): the grads zeroed by one _foreach_zero_ call
+case({name = "foreach_zero", ops = {"foreach_zero"}, nin = 1, dtypes = {"float32", "float64"},
+      fn = function(x)
+        local ps = {}
+        for i = 0, 60 do -- past one launch's table, one of them empty
+          local n = i == 17 and 0 or i % 7 + 1
+          local q = x[i]:narrow(0, 0, n):clone():requires_grad_(true)
+          q.grad = x[i]:narrow(0, 0, n) + 1
+          ps[#ps + 1] = q
+        end
+        optim.SGD(ps):zero_grad({set_to_none = false})
+        local out = {}
+        for i, q in ipairs(ps) do out[i] = q.grad end
+        return out
+      end, shapes = {{61, 7}}, layouts = {"contig"}})
+
+-- binary_cross_entropy's range check (its error path: test_losses, test_cuda_counts)
+case({name = "binary_cross_entropy", ops = {"check_range"}, nin = 2, dtypes = {"float32", "float64", "float16"},
+      tol = {float16 = 5e-3}, fn = function(a, b)
+        return {F.binary_cross_entropy(a:sigmoid(), b:sigmoid(), {reduction = "none"}), F.binary_cross_entropy(a:sigmoid(), b:sigmoid())}
+      end, shapes = {{5, 7}, {0, 3}}, layouts = {"contig", "strided"}})
+
 -- clip_grad_norm_'s fused kernels: 61 gradients (past one table; one empty, one past a chunk),
 -- the 2-norm and the max, clipped (max_norm below the total) and not
 case({name = "clip_grad_norm", ops = {"clip_grad_norm"}, nin = 1, dtypes = {"float32", "float64"}, tol = {float32 = 1e-5},

@@ -350,8 +350,11 @@ test("binary_cross_entropy_with_logits against a Lua reference, stable at large 
 end)
 
 test("binary loss errors", function()
-  raises(function() F.binary_cross_entropy(torch.tensor({0.5, 1.5}), torch.tensor({0.0, 1.0})) end,
-    "binary_cross_entropy: all elements of input should be between 0 and 1", "range")
+  -- out of [0, 1]: at once on the CPU, at the next synchronisation on a device (item here)
+  raises(function() F.binary_cross_entropy(torch.tensor({0.5, 1.5}), torch.tensor({0.0, 1.0})):item() end,
+    "binary_cross_entropy: all elements of input should be between 0 and 1, got 1.5 (element 1)", "range")
+  raises(function() F.binary_cross_entropy(torch.tensor({0 / 0, 0.5}), torch.tensor({0.0, 1.0})):item() end,
+    "got nan (element 0)", "NaN")
   raises(function() F.binary_cross_entropy(torch.rand(2, 1), torch.rand(2)) end,
     "target size torch.Size([2]) is different from input size torch.Size([2, 1])", "sizes")
   raises(function() F.binary_cross_entropy(torch.rand(2, 3), torch.rand(2, 3), {weight = torch.ones(2)}) end,

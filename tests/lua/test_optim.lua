@@ -194,8 +194,17 @@ test("zero_grad and step(closure)", function()
   close(loss, 14, 0, 0, "closure's loss returned")
   close(w, {0.8, -1.6, 2.4}, 1e-12, 0, "stepped with the closure's grads")
   ok(w.grad ~= nil, "grad present")
+  local g = w.grad
   opt:zero_grad({set_to_none = false})
   close(w.grad, {0, 0, 0}, 0, 0, "zeroed in place")
+  ok(rawequal(w.grad, g) or w.grad:data_ptr() == g:data_ptr(), "the same tensor")
+  -- several at once (float32, float64, a strided one, float16: the last two one by one)
+  local ps = {f64({1, 2}, true), torch.ones(3, {requires_grad = true}), torch.ones(2, 2, {requires_grad = true}),
+    torch.ones(2, {dtype = torch.float16, requires_grad = true})}
+  for _, p in ipairs(ps) do p.grad = torch.ones_like(p) * 3 end
+  ps[3].grad = torch.ones(2, 2):t() * 3
+  optim.SGD(ps):zero_grad({set_to_none = false})
+  for i, p in ipairs(ps) do eq(p.grad:abs():sum():item(), 0, "grad " .. i .. " zeroed") end
   opt:zero_grad()
   eq(w.grad, nil, "set_to_none by default")
   -- step under an outer no_grad still lets the closure build a graph

@@ -246,7 +246,7 @@ test("<close> form, one profiler at a time, and off records nothing", function()
   eq(count_by(p3:events()).mul, 1, "a stopped profile starts again")
 end)
 
-test("cuda activity: device times from CUDA events", function()
+test("cuda activity: device times from CUDA events, and every launch", function()
   if not (cuda and cuda.is_available()) then T.skip("no CUDA device") end
   local a = torch.randn(128, 128, {device = "cuda"})
   local prof = profiler.profile({activities = {"cpu", "cuda"}}, function() local y = a:matmul(a) + 1 end)
@@ -260,9 +260,13 @@ test("cuda activity: device times from CUDA events", function()
   ok(timed >= 2, "the cuda kernels are timed")
   ok(prof:key_averages():table():find("Self CUDA", 1, true), "CUDA columns")
   local trace = read_trace(prof)
-  local kernels = 0
-  for _, e in ipairs(trace.traceEvents) do if e.cat == "kernel" then kernels = kernels + 1 end end
-  eq(kernels, timed, "a device track event per timed kernel")
+  local spans, kernels = 0, 0
+  for _, e in ipairs(trace.traceEvents) do
+    if e.cat == "gpu_user_annotation" then spans = spans + 1 end
+    if e.cat == "kernel" then kernels = kernels + 1 end
+  end
+  eq(spans, timed, "a device track event per timed op")
+  eq(kernels, 2, "a kernel event per launch: the product (one cuBLAS call) and the add")
 end)
 
 T.run()

@@ -242,21 +242,16 @@ end
 local bin_opts = {weight = true, reduction = true}
 
 -- binary_cross_entropy(input probabilities, target, {weight, reduction}):
--- each log clamped to >= -100 as PyTorch, so 0 and 1 give finite losses
+-- each log clamped to >= -100 as PyTorch, so 0 and 1 give finite losses. The
+-- input's range is checked where it lives: at once on the CPU, at the next
+-- synchronisation on a device (nothing waits for the host).
 function M.binary_cross_entropy(input, target, opts)
   local fn = "binary_cross_entropy"
   local reduction
   input, target, opts, reduction = loss_args(fn, input, target, opts, bin_opts)
   check_pair(fn, input, target)
   check_broadcast_weight(fn, "weight", opts.weight, input.shape)
-  if input:numel() > 0 then
-    local x = input:detach()
-    local lo, hi = x:min():item(), x:max():item()
-    if not (lo >= 0 and hi <= 1) then
-      fail("%s: all elements of input should be between 0 and 1 (got values in [%g, %g]); apply sigmoid, or use binary_cross_entropy_with_logits",
-        fn, lo, hi)
-    end
-  end
+  torch._check_range(input:detach(), 0, 1, fn)
   local log_p = input:log():clamp({min = -100})
   local log_q = (-input):log1p():clamp({min = -100})
   local loss = (target - 1) * log_q - target * log_p
