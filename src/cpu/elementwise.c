@@ -291,6 +291,7 @@ static ts_loop add1_loops[TS_DTYPE_COUNT]; /* add with alpha 1: the common case,
   TAB[TS_UINT8] = OP##_u8
 #define SET_FI(TAB, OP) SET_F(TAB, OP), SET_I(TAB, OP)
 #define SET_FIB(TAB, OP) SET_FI(TAB, OP), TAB[TS_BOOL] = OP##_b
+#define SET_IB(TAB, OP) SET_I(TAB, OP), TAB[TS_BOOL] = OP##_b
 
 static void init_loops(void) {
   SET_FI(loops[TS_OP_NEG], neg);
@@ -300,8 +301,7 @@ static void init_loops(void) {
   SET_FI(loops[TS_OP_CEIL], ceil);
   SET_FI(loops[TS_OP_ROUND], round);
   SET_FI(loops[TS_OP_TRUNC], trunc);
-  SET_I(loops[TS_OP_BITWISE_NOT], bitnot);
-  loops[TS_OP_BITWISE_NOT][TS_BOOL] = bitnot_b;
+  SET_IB(loops[TS_OP_BITWISE_NOT], bitnot);
   SET_F(loops[TS_OP_EXPM1], expm1);
   SET_F(loops[TS_OP_EXP2], exp2);
   SET_F(loops[TS_OP_LOG2], log2);
@@ -346,12 +346,9 @@ static void init_loops(void) {
   SET_FIB(loops[TS_OP_MINIMUM], minimum);
   SET_FI(loops[TS_OP_FMOD], fmod);
   SET_FI(loops[TS_OP_DIV_TRUNC], truncdiv);
-  SET_I(loops[TS_OP_BITWISE_AND], bitand);
-  loops[TS_OP_BITWISE_AND][TS_BOOL] = bitand_b;
-  SET_I(loops[TS_OP_BITWISE_OR], bitor);
-  loops[TS_OP_BITWISE_OR][TS_BOOL] = bitor_b;
-  SET_I(loops[TS_OP_BITWISE_XOR], bitxor);
-  loops[TS_OP_BITWISE_XOR][TS_BOOL] = bitxor_b;
+  SET_IB(loops[TS_OP_BITWISE_AND], bitand);
+  SET_IB(loops[TS_OP_BITWISE_OR], bitor);
+  SET_IB(loops[TS_OP_BITWISE_XOR], bitxor);
   SET_F(loops[TS_OP_ATAN2], atan2);
   SET_F(loops[TS_OP_COPYSIGN], copysign);
   SET_FIB(loops[TS_OP_EQ], eq);

@@ -43,26 +43,23 @@ static void round_args(lua_State *L, const char *fn, int64_t *ip, double *fp) {
   fp[0] = pow(10, fabs((double)d));
 }
 
-static int l_round(lua_State *L) {
+static int round_call(lua_State *L, bool inplace) {
   ts_tensor *x = lt_check(L, 1);
   int64_t ip[4] = {0};
   double fp[4] = {0};
-  round_args(L, "round", ip, fp);
+  round_args(L, inplace ? "round_" : "round", ip, fp);
+  if (inplace) {
+    LT_TRY(L, ts_unary_p_out(TS_OP_ROUND, x, ip, fp, x));
+    lua_settop(L, 1);
+    return 1;
+  }
   ts_tensor **slot = lt_newslot(L);
   LT_TRY(L, ts_unary_p(TS_OP_ROUND, x, ip, fp, slot));
   lt_gc_debt(L);
   return 1;
 }
-
-static int l_round_(lua_State *L) {
-  ts_tensor *x = lt_check(L, 1);
-  int64_t ip[4] = {0};
-  double fp[4] = {0};
-  round_args(L, "round_", ip, fp);
-  LT_TRY(L, ts_unary_p_out(TS_OP_ROUND, x, ip, fp, x));
-  lua_settop(L, 1);
-  return 1;
-}
+static int l_round(lua_State *L) { return round_call(L, false); }
+static int l_round_(lua_State *L) { return round_call(L, true); }
 
 /* div's rounding_mode: nil (true division), "floor" or "trunc", as PyTorch */
 static ts_op div_rounding(lua_State *L, int opts, const char *fn) {
@@ -170,39 +167,27 @@ static void clamp_numbers(lua_State *L, int64_t *ip, double *fp) {
     if (!lua_isnil(L, 4 + k)) ip[0] |= 1 << k, fp[k] = lua_tonumber(L, 4 + k);
 }
 
-static int l_clamp(lua_State *L) {
+/* clamp and clamp_: the tensor op when a bound is a tensor, else the scalar kernel */
+static int clamp_call(lua_State *L, bool inplace) {
   ts_tensor *x = lt_check(L, 1);
-  bool tensors = clamp_bounds(L, "clamp");
-  ts_tensor **slot = lt_newslot(L);
+  bool tensors = clamp_bounds(L, inplace ? "clamp_" : "clamp");
+  ts_tensor **slot = inplace ? NULL : lt_newslot(L);
   if (tensors) {
     ts_scalar_box blo, bhi;
     ts_tensor *lo = lua_isnil(L, 4) ? NULL : lt_operand(L, 4, &blo), *hi = lua_isnil(L, 5) ? NULL : lt_operand(L, 5, &bhi);
-    LT_TRY(L, ts_clamp_tensor(x, lo, hi, slot));
+    LT_TRY(L, inplace ? ts_clamp_tensor_out(x, lo, hi, x) : ts_clamp_tensor(x, lo, hi, slot));
   } else {
     int64_t ip[4] = {0};
     double fp[4] = {0};
     clamp_numbers(L, ip, fp);
-    LT_TRY(L, ts_unary_p(TS_OP_CLAMP, x, ip, fp, slot));
+    LT_TRY(L, inplace ? ts_unary_p_out(TS_OP_CLAMP, x, ip, fp, x) : ts_unary_p(TS_OP_CLAMP, x, ip, fp, slot));
   }
-  lt_gc_debt(L);
+  if (inplace) lua_settop(L, 1);
+  else lt_gc_debt(L);
   return 1;
 }
-
-static int l_clamp_(lua_State *L) {
-  ts_tensor *x = lt_check(L, 1);
-  if (clamp_bounds(L, "clamp_")) {
-    ts_scalar_box blo, bhi;
-    ts_tensor *lo = lua_isnil(L, 4) ? NULL : lt_operand(L, 4, &blo), *hi = lua_isnil(L, 5) ? NULL : lt_operand(L, 5, &bhi);
-    LT_TRY(L, ts_clamp_tensor_out(x, lo, hi, x));
-  } else {
-    int64_t ip[4] = {0};
-    double fp[4] = {0};
-    clamp_numbers(L, ip, fp);
-    LT_TRY(L, ts_unary_p_out(TS_OP_CLAMP, x, ip, fp, x));
-  }
-  lua_settop(L, 1);
-  return 1;
-}
+static int l_clamp(lua_State *L) { return clamp_call(L, false); }
+static int l_clamp_(lua_State *L) { return clamp_call(L, true); }
 
 static int l_gelu(lua_State *L) {
   ts_tensor *x = lt_check(L, 1);

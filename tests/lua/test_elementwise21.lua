@@ -276,8 +276,8 @@ test("cuda matches the cpu for the new kernels, every dtype they take", function
     same(torch.div(a:cuda(), b:cuda(), {rounding_mode = "trunc"}), torch.div(a, b, {rounding_mode = "trunc"}), dt .. " div trunc", 0, 0)
     same(a:cuda():clamp(0.5, -0.5), a:clamp(0.5, -0.5), dt .. " clamp min > max", 0, 0)
   end
-  local special = torch.tensor({nan, inf, -inf, 0.0, -0.0, 3.0, -7.5, 1e30})
-  local div = torch.tensor({2.0, 2.0, 3.0, -inf, inf, 0.0, 0.7, -3.0})
+  local special = torch.tensor({nan, inf, -inf, 0.0, -0.0, 3.0, -7.5, 1e30}, {device = "cpu"})
+  local div = torch.tensor({2.0, 2.0, 3.0, -inf, inf, 0.0, 0.7, -3.0}, {device = "cpu"})
   for _, op in ipairs({"floor_divide", "fmod", "remainder", "copysign", "atan2"}) do
     same(torch[op](special:cuda(), div:cuda()), torch[op](special, div), "special " .. op, 0, 0)
     zero_signs(torch[op](special:cuda(), div:cuda()):cpu(), torch[op](special, div), "special " .. op .. " zero signs")
