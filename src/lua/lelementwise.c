@@ -242,20 +242,14 @@ static int l_lerp(lua_State *L) {
   return 1;
 }
 
-/* masked_fill(mask, value): where(mask, value, self), keeping self's dtype */
+/* masked_fill(mask, value) and masked_fill_: value a number or a 0-dim
+ * tensor, in self's dtype (the op layer checks and records them) */
 static int l_masked_fill(lua_State *L) {
   ts_tensor *x = lt_check(L, 1), *mask = lt_check(L, 2);
   ts_scalar_box bv;
   ts_tensor *v = lt_operand(L, 3, &bv);
-  if (mask->dtype != TS_BOOL)
-    return luaL_error(L, "masked_fill: mask must be a bool tensor, got %s", ts_dtype_name(mask->dtype));
-  if (!v->is_wrapped_number && v->ndim != 0)
-    return luaL_error(L, "masked_fill: only supports a 0-dimensional value tensor, got %d dims", v->ndim);
-  ts_tensor **w = lt_newslot(L);
-  LT_TRY(L, ts_where(mask, v, x, w));
   ts_tensor **slot = lt_newslot(L);
-  LT_TRY(L, ts_tensor_empty(x->ndim, x->sizes, x->dtype, x->device, slot));
-  LT_TRY(L, ts_copy_(*slot, *w));
+  LT_TRY(L, ts_masked_fill(x, mask, v, slot));
   lt_gc_debt(L);
   return 1;
 }
@@ -264,11 +258,7 @@ static int l_masked_fill_(lua_State *L) {
   ts_tensor *x = lt_check(L, 1), *mask = lt_check(L, 2);
   ts_scalar_box bv;
   ts_tensor *v = lt_operand(L, 3, &bv);
-  if (mask->dtype != TS_BOOL)
-    return luaL_error(L, "masked_fill_: mask must be a bool tensor, got %s", ts_dtype_name(mask->dtype));
-  ts_tensor **w = lt_newslot(L);
-  LT_TRY(L, ts_where(mask, v, x, w));
-  LT_TRY(L, ts_copy_(x, *w));
+  LT_TRY(L, ts_masked_fill_(x, mask, v));
   lua_settop(L, 1);
   return 1;
 }
