@@ -21,11 +21,11 @@ local M = {}
 
 local CLASS_LEVEL = {extend = true, new = true, init = true}
 
--- the wrappers made here, so a method copied from class to class
--- (Module.register_module = Module.add_module) is wrapped once
-local wrappers = setmetatable({}, {__mode = "k"})
-
 local typename = require("tensh.args").typename
+
+-- A wrapper made here is known by its source, so a method copied from class
+-- to class (Module.register_module = Module.add_module) is wrapped once.
+local function is_wrapper(f) return debug.getinfo(f, "S").source == debug.getinfo(1, "S").source end
 
 -- v is an instance of cls: its metatable is cls or a class whose
 -- metatable's __index chain reaches cls (the classes' extend make them so)
@@ -45,8 +45,24 @@ local function is_class(v)
   return type(v) == "table" and type(rawget(v, "__name")) == "string" and rawget(v, "__index") ~= nil
 end
 
-local function missing_self(spec, method, nargs, self)
+-- The name the failed wrapper (the function at `level`) has in the table t
+-- or in the __index chain of its metatables; for the message only.
+local function name_in(t, level)
+  local w = debug.getinfo(level, "f").func
+  for _ = 1, 32 do
+    if type(t) ~= "table" then break end
+    for k, v in next, t do
+      if v == w and type(k) == "string" then return k end
+    end
+    local mt = getmetatable(t)
+    t = type(mt) == "table" and rawget(mt, "__index") or nil
+  end
+  return "?"
+end
+
+local function missing_self(spec, nargs, self)
   local raise = require("tensh.errors").raise
+  local method = name_in(spec.cls, 3) -- 1 name_in, 2 this, 3 the wrapper
   if is_class(self) then -- nn.GRU:forward(x): the class where an instance belongs
     local name = rawget(self, "__name")
     raise("%s: expected %s, got the class %s (create one with %s(...))", method, spec.a, name, name)
@@ -56,19 +72,49 @@ local function missing_self(spec, method, nargs, self)
     method, spec.what, got, spec.var, method)
 end
 
-local function wrap(spec, name, f)
-  local is_instance = spec.is_instance
-  local w = function(self, ...) -- named self, as the method's own first parameter
-    if not is_instance(self) then missing_self(spec, name, (self == nil and select("#", ...) == 0) and 0 or 1, self) end
+-- Each class's spec (what, a, var, static, cls, check, seen) is one table,
+-- and the functions below are shared by every class: the Lua heap paces the
+-- collector (src/lua/ltensor.c), so a hundred classes' closures would cost
+-- the training loops (test_cpu_memory's flat run).
+local specs = setmetatable({}, {__mode = "k"}) -- class -> spec
+local WEAK_KEYS = {__mode = "k"}
+
+-- v is an instance for spec: after the first call for a metatable, one
+-- getmetatable and one lookup (a class's own metatable is never an instance's)
+local function is_instance(spec, v)
+  local mt = getmetatable(v)
+  local seen = spec.seen
+  if mt ~= nil and seen and seen[mt] then return true end
+  if spec.check then
+    if not spec.check(v) then return false end
+  elseif not M.instance_of(v, spec.cls) then
+    return false
+  end
+  if mt ~= nil then
+    if not seen then seen = setmetatable({}, WEAK_KEYS) spec.seen = seen end
+    seen[mt] = true
+  end
+  return true
+end
+
+local function wrap(spec, f)
+  return function(self, ...) -- named self, as the method's own first parameter
+    if not is_instance(spec, self) then missing_self(spec, (self == nil and select("#", ...) == 0) and 0 or 1, self) end
     return f(self, ...)
   end
-  wrappers[w] = true
-  return w
 end
 
 local function wraps(spec, k, v)
-  return type(k) == "string" and type(v) == "function" and not wrappers[v] and k:sub(1, 1) ~= "_"
-    and not CLASS_LEVEL[k] and not (spec.static and spec.static[k])
+  return type(k) == "string" and type(v) == "function" and k:sub(1, 1) ~= "_" and not CLASS_LEVEL[k]
+    and not (spec.static and spec.static[k]) and not is_wrapper(v)
+end
+
+-- a method defined on a class after setup (function Linear:forward ...) is wrapped as it arrives
+local function class_newindex(c, k, v)
+  local spec = specs[c]
+  if spec and wraps(spec, k, v) then v = wrap(spec, v) end
+  rawset(c, k, v)
+  if k == "__tostring" then printable.give(c) end
 end
 
 -- cls: the class table (its instances' metatable). spec:
@@ -81,31 +127,16 @@ end
 function M.setup(cls, spec)
   spec = spec or {}
   local what = spec.what or rawget(cls, "__name") or "object"
-  local s = {what = what, a = spec.a or "a " .. what, var = spec.var or "obj", static = spec.static}
-  -- the metatables of instances seen (weak keys): after the first call, one
-  -- getmetatable and one lookup (a class's own metatable is never an instance's)
-  local seen = setmetatable({}, {__mode = "k"})
-  local check = spec.is_instance or function(v) return M.instance_of(v, cls) end
-  s.is_instance = function(v)
-    local mt = getmetatable(v)
-    if mt ~= nil and seen[mt] then return true end
-    if not check(v) then return false end
-    if mt ~= nil then seen[mt] = true end
-    return true
-  end
+  local s = {what = what, a = spec.a or "a " .. what, var = spec.var or "obj", static = spec.static, cls = cls,
+    check = spec.is_instance}
+  specs[cls] = s
   for k, v in next, cls do
-    if wraps(s, k, v) then rawset(cls, k, wrap(s, k, v)) end
+    if wraps(s, k, v) then rawset(cls, k, wrap(s, v)) end
   end
   printable.give(cls)
   local mt = getmetatable(cls)
   if mt == nil then mt = {} setmetatable(cls, mt) end
-  if rawget(mt, "__newindex") == nil then
-    rawset(mt, "__newindex", function(c, k, v)
-      if wraps(s, k, v) then v = wrap(s, k, v) end
-      rawset(c, k, v)
-      if k == "__tostring" then printable.give(c) end
-    end)
-  end
+  if rawget(mt, "__newindex") == nil then rawset(mt, "__newindex", class_newindex) end
   return cls
 end
 
@@ -116,18 +147,20 @@ end
 -- passes on, for the method's own message.
 function M.tensor_methods(methods)
   local tensor_mt = debug.getmetatable(torch.empty(0))
+  local function bad_self(nargs, t)
+    local name = name_in(methods, 3) -- 1 name_in, 2 this, 3 the wrapper
+    require("tensh.errors").raise("bad argument #1 to '%s' (tensor expected, got %s; a method is called with ':', "
+      .. "as t:%s())", name, nargs == 0 and "no value" or typename(t), name)
+  end
+  local function wrap(f)
+    return function(t, ...)
+      if debug.getmetatable(t) ~= tensor_mt then bad_self((t == nil and select("#", ...) == 0) and 0 or 1, t) end
+      return f(t, ...)
+    end
+  end
   for name, f in pairs(methods) do
-    if type(name) == "string" and type(f) == "function" and not wrappers[f] and debug.getinfo(f, "S").what == "Lua" then
-      local w = function(t, ...)
-        if debug.getmetatable(t) ~= tensor_mt then
-          require("tensh.errors").raise(
-            "bad argument #1 to '%s' (tensor expected, got %s; a method is called with ':', as t:%s())", name,
-            (t == nil and select("#", ...) == 0) and "no value" or typename(t), name)
-        end
-        return f(t, ...)
-      end
-      wrappers[w] = true
-      methods[name] = w
+    if type(name) == "string" and type(f) == "function" and debug.getinfo(f, "S").what == "Lua" and not is_wrapper(f) then
+      methods[name] = wrap(f)
     end
   end
 end
