@@ -87,9 +87,10 @@ static bool take_device_assert(void) {
 }
 
 // ---- synchronisations -------------------------------------------------------
+// A quiet wait (a tool's, CUDA_LAUNCH_BLOCKING's) is not noted, but still
+// reports a device assert: the kernel's error is due at the first wait after it.
 static cudaError_t after_sync(const char *api, uintptr_t stream, bool timed, int64_t t0, cudaError_t e) {
-  if (ts_activity_is_quiet()) return e;
-  ts_status st = ts_note_sync(api, ts_cuda_current_device(), stream, t0, now_if(timed));
+  ts_status st = ts_activity_is_quiet() ? TS_OK : ts_note_sync(api, ts_cuda_current_device(), stream, t0, now_if(timed));
   if (e != cudaSuccess) return e; // the runtime's own error comes first
   if (take_device_assert()) return cudaErrorAssert;
   if (st) return reported = st, cudaErrorNotPermitted;

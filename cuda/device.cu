@@ -6,6 +6,9 @@
 #include <string.h>
 
 #include "common.cuh"
+extern "C" {
+#include "activity.h"
+}
 
 extern "C" int ts_cuda_device_count(void) {
   static int cached = -1;
@@ -43,7 +46,11 @@ ts_status tsc_cuda_error(cudaError_t e, const char *what) {
 
 ts_status tsc_after_launch(const char *what) {
   cudaError_t e = cudaGetLastError();
-  if (e == cudaSuccess && launch_blocking()) e = cudaStreamSynchronize(tsc_stream());
+  if (e == cudaSuccess && launch_blocking()) { // the setting's wait, not the program's: not counted (activity.h)
+    ts_activity_quiet(1);
+    e = cudaStreamSynchronize(tsc_stream());
+    ts_activity_quiet(-1);
+  }
   return e == cudaSuccess ? TS_OK : tsc_cuda_error(e, what);
 }
 

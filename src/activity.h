@@ -48,8 +48,10 @@ int ts_get_sync_debug_mode(void);
 extern void (*ts_sync_warn_hook)(const char *api);
 
 /* Synchronisations made by tools, not by the program (the profiler waiting
- * for its own timings): between ts_activity_quiet(+1) and (-1) on a thread
- * they are neither counted, recorded nor checked. */
+ * for its own timings, CUDA_LAUNCH_BLOCKING's wait after each launch):
+ * between ts_activity_quiet(+1) and (-1) on a thread they are neither
+ * counted, recorded nor checked by the sync debug mode (a device assert is
+ * still reported). */
 void ts_activity_quiet(int delta);
 bool ts_activity_is_quiet(void);
 

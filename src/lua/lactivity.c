@@ -4,6 +4,7 @@
  *   cuda.activity_counts()                   {launches =, syncs =, memcpys =, memsets =}
  *   cuda.set_sync_debug_mode("warn" | "error" | "default" | 0 | 1 | 2), cuda.get_sync_debug_mode() -> 0, 1, 2
  * Without CUDA the counters stay 0. */
+#include <pthread.h>
 #include <string.h>
 
 #include "lt.h"
@@ -34,12 +35,15 @@ static int l_activity_counts(lua_State *L) {
   return 1;
 }
 
-/* "warn" mode: the warning names the innermost Lua line of the main thread */
+/* "warn" mode: the warning names the innermost Lua line of the main thread
+ * (when the waiting thread is the one that opened the cuda table) */
 static lua_State *warn_L;
+static pthread_t warn_thread;
 static void warn_at_lua_line(const char *api) {
   lua_Debug ar;
   char where[256] = "";
-  for (int level = 0; warn_L && lua_getstack(warn_L, level, &ar); level++) {
+  bool here = warn_L && pthread_equal(pthread_self(), warn_thread);
+  for (int level = 0; here && lua_getstack(warn_L, level, &ar); level++) {
     if (lua_getinfo(warn_L, "Sl", &ar) && ar.currentline > 0) {
       snprintf(where, sizeof where, " at %s:%d", ar.short_src, ar.currentline);
       break;
@@ -60,10 +64,6 @@ static int l_set_sync_debug_mode(lua_State *L) {
     else if (!strcmp(s, "error")) mode = 2;
     else return lt_errorf(L, "cuda.set_sync_debug_mode: invalid value of debug_mode '%s' (expected \"default\", \"warn\" or \"error\")", s);
   }
-  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
-  warn_L = lua_tothread(L, -1);
-  lua_pop(L, 1);
-  ts_sync_warn_hook = warn_at_lua_line;
   ts_set_sync_debug_mode(mode);
   return 0;
 }
@@ -79,4 +79,9 @@ void lt_cuda_activity_fns(lua_State *L) {
                                  {"get_sync_debug_mode", l_get_sync_debug_mode},
                                  {NULL, NULL}};
   luaL_setfuncs(L, fns, 0);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD); /* also for TENSH_SYNC_CHECK */
+  warn_L = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  warn_thread = pthread_self();
+  ts_sync_warn_hook = warn_at_lua_line;
 }
