@@ -189,7 +189,9 @@ template <typename T> struct nll_grad_args {
 template <typename T> __global__ void __launch_bounds__(TSC_THREADS) nll_backward_kernel(nll_grad_args<T> a) {
   const int64_t n_el = a.N * a.C * a.S;
   TSC_GRID_STRIDE(int64_t, e, n_el) {
-    const int64_t n = e / (a.C * a.S), rem = e - n * a.C * a.S, k = rem / a.S, s = rem - k * a.S, r = n * a.S + s;
+    // element e = (n, k, s) of (N, C, S), its row r = (n, s); divided by S, then C (dividing
+    // by C * S first spilled 32 bytes on sm_90)
+    const int64_t q = e / a.S, s = e - q * a.S, n = q / a.C, k = q - n * a.C, r = n * a.S + s;
     const int64_t t = a.t[r];
     if (t == a.ign || t < 0 || t >= a.C) {
       a.gx[e] = T(0);

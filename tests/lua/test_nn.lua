@@ -1012,6 +1012,9 @@ test("LayerNorm: against Lua over the last dims, affine, errors", function()
   close(plain(x)[0][0], T.map(xl[1][1], function(v) return (v - m1) / math.sqrt(v1 + 1e-5) end), 1e-9, 1e-9, "no affine")
   raises(function() ln(torch.randn(2, 4, 3, F64)) end,
     "LayerNorm((3, 4)): expected input with shape (*, 3, 4), but got input of shape (2, 4, 3)")
+  raises(function() nn.LayerNorm({1, 1, 1, 1, 1, 1, 1, 1, 1}) end,
+    "LayerNorm: normalized_shape has 9 dims; tensors have at most 8")
+  eq(#nn.LayerNorm({1, 1, 1, 1, 1, 1, 1, 2}).normalized_shape, 8, "8 dims fit")
 end)
 
 test("Embedding: normal init, padding_idx row zero and without gradient, lookups, errors", function()

@@ -99,6 +99,10 @@ function LayerNorm:init(normalized_shape, ...)
   if type(shape) ~= "table" or #shape == 0 then
     raise("LayerNorm: normalized_shape must be an integer or a non-empty list of integers")
   end
+  -- the weight has normalized_shape's dims, and tensors have at most 8 (TS_MAX_DIMS)
+  if #shape > 8 then
+    raise("LayerNorm: normalized_shape has %d dims; tensors have at most 8", #shape)
+  end
   local s = {}
   for i, v in ipairs(shape) do s[i] = check_int("LayerNorm", "normalized_shape", v, 0) end
   self.normalized_shape = s
