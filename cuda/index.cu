@@ -21,6 +21,7 @@
 #include <cub/device/device_scan.cuh>
 
 #include "common.cuh"
+#include "device_assert.cuh"
 
 
 // ---- host helpers -------------------------------------------------------------
@@ -46,6 +47,20 @@ __device__ __forceinline__ int64_t resolve_index(int64_t j, int64_t size, bool w
 __device__ __forceinline__ void report(idx_err *e, long long bad, unsigned what = 1) {
   if (*(volatile unsigned *)&e->what == 0 && atomicCAS(&e->what, 0u, what) == 0u) e->bad = bad;
 }
+
+// Where gather and scatter send an index out of range: the launch's error
+// box, read (after a wait) before the op returns, or, when the op asks for it
+// (code != 0: embedding's lookups, inside a training step), the device-assert
+// record, raised at the next synchronisation with the op's message.
+struct bad_index_sink {
+  idx_err *err;
+  tsc_assert_record *rec;
+  int op, code;
+  __device__ __forceinline__ void operator()(long long j, int64_t size) const {
+    if (rec) tsc_device_assert(rec, op, code, j, (long long)size, 0);
+    else report(err, j);
+  }
+};
 
 struct err_box {
   tsc_temp buf;
@@ -247,13 +262,13 @@ ts_status k_cat(const ts_call *c) {
 // (moved by the index), b = the source.
 template <typename E, typename I, bool SCATTER>
 __global__ void index_copy_kernel(E *a, const int64_t *idx, const E *b, tsc_offsets<3, I> o, I n, int64_t size,
-                                  int64_t dstride, bool wrap, idx_err *err) {
+                                  int64_t dstride, bool wrap, bad_index_sink bad) {
   TSC_GRID_STRIDE(I, e, n) {
     I off[3];
     o.get(e, off);
     const int64_t j = idx[off[1]], v = resolve_index(j, size, wrap);
     if (v < 0) {
-      report(err, j);
+      bad(j, size);
       continue;
     }
     if (SCATTER) a[(int64_t)off[0] + v * dstride] = b[off[2]];
@@ -267,7 +282,7 @@ __global__ void index_copy_kernel(E *a, const int64_t *idx, const E *b, tsc_offs
 // count elements of es bytes; dstride counts bytes.
 template <int W, typename I, bool SCATTER>
 __global__ void index_rows_kernel(char *a, const int64_t *idx, const char *b, tsc_offsets<3, I> o, I rows, int64_t units,
-                                  int es, int64_t size, int64_t dstride, bool wrap, idx_err *err) {
+                                  int es, int64_t size, int64_t dstride, bool wrap, bad_index_sink bad) {
   using U = typename unit_of<W>::type;
   int lane = threadIdx.x & 31;
   I first = (I)(((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5), step = (I)(((int64_t)gridDim.x * blockDim.x) >> 5);
@@ -276,7 +291,7 @@ __global__ void index_rows_kernel(char *a, const int64_t *idx, const char *b, ts
     o.get(r, off);
     const int64_t j = idx[off[1]], v = resolve_index(j, size, wrap);
     if (v < 0) {
-      if (lane == 0) report(err, j);
+      if (lane == 0) bad(j, size);
       continue;
     }
     char *dst = a + (int64_t)off[0] * es;
@@ -331,13 +346,13 @@ template <> __device__ __forceinline__ void atomic_add_elem<uint8_t>(uint8_t *p,
 
 template <typename T, typename I>
 __global__ void scatter_add_kernel(T *a, const int64_t *idx, const T *b, tsc_offsets<3, I> o, I n, int64_t size,
-                                   int64_t dstride, bool wrap, bool logical, idx_err *err) {
+                                   int64_t dstride, bool wrap, bool logical, bad_index_sink bad) {
   TSC_GRID_STRIDE(I, e, n) {
     I off[3];
     o.get(e, off);
     const int64_t j = idx[off[1]], v = resolve_index(j, size, wrap);
     if (v < 0) {
-      report(err, j);
+      bad(j, size);
       continue;
     }
     atomic_add_elem<T>(a + (int64_t)off[0] + v * dstride, b[off[2]], logical);
@@ -359,14 +374,18 @@ int64_t row_block(const ts_tensor *a, const ts_tensor *idx, const ts_tensor *b, 
 constexpr int64_t ROW_MIN_BYTES = 128; // shorter rows leave most of a warp idle
 
 // a, idx, b: views over the index's positions (see index_copy_kernel); add
-// only for scatter. Fails with the CPU's message on a bad index.
+// only for scatter. Fails with the CPU's message on a bad index, or with
+// code != 0 reports it as op's device assert (bad_index_sink) and returns at once.
 ts_status index_move(bool scatter, bool add, ts_tensor *a, char *ap, ts_tensor *idx, const int64_t *ip, ts_tensor *b,
-                     const char *bp, int dim, int64_t size, int64_t dstride, bool wrap, ts_dtype dt) {
+                     const char *bp, int dim, int64_t size, int64_t dstride, bool wrap, ts_dtype dt, int op, int code) {
   int64_t n = ts_numel(a);
   if (n == 0) return TS_OK;
   size_t es = ts_dtype_size(dt);
   err_box err;
-  ts_status st = err.init();
+  bad_index_sink bad = {nullptr, nullptr, op, code};
+  ts_status st = TS_OK;
+  if (code) bad.rec = tsc_assert_record_get(&st);
+  else if (!(st = err.init())) bad.err = err.d();
   if (st) return st;
   int64_t inner = add ? 0 : row_block(a, idx, b, dim);
   if (inner > 0 && inner * (int64_t)es >= ROW_MIN_BYTES) {
@@ -385,10 +404,10 @@ ts_status index_move(bool scatter, bool add, ts_tensor *a, char *ap, ts_tensor *
         unsigned blocks = tsc_blocks(rows * 32);
         if (scatter)
           index_rows_kernel<W, I, true><<<blocks, TSC_THREADS, 0, tsc_stream()>>>(
-              ap, ip, bp, o, (I)rows, inner * (int64_t)es / W, (int)es, size, dstride * (int64_t)es, wrap, err.d());
+              ap, ip, bp, o, (I)rows, inner * (int64_t)es / W, (int)es, size, dstride * (int64_t)es, wrap, bad);
         else
           index_rows_kernel<W, I, false><<<blocks, TSC_THREADS, 0, tsc_stream()>>>(
-              ap, ip, bp, o, (I)rows, inner * (int64_t)es / W, (int)es, size, dstride * (int64_t)es, wrap, err.d());
+              ap, ip, bp, o, (I)rows, inner * (int64_t)es / W, (int)es, size, dstride * (int64_t)es, wrap, bad);
         TSC_LAUNCH_CHECK(scatter ? "scatter" : "gather");
         return TS_OK;
       }
@@ -405,7 +424,7 @@ ts_status index_move(bool scatter, bool add, ts_tensor *a, char *ap, ts_tensor *
           using T0 = decltype(ttag);
           using T = std::conditional_t<std::is_same<T0, bool>::value, uint8_t, T0>; // bool bytes: a logical or
           scatter_add_kernel<T, I><<<blocks, TSC_THREADS, 0, tsc_stream()>>>(
-              (T *)ap, ip, (const T *)bp, o, (I)n, size, dstride, wrap, dt == TS_BOOL, err.d());
+              (T *)ap, ip, (const T *)bp, o, (I)n, size, dstride, wrap, dt == TS_BOOL, bad);
           TSC_LAUNCH_CHECK("scatter_add");
           return TS_OK;
         });
@@ -413,16 +432,16 @@ ts_status index_move(bool scatter, bool add, ts_tensor *a, char *ap, ts_tensor *
         using E = decltype(etag);
         if (scatter)
           index_copy_kernel<E, I, true><<<blocks, TSC_THREADS, 0, tsc_stream()>>>((E *)ap, ip, (const E *)bp, o, (I)n,
-                                                                                  size, dstride, wrap, err.d());
+                                                                                  size, dstride, wrap, bad);
         else
           index_copy_kernel<E, I, false><<<blocks, TSC_THREADS, 0, tsc_stream()>>>((E *)ap, ip, (const E *)bp, o, (I)n,
-                                                                                   size, dstride, wrap, err.d());
+                                                                                   size, dstride, wrap, bad);
         TSC_LAUNCH_CHECK(scatter ? "scatter" : "gather");
         return TS_OK;
       });
     });
   }
-  if (st) return st;
+  if (st || code) return st;
   idx_err h;
   if ((st = err.read(&h))) return st;
   if (h.what)
@@ -442,7 +461,7 @@ ts_status k_gather(const ts_call *c) {
   memcpy(v.sizes, out->sizes, sizeof v.sizes);
   v.strides[dim] = 0;
   return index_move(false, false, out, (char *)ts_data(out), index, (const int64_t *)ip, &v, (const char *)sp, dim,
-                    src->sizes[dim], src->strides[dim], c->i[1] != 0, src->dtype);
+                    src->sizes[dim], src->strides[dim], c->i[1] != 0, src->dtype, TS_OP_GATHER, (int)c->i[2]);
 }
 
 ts_status k_scatter(const ts_call *c) {
@@ -458,7 +477,7 @@ ts_status k_scatter(const ts_call *c) {
   dst.strides[dim] = 0;
   memcpy(sv.sizes, index->sizes, sizeof sv.sizes);
   return index_move(true, c->i[1] != 0, &dst, (char *)ts_data(out), index, (const int64_t *)ip, &sv, (const char *)sp,
-                    dim, out->sizes[dim], out->strides[dim], c->i[2] != 0, out->dtype);
+                    dim, out->sizes[dim], out->strides[dim], c->i[2] != 0, out->dtype, TS_OP_SCATTER, (int)c->i[3]);
 }
 
 // ---- tiled ranks: count, scan, emit ----------------------------------------------

@@ -21,6 +21,10 @@ ts_status ts_loss_device_error(ts_op op, int code, const long long v[3]) {
                    "apply sigmoid, or use binary_cross_entropy_with_logits",
                    xs, v[1]);
   }
+  if ((op == TS_OP_GATHER && code == TS_LOSS_ERR_EMBEDDING_INDEX) ||
+      (op == TS_OP_SCATTER && code == TS_LOSS_ERR_EMBEDDING_BACKWARD_INDEX)) /* the CPU's words (op_nn_embedding.c) */
+    return ts_fail(TS_ERR_INDEX, "%s: index %lld is out of range for a weight of %lld rows (expected 0 <= index < %lld)",
+                   op == TS_OP_GATHER ? "embedding" : "embedding_backward", v[0], v[1], v[1]);
   return ts_fail(TS_ERR_BACKEND, "a device kernel of %s reported error %d (%lld, %lld, %lld)",
                  (unsigned)op < TS_OP_COUNT ? ts_ops[op].name : "an unknown op", code, v[0], v[1], v[2]);
 }

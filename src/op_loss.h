@@ -40,5 +40,9 @@ ts_status ts_loss_device_error(ts_op op, int code, const long long v[3]);
 #define TS_LOSS_ERR_NLL_TARGET 2
 /* of CHECK_RANGE, v = {the value's double bits, its index, 0}: binary_cross_entropy's input */
 #define TS_LOSS_ERR_BCE_INPUT 3
+/* Not losses, but reported the same way: embedding's row index out of range,
+ * v = {index, rows, 0}, from GATHER (forward) or SCATTER (backward) */
+#define TS_LOSS_ERR_EMBEDDING_INDEX 4
+#define TS_LOSS_ERR_EMBEDDING_BACKWARD_INDEX 5
 
 #endif

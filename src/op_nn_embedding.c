@@ -1,5 +1,9 @@
-/* The op layer for embedding (contracts in op_nn.h): index_select of rows
- * forward, scatter-add backward, every index checked against the table. */
+/* The op layer for embedding (contracts in op_nn.h): a gather of rows
+ * forward, a scatter-add backward, every index checked against the table:
+ * on the CPU before the kernel runs, on a device by the kernel itself, which
+ * reports a bad one through the device-assert record (GATHER's i[2],
+ * SCATTER's i[3]), so a training step's lookups never wait for the host. */
+#include "op_loss.h"
 #include "op_nn_common.h"
 
 static ts_status embedding_range_error(const char *fn, long long index, int64_t V) {
@@ -7,13 +11,13 @@ static ts_status embedding_range_error(const char *fn, long long index, int64_t 
                  fn, index, (long long)V, (long long)V);
 }
 
-/* On a device the gather/scatter kernel finds a bad index ("index N is out of
- * bounds ..."): the error in the CPU's words, so both devices read alike. */
-static ts_status device_range_error(const char *fn, ts_status st, int64_t V) {
-  const char *m = st == TS_ERR_INDEX ? strstr(ts_last_error(), "index ") : NULL;
-  long long bad;
-  if (m && sscanf(m, "index %lld", &bad) == 1) return embedding_range_error(fn, bad, V);
-  return st;
+/* The flat index (n) seen as (n, D), stride 0 along D: the kernels' geometry
+ * for moving whole rows of D elements. */
+static ts_tensor rows_of(const ts_tensor *flat, int64_t D) {
+  ts_tensor iv = *flat;
+  iv.ndim = 2;
+  iv.sizes[1] = D, iv.strides[1] = 0;
+  return iv;
 }
 
 /* Indices as a flat contiguous int64 tensor (n), each checked against V on the CPU
@@ -55,7 +59,13 @@ static ts_status embedding_impl(ts_tensor *w, ts_tensor *idx, ts_tensor **out) {
   tmps k = {.n = 0};
   ts_tensor **f = tmp(&k), **r = tmp(&k);
   TRY(embedding_index(fn, idx, w->sizes[0], f));
-  if ((st = device_range_error(fn, ts_index_select(w, 0, *f, r), w->sizes[0]))) goto done;
+  const int64_t n = (*f)->sizes[0], D = w->sizes[1];
+  TRY(ts_tensor_empty(2, (int64_t[]){n, D}, w->dtype, w->device, r));
+  if (n * D > 0) { /* out[j] = w[idx[j]]: GATHER along dim 0 */
+    ts_tensor iv = rows_of(*f, D), *in[2] = {w, &iv};
+    ts_call c = {.op = TS_OP_GATHER, .nin = 2, .in = in, .out = {*r}, .i = {0, 0, TS_LOSS_ERR_EMBEDDING_INDEX}};
+    TRY(ts_dispatch(&c));
+  }
   int64_t sizes[TS_MAX_DIMS];
   memcpy(sizes, idx->sizes, sizeof(int64_t) * (size_t)idx->ndim);
   sizes[idx->ndim] = w->sizes[1];
@@ -89,11 +99,11 @@ ts_status ts_embedding_backward(ts_tensor *go, ts_tensor *idx, int64_t V, const 
   TRY(ts_to_dtype(go, compute_dtype(go->dtype), gc));
   TRY(ts_reshape(*gc, 2, (int64_t[]){n, D}, g2));
   TRY(ts_full(2, (int64_t[]){V, D}, 0, compute_dtype(go->dtype), go->device, r));
-  if (n * D > 0) {
-    ts_tensor iv = **f; /* index (n) seen as (n, D), stride 0 along D */
-    iv.ndim = 2;
-    iv.sizes[1] = D, iv.strides[1] = 0;
-    if ((st = device_range_error(fn, ts_scatter_(*r, 0, &iv, *g2, true), V))) goto done;
+  if (n * D > 0) { /* r[idx[j]] += g[j]: SCATTER, adding, along dim 0 */
+    ts_tensor iv = rows_of(*f, D), *in[2] = {&iv, *g2};
+    ts_call c = {.op = TS_OP_SCATTER, .nin = 2, .in = in, .out = {*r},
+                 .i = {0, 1, 0, TS_LOSS_ERR_EMBEDDING_BACKWARD_INDEX}};
+    TRY(ts_dispatch(&c));
   }
   if (pad >= 0) {
     TRY(ts_select(*r, 0, pad, row));
