@@ -251,6 +251,8 @@ test("bad configurations and inputs are errors that say what is wrong", function
   raises(function() m(torch.zeros(3, {dtype = torch.int64})) end, "GPT: expected token indices of shape (B, T), got shape (3,)")
   raises(function() m(torch.zeros(2, 3, {dtype = torch.int64}), torch.zeros(2, 2, {dtype = torch.int64})) end,
     "GPT: targets must have the shape of idx (2, 3), got (2, 2)")
+  raises(function() m(torch.zeros(2, 0, {dtype = torch.int64})) end,
+    "GPT: expected at least one token a row, got idx of shape (2, 0)")
   raises(function() m("tokens") end, "GPT: expected a tensor input, got string")
   local idx = torch.zeros(1, 2, {dtype = torch.int64})
   raises(function() m:generate(idx, 2, {temperature = 0}) end, "generate: temperature must be positive, got 0")

@@ -163,6 +163,7 @@ function GPT:forward(idx, targets)
     raise("%s: expected integer token indices (int64), got %s", fn, idx.dtype)
   end
   local t = idx.shape[1]
+  if t == 0 then raise("%s: expected at least one token a row, got idx of shape %s", fn, shape_str(idx)) end
   local bs = self.config.block_size
   if t > bs then raise("%s: Cannot forward sequence of length %d, block size is only %d", fn, t, bs) end
   local tr = self.transformer
