@@ -152,7 +152,7 @@ endif
 
 include sim/sim.mk
 
-.PHONY: all deps test asan bench fuzz demo clean probe release install uninstall gpu-report
+.PHONY: all deps test asan bench fuzz demo gpt clean probe release install uninstall gpu-report
 all: $(BUILD)/tensh $(BUILD)/tensh.so
 
 # what the build found: said before the first compile and whenever the
@@ -282,6 +282,13 @@ demo:
 	$(INSTALL_DEPS) dataset-fashion-mnist
 	$(if $(filter 1,$(DEMO_GPU)),$(MAKE) all,$(MAKE) BUILD=$(DEMO_BUILD) CUDA=0 all)
 	$(DEMO_BUILD)/tensh scripts/train_fashion_mnist.lua $(DEMO_ARGS)
+
+# a character-level GPT (scripts/train_gpt.lua, models.gpt) trained on the license
+# texts every Debian system has (/usr/share/common-licenses), small enough for a few
+# minutes on a CPU, then sampled; GPT_ARGS=... passes options (e.g. GPT_ARGS="--steps 5000")
+gpt:
+	$(if $(filter 1,$(DEMO_GPU)),$(MAKE) all,$(MAKE) BUILD=$(DEMO_BUILD) CUDA=0 all)
+	$(DEMO_BUILD)/tensh scripts/train_gpt.lua $(GPT_ARGS)
 
 # the multi-architecture binary with PTX, whatever GPU this machine has
 release:

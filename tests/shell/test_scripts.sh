@@ -60,6 +60,31 @@ elif "$tensh" scripts/train_fashion_mnist.lua --bogus >"$tmp/out" 2>&1; then
   fail "unknown option" "exit code 0"
 elif grep -q "unknown option '--bogus'" "$tmp/out"; then passed=$((passed + 1)); else fail "unknown option" "message" "$tmp/out"; fi
 
+# the character-level GPT on Debian's license texts, tiny: it learns, samples, plots, and a run stopped at
+# its first evaluation and resumed ends exactly where an uninterrupted one does
+gpt=(--steps 20 --eval-interval 10 --eval-iters 2 --log-interval 5 --sample 30 --batch-size 4 --block-size 16
+  --n-layer 1 --n-head 2 --n-embd 16 --lr 3e-3 --warmup 2 --device cpu)
+check "--help (gpt)" "usage: tensh scripts/train_gpt.lua" -- "$tensh" scripts/train_gpt.lua --help
+if [ ! -d /usr/share/common-licenses ]; then skip "train_gpt" "no /usr/share/common-licenses (Debian's base-files)"
+elif check "train_gpt, 20 steps" "^final: val loss" -- "$tensh" scripts/train_gpt.lua "${gpt[@]}" --out "$tmp/g1"; then
+  straight=$(grep -E "^(iter 20|step 20|final)" "$tmp/out" | sed 's/, [0-9.]* ms\/iter//; s#'"$tmp"'/g1#OUT#')
+  first=$(grep "^step 0: train loss" "$tmp/out" | sed 's/.*val loss //')
+  last=$(grep "^step 20: train loss" "$tmp/out" | sed 's/.*val loss //')
+  awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.3) }' && passed=$((passed + 1)) ||
+    fail "train_gpt learns" "val loss $first at step 0, $last at step 20" "$tmp/out"
+  grep -q -- "---- sample ----" "$tmp/out" && grep -q "── train   ── val" "$tmp/out" && passed=$((passed + 1)) ||
+    fail "train_gpt samples and plots" "no sample or no loss plot" "$tmp/out"
+  check "train_gpt, stop at step 10" "stopping after iteration 10" -- \
+    "$tensh" scripts/train_gpt.lua "${gpt[@]}" --out "$tmp/g2" --stop-after 10
+  check "train_gpt, resume" "resuming at iteration 10 of 20" -- \
+    "$tensh" scripts/train_gpt.lua "${gpt[@]}" --out "$tmp/g2" --resume
+  resumed=$(grep -E "^(iter 20|step 20|final)" "$tmp/out" | sed 's/, [0-9.]* ms\/iter//; s#'"$tmp"'/g2#OUT#')
+  if [ "$straight" = "$resumed" ] && [ -n "$straight" ]; then passed=$((passed + 1))
+  else fail "train_gpt resume is exact" "straight: '$straight', resumed: '$resumed'"; fi
+  check "train_gpt, resume a finished run" "already finished its 20 iterations" -- \
+    "$tensh" scripts/train_gpt.lua "${gpt[@]}" --out "$tmp/g2" --resume
+fi
+
 fm=/usr/share/datasets/fashion-mnist
 if ! want "train"; then :
 elif [ -f "$fm/train-images-idx3-ubyte.gz" ] || [ -f "$fm/train-images-idx3-ubyte" ]; then
