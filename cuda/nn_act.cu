@@ -54,6 +54,19 @@ struct f_mish_bw {
   }
 };
 
+struct f_gelu_bw { // p0 1: the tanh approximation (PyTorch's GeluKernel formulas, as the CPU's)
+  template <typename T> __device__ T operator()(T g, T x, T p0, T) const {
+    if (p0 != (T)0) {
+      const T beta = (T)(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = (T)0.044715;
+      const T x2 = x * x, t = tanh(beta * (x + kappa * x2 * x));
+      return g * ((T)0.5 * ((T)1 + t) + (T)0.5 * x * ((T)1 - t * t) * beta * ((T)1 + (T)3 * kappa * x2));
+    }
+    const T cdf = (T)0.5 * ((T)1 + erf(x * (T)M_SQRT1_2));
+    const T pdf = exp((T)-0.5 * x * x) * (T)(M_2_SQRTPI * M_SQRT1_2 * 0.5);
+    return g * (cdf + x * pdf);
+  }
+};
+
 // Binds the parameters: forward (x) and backward (g, x) forms of a formula.
 template <typename T, typename F> struct with_params1 {
   F f;
@@ -95,4 +108,5 @@ void tsc_register_nn_act(ts_kernel *k) {
   k[TS_OP_LOG_SIGMOID_BACKWARD] = backward<f_log_sigmoid_bw>;
   k[TS_OP_MISH] = forward<f_mish>;
   k[TS_OP_MISH_BACKWARD] = backward<f_mish_bw>;
+  k[TS_OP_GELU_BACKWARD] = backward<f_gelu_bw>;
 }

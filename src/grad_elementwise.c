@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "grad_util.h"
+#include "op_nn.h"
 
 /* ---- unary: saved[0] x (compute dtype), saved[1] the output y ---------- */
 
@@ -60,6 +61,12 @@ static ts_tensor *unary_formula(ag_scope *s, ts_op op, const ts_node *n, ts_tens
     return AG_MUL(s, g, AG_MUL(s, sg, AG_ADD(s, ag_num(s, 1), AG_MUL(s, x, AG_SUB(s, ag_num(s, 1), sg)))));
   }
   case TS_OP_GELU:
+    if (!s->st && g->dtype == x->dtype && g->ndim == x->ndim &&
+        !memcmp(g->sizes, x->sizes, sizeof(int64_t) * (size_t)g->ndim)) { /* one kernel, as torch's gelu_backward */
+      ts_tensor *r = NULL;
+      ts_status st = ts_gelu_backward(g, x, n->i[0] != 0, &r);
+      return ag_keep(s, st, r);
+    }
     if (n->i[0]) { /* tanh approximation, as torch's gelu_backward */
       const double beta = 0.7978845608028654, kappa = 0.044715;
       ts_tensor *x2 = AG_MUL(s, x, x);

@@ -85,6 +85,8 @@ ts_status ts_activation_forward(ts_activation a, ts_tensor *x, const double p[2]
 /* grad_out of x's shape -> the gradient with respect to x */
 ts_status ts_activation_backward(ts_activation a, ts_tensor *grad_out, ts_tensor *x, const double p[2],
                                  ts_tensor **grad_input);
+/* GELU's gradient (exact, or of the tanh approximation) in one kernel, as the activations' above */
+ts_status ts_gelu_backward(ts_tensor *grad_out, ts_tensor *x, bool tanh_approximation, ts_tensor **grad_input);
 
 /* x (N, C, *) normalised over groups of C/G channels (with the trailing dims) per sample;
  * weight/bias (C) or NULL. saved_mean/saved_rstd (N, G) in the compute dtype. */

@@ -1,6 +1,7 @@
 /* The op layer for the activations with kernels of their own (contracts in
  * op_nn.h): softplus, elu, hardtanh, log_sigmoid and mish, each one kernel
- * forward and one backward (ops_nn.def) over x with any strides. float16 and
+ * forward and one backward (ops_nn.def) over x with any strides, and GELU's
+ * backward (its forward is a unary op). float16 and
  * bfloat16 are computed in float32 and rounded once at the end, as PyTorch's
  * opmath does. The backward reads x (not the result), as PyTorch's does. */
 #include "op_nn_common.h"
@@ -51,11 +52,12 @@ done:
   return st;
 }
 
-ts_status ts_activation_backward(ts_activation a, ts_tensor *go, ts_tensor *x, const double p[2], ts_tensor **gx) {
-  ts_status st = check_act(a);
-  if (st) return st;
+/* the backward kernel bwd over go and x, checked and computed in the compute dtype */
+static ts_status backward_impl(const char *name, ts_op bwd, ts_tensor *go, ts_tensor *x, const double p[2],
+                               ts_tensor **gx) {
   char fn[64];
-  snprintf(fn, sizeof fn, "%s_backward", acts[a].name);
+  snprintf(fn, sizeof fn, "%s_backward", name);
+  ts_status st;
   if ((st = check_float(fn, "input", x)) || (st = check_float(fn, "grad_output", go))) return st;
   if (go->ndim != x->ndim || memcmp(go->sizes, x->sizes, sizeof(int64_t) * (size_t)x->ndim))
     return ts_fail(TS_ERR_SHAPE, "%s: grad_output has shape %s but the input has shape %s", fn, shape_of(go).s,
@@ -69,11 +71,21 @@ ts_status ts_activation_backward(ts_activation a, ts_tensor *go, ts_tensor *x, c
   TRY(ts_to_dtype(x, cd, xc));
   {
     ts_tensor *in[2] = {*gc, *xc};
-    TRY(run_act(acts[a].bwd, 2, in, p, x->dtype, gx));
+    TRY(run_act(bwd, 2, in, p, x->dtype, gx));
   }
 done:
   tmps_free(&k);
   return st;
+}
+
+ts_status ts_activation_backward(ts_activation a, ts_tensor *go, ts_tensor *x, const double p[2], ts_tensor **gx) {
+  ts_status st = check_act(a);
+  return st ? st : backward_impl(acts[a].name, acts[a].bwd, go, x, p, gx);
+}
+
+ts_status ts_gelu_backward(ts_tensor *go, ts_tensor *x, bool tanh_approximation, ts_tensor **gx) {
+  const double p[2] = {tanh_approximation ? 1 : 0, 0};
+  return backward_impl("gelu", TS_OP_GELU_BACKWARD, go, x, p, gx);
 }
 
 /* ---- autograd: one node that calls the backward above (grad_nn.c) ---- */

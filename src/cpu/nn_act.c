@@ -24,6 +24,21 @@
     const __typeof__(x) t_ = tanh(log1p(exp(x))), s_ = 1 / (1 + exp(-(x))); \
     (g) * (t_ + (x) * s_ * (1 - t_ * t_));                                  \
   })
+/* PyTorch's GeluKernel.cpp: exact Phi(x) + x phi(x); the tanh approximation's derivative */
+#define gelu_grad(g, x)                                                                    \
+  ({                                                                                       \
+    typedef __typeof__(x) T_;                                                              \
+    const T_ cdf_ = (T_)0.5 * (1 + erf((x) * (T_)M_SQRT1_2));                              \
+    const T_ pdf_ = exp((T_)-0.5 * (x) * (x)) * (T_)(M_2_SQRTPI * M_SQRT1_2 * 0.5);        \
+    (g) * (cdf_ + (x) * pdf_);                                                             \
+  })
+#define gelu_tanh_grad(g, x)                                                               \
+  ({                                                                                       \
+    typedef __typeof__(x) T_;                                                              \
+    const T_ beta_ = (T_)(M_SQRT2 * M_2_SQRTPI * 0.5), kappa_ = (T_)0.044715;              \
+    const T_ x2_ = (x) * (x), t_ = tanh(beta_ * ((x) + kappa_ * x2_ * (x)));               \
+    (g) * ((T_)0.5 * (1 + t_) + (T_)0.5 * (x) * (1 - t_ * t_) * beta_ * (1 + 3 * kappa_ * x2_)); \
+  })
 
 /* One loop per formula and type. Forward: d[0] out, d[1] x. Backward: d[0] out,
  * d[1] grad, d[2] x. p0, p1: the call's f[0], f[1]. */
@@ -54,6 +69,8 @@ ACT(log_sigmoid, 1, fmin(x, (__typeof__(x))0) - log1p(exp(-fabs(x))))
 ACT(log_sigmoid_bw, 2, log_sigmoid_grad(g, x))
 ACT(mish, 1, x * tanh(log1p(exp(x))))
 ACT(mish_bw, 2, mish_grad(g, x))
+/* p0 1: the tanh approximation */
+ACT(gelu_bw, 2, p0 != 0 ? gelu_tanh_grad(g, x) : gelu_grad(g, x))
 
 static ts_status run(const ts_call *c, ts_loop f32, ts_loop f64) {
   ts_tensor *ops[3] = {c->out[0], c->in[0], c->nin > 1 ? c->in[1] : NULL};
@@ -66,7 +83,7 @@ static ts_status run(const ts_call *c, ts_loop f32, ts_loop f64) {
 #define KERNEL(NAME)                                                            \
   static ts_status k_##NAME(const ts_call *c) { return run(c, NAME##_f32, NAME##_f64); }
 KERNEL(softplus) KERNEL(softplus_bw) KERNEL(elu) KERNEL(elu_bw) KERNEL(hardtanh) KERNEL(hardtanh_bw)
-KERNEL(log_sigmoid) KERNEL(log_sigmoid_bw) KERNEL(mish) KERNEL(mish_bw)
+KERNEL(log_sigmoid) KERNEL(log_sigmoid_bw) KERNEL(mish) KERNEL(mish_bw) KERNEL(gelu_bw)
 
 void ts_cpu_register_nn_act(ts_kernel *k) {
   k[TS_OP_SOFTPLUS] = k_softplus;
@@ -79,4 +96,5 @@ void ts_cpu_register_nn_act(ts_kernel *k) {
   k[TS_OP_LOG_SIGMOID_BACKWARD] = k_log_sigmoid_bw;
   k[TS_OP_MISH] = k_mish;
   k[TS_OP_MISH_BACKWARD] = k_mish_bw;
+  k[TS_OP_GELU_BACKWARD] = k_gelu_bw;
 }

@@ -237,7 +237,7 @@ void test_autograd_registry_all(void) {
       "lstm_cell_backward", "gru_cell_backward", "rnn_cell_backward", "sdpa_backward", "layer_norm_backward",
       "threshold_backward", "softplus_backward", "elu_backward", "hardtanh_backward", "log_sigmoid_backward",
       "mish_backward", "group_norm_backward", "upsample_nearest2d_backward", "upsample_bilinear2d_backward",
-      "nll_loss_backward", "clip_grad_norm", "check_range", "foreach_zero"};
+      "nll_loss_backward", "clip_grad_norm", "check_range", "foreach_zero", "gelu_backward"};
   for (int op = 0; op < TS_OP_COUNT; op++) {
     ts_op_kind k = ts_ops[op].kind;
     if (k == TS_KIND_UNARY || k == TS_KIND_UNARY_FLOAT || k == TS_KIND_UNARY_BOOL || k == TS_KIND_BINARY ||

@@ -62,6 +62,51 @@ test("relu's gradient is y > 0 ? g : 0 in one kernel: every floating dtype, stri
   G.check("relu in a chain", function(t) return (t * 2):relu() * t:exp() end, {x:tolist()})
 end)
 
+-- GELU's backward is one kernel too (gelu_backward, PyTorch's formulas), checked
+-- against its definition in Lua doubles: exact g (Phi(x) + x phi(x)) and the tanh
+-- approximation's derivative; erf as Numerical Recipes' erfc (~1e-7)
+local function erf(x)
+  local t = 1 / (1 + 0.5 * math.abs(x))
+  local y = 1 - t * math.exp(-x * x - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 +
+    t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))))
+  return x >= 0 and y or -y
+end
+local function gelu_grad(x, tanh_approx)
+  if tanh_approx then
+    local b, k = math.sqrt(2 / math.pi), 0.044715
+    local t = 1 - 2 / (math.exp(2 * b * (x + k * x ^ 3)) + 1) -- tanh (Lua 5.4 has no math.tanh)
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * b * (1 + 3 * k * x * x)
+  end
+  return 0.5 * (1 + erf(x / math.sqrt(2))) + x * math.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+end
+
+test("gelu's gradient in one kernel, exact and tanh: every floating dtype, strided gradients", function()
+  local vals = {-4, -1.5, -0.5, -1e-3, 0.0, 1e-3, 0.5, 1.25, 3, 6, -6, 0.75}
+  local n = #vals
+  local tol = {float32 = 1e-6, float64 = 1e-6, float16 = 2e-3, bfloat16 = 1.6e-2}
+  for _, approx in ipairs({"none", "tanh"}) do
+    for _, dt in ipairs({"float32", "float64", "float16", "bfloat16"}) do
+      local g = (torch.arange(1, 2 * n + 1):to(dt) * 0.25)[{{0, 2 * n, 2}}]
+      local x = torch.tensor(vals):to(dt):requires_grad_(true)
+      local y = x:gelu({approximate = approx})
+      torch.backends._dispatch_counts(true)
+      local before = torch.backends._dispatch_counts()[T.device]
+      y:backward(g)
+      local after = torch.backends._dispatch_counts(false)[T.device]
+      local what = dt .. " " .. approx
+      eq((after.gelu_backward or 0) - (before.gelu_backward or 0), 1, what .. ": one gelu_backward")
+      eq((after.exp or 0) - (before.exp or 0) + (after.where or 0) - (before.where or 0), 0, what .. ": no composite")
+      local xl, gl, got = x:detach():double():tolist(), g:double():tolist(), x.grad:double():tolist()
+      for i = 1, n do
+        local want = gl[i] * gelu_grad(xl[i], approx == "tanh")
+        ok(math.abs(got[i] - want) <= tol[dt] * (1 + math.abs(want)),
+          ("%s: element %d (x = %g): %.9g, expected %.9g"):format(what, i, xl[i], got[i], want))
+      end
+      eq(x.grad.dtype, x.dtype, what .. ": dtype")
+    end
+  end
+end)
+
 test("binary ops with broadcasting and Lua numbers", function()
   local a, b, c = R({2, 3, 4}), R({3, 1}), R({4}, 0.5, 2)
   G.check("add", function(x, y) return x + y end, {a, b})

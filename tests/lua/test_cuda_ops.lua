@@ -172,6 +172,13 @@ end
 case({name = "threshold_backward", ops = {"relu", "threshold_backward"}, fn = function(x) return x:relu() * x end,
       dtypes = FLOATS, grad = true, shapes = {{5, 7}, {3, 0}, {4, 1, 6}}, layouts = {"contig", "strided", "offset"}})
 
+-- GELU's backward kernel, exact and of the tanh approximation, with a varying gradient
+case({name = "gelu_backward", ops = {"gelu", "gelu_backward"}, fn = function(x) return F.gelu(x) * x end,
+      dtypes = FLOATS, grad = true, shapes = {{5, 7}, {3, 0}, {4, 1, 6}}, layouts = {"contig", "strided", "offset"}})
+case({name = "gelu_backward tanh", ops = {"gelu", "gelu_backward"},
+      fn = function(x) return F.gelu(x, {approximate = "tanh"}) * x end,
+      dtypes = FLOATS, grad = true, shapes = {{5, 7}, {4, 1, 6}}, layouts = {"contig", "strided"}})
+
 local BINARY = {
   {"add", function(a, b) return a + b end, FLOATS, INTS, grad = true},
   {"sub", function(a, b) return a - b end, FLOATS, INTS, grad = true},
