@@ -164,7 +164,7 @@ def main():
     twins = [("ops_micro.py", [], "op_overhead_add1 add_bandwidth matmul softmax_rows"),
              ("mlp_seed003.py", [], "mlp_seed003"), ("lstm_step.py", [], "lstm_lm_train"),
              ("transformer_step.py", [], "transformer_encoder_train"),
-             ("mobilenet_v3_small.py", [], "mobilenet_v3_small_train")]
+             ("mobilenet_v3_small.py", [], "mobilenet_v3_small_train"), ("gpt_step.py", [], "gpt_char_train")]
     if opts.fashion:
         twins += [("fashion_mnist.py", ["--model", "mlp", "--epochs", "2"], "fashion_mnist_mlp"),
                   ("fashion_mnist.py", ["--model", "cnn", "--epochs", "2"], "fashion_mnist_cnn")]
