@@ -403,6 +403,20 @@ both("tile", function(t, dims, ...)
   return x:reshape(inter):expand(big):reshape(final)
 end)
 
+-- Tensor:repeat(sizes) as PyTorch's: `repeat` is a Lua keyword, so it is called as
+-- x["repeat"](x, 2, 3) (or x:tile, which also takes fewer sizes than dims)
+methods["repeat"] = function(t, dims, ...)
+  A.check_tensor("repeat", 1, t)
+  local reps = (select("#", ...) > 0 or type(dims) ~= "table") and {dims, ...} or dims
+  if #reps < t:dim() then
+    raise("repeat: %d repeat sizes for a tensor of %d dims; give at least one per dim (or use tile)", #reps, t:dim())
+  end
+  for _, v in ipairs(reps) do
+    if math.type(v) ~= "integer" or v < 0 then raise("repeat: sizes must be non-negative integers, got %s", A.show(v)) end
+  end
+  return user_level(methods.tile, t, reps)
+end
+
 both("diff", function(t, ...)
   local o = A.bind("diff", {"n", "dim", "prepend", "append"}, ...)
   local n, dim, prepend, append = o.n or 1, o.dim or -1, o.prepend, o.append
