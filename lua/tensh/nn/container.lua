@@ -156,7 +156,7 @@ function ModuleList:__tostring()
   if #od.keys == 0 then return self:_get_name() .. "()" end
   local blocks = {}
   for i, k in ipairs(od.keys) do
-    local r = tostring(od.vals[k])
+    local r = C.module_repr(od.vals[k]) -- not tostring(): see nn.lua's printing
     local last = blocks[#blocks]
     if last and last.repr == r then last.stop = i - 1
     else blocks[#blocks + 1] = {start = i - 1, stop = i - 1, repr = r} end
