@@ -217,6 +217,7 @@ local METAMETHODS = {"__index", "__newindex", "__call", "__tostring", "__len", "
 local function bind_keywords(cls, init, args, n)
   local opts = args[n]
   if n == 0 or not util.is_opts(opts) or next(opts) == nil or type(init) ~= "function" then return n end
+  init = classes.unwrap_init(init) -- its own parameters, not the wrapper's (self, ...)
   local info = debug.getinfo(init, "u")
   local names = {}
   for i = 2, info.nparams do names[#names + 1] = debug.getlocal(init, i) end -- 1 is self
@@ -284,7 +285,8 @@ function Module.extend(parent, name)
   local cls = {__name = name, __tensh_module = true}
   for _, mm in ipairs(METAMETHODS) do cls[mm] = rawget(parent, mm) end
   setmetatable(cls, {__index = parent, __call = construct, __tostring = class_tostring})
-  return classes.setup(cls, {what = name, a = "a module", var = "model", is_instance = is_module, static = STATIC})
+  return classes.setup(cls, {what = name, a = "a module", var = "model", is_instance = is_module, static = STATIC,
+    instance_init = true})
 end
 
 Module.__name, Module.__tensh_module = "Module", true
@@ -292,7 +294,8 @@ Module.__index, Module.__newindex, Module.__call = instance_index, instance_newi
 Module.__concat = require("tensh.printable").concat -- "model: " .. model; extend copies it
 setmetatable(Module, {__call = construct, __tostring = class_tostring})
 -- every method after this line checks it got a module (m.parameters() for m:parameters())
-classes.setup(Module, {what = "Module", a = "a module", var = "model", is_instance = is_module, static = STATIC})
+classes.setup(Module, {what = "Module", a = "a module", var = "model", is_instance = is_module, static = STATIC,
+  instance_init = true})
 
 function Module:init() end
 

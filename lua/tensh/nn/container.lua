@@ -55,7 +55,8 @@ local function append(self, m)
   self:add_module(tostring(len(self)), m)
   return self
 end
-local function extend(self, list)
+local function extend(self, list) -- not checked by tensh.classes: "extend" is also Module.extend's name
+  check_module("ModuleList:extend", self)
   if type(list) ~= "table" then raise("%s:extend: expected a list of modules, got %s", self:_get_name(), type(list)) end
   local items = {}
   if nn.is_module(list) then for _, m in pairs(list) do items[#items + 1] = m end
