@@ -195,7 +195,9 @@ both("repeat_interleave", function(t, repeats, ...)
   if math.type(repeats) == "integer" then
     for i = 1, n do counts[i] = repeats end
   elseif torch.is_tensor(repeats) then
-    if repeats:is_floating_point() then raise("repeat_interleave: repeats must be an integer tensor, got %s", repeats.dtype) end
+    if repeats.dtype ~= "torch.int64" and repeats.dtype ~= "torch.int32" then -- PyTorch's two
+      raise("repeat_interleave: repeats must be an int64 or int32 tensor, got %s", repeats.dtype)
+    end
     local l = repeats:reshape(-1):tolist()
     if #l == 1 then for i = 1, n do counts[i] = l[1] end
     elseif #l ~= n then raise("repeat_interleave: repeats must have the same size as input along dim: %d vs %d", #l, n)
