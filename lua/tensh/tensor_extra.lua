@@ -954,6 +954,11 @@ for _, name in ipairs({"type_as", "vdot", "new_tensor"}) do
 end
 if rawget(_G, "nn") and nn.functional then nn.functional.cosine_similarity = torch.cosine_similarity end
 
+-- more functions composed in Lua, in their own files, with the helpers above
+local helpers = {both = both, user_level = user_level, wrap_dim = wrap_dim}
+require("tensh.contract")(helpers)
+require("tensh.tensor_select")(helpers)
+
 -- the methods above check their tensor: x.flip(0) for x:flip(0) says so, as the C methods
 require("tensh.classes").tensor_methods(methods)
 
