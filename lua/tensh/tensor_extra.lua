@@ -683,7 +683,10 @@ local function spread_index(fn, t, dim, index, src)
 end
 
 both("index_add", function(t, dim, index, source, opts)
+  A.check_tensor("index_add", 3, index)
   A.check_tensor("index_add", 4, source)
+  if index.dtype == torch.int32 then index = index:long() -- as PyTorch, int32 or int64
+  elseif index.dtype ~= torch.int64 then raise("index_add: expected dtype int32 or int64 for index, got %s", index.dtype) end
   local o = A.bind("index_add", {"alpha"}, opts)
   local d, idx = spread_index("index_add", t, dim, index, source)
   if o.alpha ~= nil and o.alpha ~= 1 then source = source * o.alpha end
