@@ -120,6 +120,9 @@ static int l_reduce(lua_State *L) {
      * (prelude.lua), for code written the PyTorch way. */
     ts_tensor *host = lt_host_view(L, *slot);
     lua_pushboolean(L, *(const uint8_t *)ts_data(host) != 0);
+  } else if (predicate && x->dtype == TS_UINT8) { /* PyTorch 1.13's any/all keep uint8 */
+    ts_tensor **u8 = lt_newslot(L);
+    LT_TRY(L, ts_to_dtype(*slot, TS_UINT8, u8));
   }
   return 1;
 }
