@@ -510,8 +510,18 @@ end)
 
 both("nanmean", function(t, ...)
   if not is_float(t) then raise("nanmean: expected a floating-point tensor, got %s", t.dtype) end
-  local keep = t:eq(t)
-  return torch.where(keep, t, 0):sum(...) / keep:sum(...)
+  local o = A.bind_keywords("nanmean", {"dim", "keepdim"}, {dtype = true}, ...)
+  local x = o.dtype and t:to(o.dtype) or t
+  local function total(v) return v:sum(o.dim, {keepdim = true}) end
+  local keep = x:eq(x)
+  local count = total(keep)
+  local r = total(torch.where(keep, x, 0)) / count
+  -- PyTorch's gradient over a slice of only NaN is NaN (its nansum's is the
+  -- incoming inf times 0), where's is 0: a zero term whose derivative there
+  -- is sqrt's at NaN (elsewhere it reads a constant)
+  r = r + total(torch.where(count:eq(0), x, 1):sqrt() * 0)
+  if o.keepdim then return r end
+  return r:reshape(keep:sum(o.dim).shape)
 end)
 
 -- the lower median (torch's), with its index; NaN propagates as the largest value
@@ -927,10 +937,16 @@ local function cosine_similarity(x1, x2, ...)
   A.check_tensor("cosine_similarity", 2, x2)
   local o = A.bind("cosine_similarity", {"dim", "eps"}, ...)
   local dim, eps = o.dim or 1, o.eps or 1e-8
-  -- torch: sum(x1 x2) / sqrt(clamp_min(sum(x1^2) sum(x2^2), eps^2))
-  local w12 = (x1 * x2):sum(dim)
-  local w1, w2 = (x1 * x1):sum(dim), (x2 * x2):sum(dim)
-  return w12 / (w1 * w2):clamp({min = eps * eps}):sqrt()
+  -- PyTorch 1.13: both broadcast, each divided by its norm clamped to at least
+  -- eps (a clamp it does not record: the gradient is the norm's), then summed
+  local shape = torch.broadcast_shapes(x1.shape, x2.shape)
+  local function unit(x)
+    x = floatify(x):expand(shape)
+    local n = x:norm(2, dim, {keepdim = true})
+    local held = n:detach()
+    return x / (n + (held:clamp({min = eps}) - held))
+  end
+  return (unit(x1) * unit(x2)):sum(dim)
 end
 torch.cosine_similarity = cosine_similarity
 
