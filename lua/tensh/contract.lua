@@ -103,13 +103,13 @@ local function sublist_equation(args, n)
   local parts, ops = {}, {}
   local k = 1
   while k + 1 <= n do
-    ops[#ops + 1] = args[k]
-    parts[#parts + 1] = subs(args[k + 1], ("the subscripts of operand %d"):format(#ops - 1))
+    ops[#parts + 1] = args[k]
+    parts[#parts + 1] = subs(args[k + 1], ("the subscripts of operand %d"):format(#parts))
     k = k + 2
   end
   local eq = table.concat(parts, ",")
   if k == n then eq = eq .. "->" .. subs(args[k], "the output subscripts") end
-  return eq, ops
+  return eq, ops, #parts
 end
 
 -- ---- einsum: the contraction -------------------------------------------------
@@ -270,23 +270,23 @@ end
 local function einsum(...)
   local n = select("#", ...)
   local args = {...}
-  local eq, ops
+  local eq, ops, nops
   if n == 0 then
     raise("einsum(): must specify the equation string and at least one operand, or at least one operand and its subscripts list")
   end
   if type(args[1]) == "string" then
-    eq = args[1]
-    ops = {table.unpack(args, 2, n)}
-    if n == 2 and A.is_plain_table(args[2]) then ops = args[2] end -- einsum(eq, {a, b})
+    eq, ops, nops = args[1], {table.unpack(args, 2, n)}, n - 1
+    if n == 2 and A.is_plain_table(args[2]) then ops, nops = args[2], #args[2] end -- einsum(eq, {a, b})
   elseif torch.is_tensor(args[1]) then
-    eq, ops = sublist_equation(args, n)
+    eq, ops, nops = sublist_equation(args, n)
   else
     raise("einsum(): argument 1 must be the equation (a string) or an operand (a tensor), got %s", A.show(args[1]))
   end
-  if #ops == 0 then
+  if nops == 0 then
     raise("einsum(): must specify the equation string and at least one operand, or at least one operand and its subscripts list")
   end
-  for i, t in ipairs(ops) do
+  for i = 1, nops do -- a nil among them too
+    local t = ops[i]
     if not torch.is_tensor(t) then raise("einsum(): operand %d must be a tensor, got %s", i - 1, A.show(t)) end
     if tostring(t.device) ~= tostring(ops[1].device) then
       raise("einsum(): expected all operands on one device, got %s (operand 0) and %s (operand %d)", tostring(ops[1].device),
@@ -294,7 +294,7 @@ local function einsum(...)
     end
   end
   local arrow = eq:find("->", 1, true)
-  local subs = parse_inputs(eq, arrow and arrow - 1 or #eq, #ops)
+  local subs = parse_inputs(eq, arrow and arrow - 1 or #eq, nops)
   local aligned_ops, ell = label_dims(ops, subs)
   local seen, count = {}, {}
   for _, o in ipairs(subs) do

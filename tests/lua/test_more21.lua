@@ -122,6 +122,8 @@ test("bad input raises a message that says what is wrong, at the user's line", f
   says(function() return torch.einsum("i,i", torch.randn(2), torch.randn(2, {dtype = torch.float64})) end,
     "einsum(): expected the operands of a contraction to have the same dtype, but got torch.float32 and torch.float64")
   says(function() return torch.einsum("ij", "x") end, "einsum(): operand 0 must be a tensor, got \"x\"")
+  says(function() return torch.einsum("ij,jk", nil, b) end, "einsum(): operand 0 must be a tensor, got nil")
+  says(function() return torch.einsum(a, {0, 1}, nil, {1, 2}) end, "einsum(): operand 1 must be a tensor, got nil")
   says(function() return torch.einsum(3) end, "einsum(): argument 1 must be the equation (a string) or an operand")
   says(function() return torch.einsum() end, "einsum(): must specify the equation string and at least one operand")
   says(function() return torch.einsum(a, {0, 60}) end, "einsum(): subscript in subscript list is not within the valid range [0, 52), got 60")
