@@ -22,6 +22,11 @@ end
 
 local function is_letter(c) return letter_rank(c) ~= nil end
 
+-- pos: the 1-based index into the equation (PyTorch counts from 0)
+local function bad_subscript(pos)
+  raise("einsum(): invalid subscript given at index %d in the equation string, subscripts must be in [a-zA-Z]", pos - 1)
+end
+
 -- The input side: one list of subscripts per operand ("..." stands for the
 -- ellipsis), checked character by character as PyTorch checks them.
 local function parse_inputs(eq, lhs_end, nops)
@@ -48,8 +53,7 @@ local function parse_inputs(eq, lhs_end, nops)
       ops[cur][#ops[cur] + 1] = c
       pos = pos + 1
     else
-      raise("einsum(): invalid subscript given at index %d in the equation string, subscripts must be in [a-zA-Z]",
-        pos - 1)
+      bad_subscript(pos)
     end
   end
   if cur ~= nops then raise("einsum(): more operands were provided than specified in the equation") end
@@ -77,8 +81,7 @@ local function parse_output(eq, from, seen_letters)
       has[c], out[#out + 1] = true, c
       pos = pos + 1
     else
-      raise("einsum(): invalid subscript given at index %d in the equation string, subscripts must be in [a-zA-Z]",
-        pos - 1)
+      bad_subscript(pos)
     end
   end
   return out
