@@ -572,11 +572,11 @@ ts_status k_lerp(const ts_call *c) {
   });
 }
 
-// threshold_backward (ReLU's gradient): y > 0 ? g : 0, compared in the
-// compute type as the CPU does; g goes through it unchanged (exact for the
-// half types), so the bits are the CPU's.
+// threshold_backward (ReLU's gradient): y <= 0 ? 0 : g (a NaN passes g, as
+// ATen's), compared in the compute type as the CPU does; g goes through it
+// unchanged (exact for the half types), so the bits are the CPU's.
 struct f_threshold_bw {
-  template <typename C> __device__ C operator()(C g, C y) const { return y > (C)0 ? g : (C)0; }
+  template <typename C> __device__ C operator()(C g, C y) const { return y <= (C)0 ? (C)0 : g; }
 };
 
 ts_status k_threshold_backward(const ts_call *c) {

@@ -5,7 +5,8 @@
 // Semantics, as the CPU and torch: the max is taken with NaN winning; softmax
 // shifts by it (by 0 when it is -inf) and multiplies exp(x - shift) by
 // 1 / sum, so a +inf, a NaN or an all -inf row gives NaN everywhere;
-// log_softmax subtracts shift + log(sum), NaN everywhere when the max is +inf.
+// log_softmax is (x - shift) - log(sum), as torch computes it (x - (shift +
+// log(sum)) loses the small result of a large x), NaN everywhere when the max is +inf.
 //
 // Three kernels over the lines of tsr_lines:
 //   warp:   rows contiguous in x and y, R <= 1024, float and narrower: W lanes
@@ -84,9 +85,9 @@ __global__ void __launch_bounds__(256) softmax_warp_k(tsr_lines g, const T *__re
     }
     for (int o = W >> 1; o > 0; o >>= 1) sum += tsr_shfl_xor(sum, o, W);
     if (logsm) {
-      float lse = shift + logf(sum);
+      float ls = logf(sum);
 #pragma unroll
-      for (int i = 0; i < ELEMS; i++) v[i] -= lse;
+      for (int i = 0; i < ELEMS; i++) v[i] = (v[i] - shift) - ls;
     } else {
       float inv = 1.0f / sum;
 #pragma unroll
@@ -177,19 +178,19 @@ template <typename F> __device__ __forceinline__ void block_lse(F &m, F &s, F *s
 
 // What the writing pass needs from a row's (reference, sum) state.
 template <typename F> struct finisher {
-  F a, b; // softmax: exp(x - a) * b; log_softmax: x - a
+  F a, b; // softmax: exp(x - a) * b; log_softmax: (x - a) - b
   bool logsm, bad;
   __device__ void init(F m, F s, bool log_) {
     logsm = log_;
     if (logsm) {
-      a = m == F(INFINITY) ? F(NAN) : log(s) + tsr_sh(m), bad = false;
+      a = m == F(INFINITY) ? F(NAN) : tsr_sh(m), b = log(s), bad = false;
     } else {
       bad = !isfinite(m); // +inf, NaN, or an all -inf row
       a = m, b = F(1) / s;
     }
   }
   __device__ F operator()(F x) const {
-    if (logsm) return x - a;
+    if (logsm) return (x - a) - b;
     return bad ? F(NAN) : tsr_exp(x - a) * b;
   }
 };
@@ -240,14 +241,14 @@ __global__ void __launch_bounds__(1024, 1) softmax_block_k(tsr_lines g, const T 
           if (!logsm) v[c][e] = ex;
         }
       s = block_sum(s, sm_b);
-      F a = logsm ? shift + log(s) : F(1) / s;
+      F a = logsm ? log(s) : F(1) / s;
 #pragma unroll
       for (int c = 0; c < CACHE; c++) {
         int64_t i = (int64_t)c * nt + tid;
         if (i < nv) {
           tsr_vec<T, V> w;
 #pragma unroll
-          for (int e = 0; e < V; e++) w.v[e] = tsc_cast<T>(logsm ? v[c][e] - a : v[c][e] * a);
+          for (int e = 0; e < V; e++) w.v[e] = tsc_cast<T>(logsm ? (v[c][e] - shift) - a : v[c][e] * a);
           ((tsr_vec<T, V> *)yr)[i] = w;
         }
       }

@@ -8,8 +8,10 @@
 # tensh opens libmpi at run time, so it builds without them.
 # python3-ipykernel, python3-jupyter-client: the Jupyter kernel's wrapper
 # (`tensh --jupyter install`) and its test; tensh builds and runs without them.
+# python3-protobuf: test_tb decodes the TensorBoard event files with Google's own
+# protobuf library, an oracle independent of tensh's writer (tests only).
 set -euo pipefail
-pkgs=(build-essential pkg-config liblua5.4-dev lua5.4 libreadline-dev libopenblas-dev libopenblas-openmp-dev zlib1g-dev libcjson-dev libomp-dev libdnnl-dev libboost-context-dev tmux libopenmpi-dev openmpi-bin python3-ipykernel python3-jupyter-client "$@")
+pkgs=(build-essential pkg-config liblua5.4-dev lua5.4 libreadline-dev libopenblas-dev libopenblas-openmp-dev zlib1g-dev libcjson-dev libomp-dev libdnnl-dev libboost-context-dev tmux libopenmpi-dev openmpi-bin python3-ipykernel python3-jupyter-client python3-protobuf "$@")
 command -v dpkg-query >/dev/null && command -v apt-get >/dev/null || {
   echo "install-deps: no dpkg/apt-get: this script is for Debian; install by hand: ${pkgs[*]}" >&2
   exit 1

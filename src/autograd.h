@@ -122,6 +122,8 @@ void ts_ag_note_view(ts_tensor *t, ts_tensor *v);
  * the base's through AsStridedBackward0. Cheap for non-views; called where
  * a history is read (recording, backward roots, grad_fn, requires_grad). */
 void ts_ag_refresh(ts_tensor *t);
+/* v, just made by as_strided over x's storage, takes AsStridedBackward0 of x */
+ts_status ts_ag_as_strided(ts_tensor *x, ts_tensor *v);
 /* CopySlices' and AsStridedBackward0's formulas */
 ts_status ts_copy_slices_backward(ts_node *n, ts_tensor *grad, ts_tensor **grads);
 ts_status ts_as_strided_backward(ts_node *n, ts_tensor *grad, ts_tensor **grads);

@@ -67,25 +67,34 @@ static int64_t extent(geo b) {
   return n;
 }
 
-/* A zero buffer laid out as the base's storage (from its first element),
- * seen as the base (*bview) and as the view (*region). */
+/* The first storage element either geometry reaches: the buffers below start there. */
+static int64_t first_offset(geo b, geo v) { return b.offset < v.offset ? b.offset : v.offset; }
+
+/* A zero buffer laid out as the storage from the first element the base or
+ * the view reaches (the view is the base's, or for as_strided any geometry
+ * over its input's storage), seen as the base (*bview) and as the view
+ * (*region). */
 static ts_status base_buffer(const ts_tensor *like, const int64_t *list, ts_tensor **buf, ts_tensor **bview,
                              ts_tensor **region) {
   geo b = geo_get(list), v = geo_get(list + GEO_LEN);
-  int64_t n = extent(b);
+  int64_t first = first_offset(b, v);
+  int64_t nb = b.offset - first + extent(b), nv = v.offset - first + extent(v);
+  int64_t n = nb > nv ? nb : nv;
   *buf = *bview = *region = NULL;
   ts_status st = ts_full(1, &n, 0, like->dtype, like->device, buf);
-  if (!st) st = ts_tensor_view_of(*buf, b.ndim, b.sizes, b.strides, 0, bview);
-  if (!st) st = ts_tensor_view_of(*buf, v.ndim, v.sizes, v.strides, v.offset - b.offset, region);
+  if (!st) st = ts_tensor_view_of(*buf, b.ndim, b.sizes, b.strides, b.offset - first, bview);
+  if (!st) st = ts_tensor_view_of(*buf, v.ndim, v.sizes, v.strides, v.offset - first, region);
   return st;
 }
 
-/* Storage offsets (from the base's first element) of every element of the
- * view, as an int64 tensor of the view's shape on dev. */
-static ts_status view_offsets(const int64_t *list, ts_device dev, ts_tensor **out) {
-  geo b = geo_get(list), v = geo_get(list + GEO_LEN);
+/* Storage offsets (from the first element the base or the view reaches) of
+ * every element of geometry `which` (the base's at list, the view's at
+ * list + GEO_LEN), as an int64 tensor of its shape on dev. */
+static ts_status view_offsets(const int64_t *list, const int64_t *which, ts_device dev, ts_tensor **out) {
+  geo v = geo_get(which);
+  int64_t first = first_offset(geo_get(list), geo_get(list + GEO_LEN));
   ts_tensor *acc = NULL;
-  ts_status st = ts_full(0, NULL, (double)(v.offset - b.offset), TS_INT64, dev, &acc);
+  ts_status st = ts_full(0, NULL, (double)(v.offset - first), TS_INT64, dev, &acc);
   for (int d = 0; d < v.ndim && !st; d++) {
     ts_tensor *r = NULL, *rs = NULL, *sum = NULL;
     int64_t shape[TS_MAX_DIMS];
@@ -107,12 +116,12 @@ static ts_status view_offsets(const int64_t *list, ts_device dev, ts_tensor **ou
   return TS_OK;
 }
 
-/* region += g element by element, summing where the view's elements share
- * memory (an expanded view): through the storage offsets, scatter-added. */
-static ts_status add_overlapping(ts_tensor **buf, const int64_t *list, ts_tensor *g) {
+/* The elements of geometry `which` (g's shape) added into *buf at their
+ * storage offsets, summing where they share memory (an expanded view). */
+static ts_status add_overlapping(ts_tensor **buf, const int64_t *list, const int64_t *which, ts_tensor *g) {
   int64_t minus1 = -1;
   ts_tensor *off = NULL, *flat_off = NULL, *flat_g = NULL, *r = NULL;
-  ts_status st = view_offsets(list, g->device, &off);
+  ts_status st = view_offsets(list, which, g->device, &off);
   if (!st) st = ts_reshape(off, 1, &minus1, &flat_off);
   if (!st) st = ts_reshape(g, 1, &minus1, &flat_g);
   if (!st) st = ts_scatter(*buf, 0, flat_off, flat_g, true, &r);
@@ -125,19 +134,43 @@ static ts_status add_overlapping(ts_tensor **buf, const int64_t *list, ts_tensor
   return TS_OK;
 }
 
-/* AsStridedBackward0: the view's gradient placed where the view sits in its base. */
+/* Where the base's elements share memory (as_strided of an expanded
+ * input), each of them gets an equal share of that memory's gradient, as
+ * PyTorch's as_strided_backward divides: *buf /= how many base elements
+ * sit on each storage element (0 / 0 only where the base does not reach). */
+static ts_status share_overlapping(ts_tensor **buf, const int64_t *list) {
+  ts_tensor *count = NULL, *ones = NULL, *r = NULL;
+  geo b = geo_get(list);
+  ts_status st = ts_full(1, &(*buf)->sizes[0], 0, (*buf)->dtype, (*buf)->device, &count);
+  if (!st) st = ts_full(b.ndim, b.sizes, 1, (*buf)->dtype, (*buf)->device, &ones);
+  if (!st) st = add_overlapping(&count, list, list, ones);
+  if (!st) st = ts_binary(TS_OP_DIV, *buf, count, &r);
+  ts_tensor_release(count);
+  ts_tensor_release(ones);
+  if (st) return st;
+  ts_tensor_release(*buf);
+  *buf = r;
+  return TS_OK;
+}
+
+/* AsStridedBackward0: the view's gradient placed where the view sits in the
+ * storage (summed where its elements share memory), read back through the
+ * base's geometry. */
 ts_status ts_as_strided_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
   ts_tensor *buf, *bview, *region;
+  geo b = geo_get(n->list);
+  bool moved = false; /* buf was replaced: bview must be cut from the new one */
   ts_status st = base_buffer(g, n->list, &buf, &bview, &region);
   if (!st) {
-    if (no_overlap(geo_get(n->list + GEO_LEN))) {
-      st = ts_copy_(region, g);
-    } else if (!(st = add_overlapping(&buf, n->list, g))) {
-      geo b = geo_get(n->list);
-      ts_tensor_release(bview);
-      bview = NULL;
-      st = ts_tensor_view_of(buf, b.ndim, b.sizes, b.strides, 0, &bview);
-    }
+    if (no_overlap(geo_get(n->list + GEO_LEN))) st = ts_copy_(region, g);
+    else if (!(st = add_overlapping(&buf, n->list, n->list + GEO_LEN, g))) moved = true;
+  }
+  if (!st && !no_overlap(b) && !(st = share_overlapping(&buf, n->list))) moved = true;
+  if (!st && moved) {
+    ts_tensor_release(bview);
+    bview = NULL;
+    st = ts_tensor_view_of(buf, b.ndim, b.sizes, b.strides, b.offset - first_offset(b, geo_get(n->list + GEO_LEN)),
+                           &bview);
   }
   if (!st) st = ts_contiguous(bview, &grads[0]);
   ts_tensor_release(buf);
@@ -192,13 +225,13 @@ void ts_ag_note_view(ts_tensor *t, ts_tensor *v) {
   v->base = b;
 }
 
-/* t's history through AsStridedBackward0 of its base's current one */
-static ts_status as_strided_history(ts_tensor *t) {
-  ts_tensor *b = t->base;
-  int64_t *g = geometry(b, t);
+/* v's history through AsStridedBackward0 of x's current one: a view's of
+ * its base (x = v->base), or as_strided's of its input */
+ts_status ts_ag_as_strided(ts_tensor *x, ts_tensor *v) {
+  int64_t *g = geometry(x, v);
   if (!g) return ts_fail(TS_ERR_OOM, "out of memory recording a view");
   ts_node *n = NULL;
-  ts_status st = ts_ag_record("AsStridedBackward0", ts_as_strided_backward, 1, &b, t, &n);
+  ts_status st = ts_ag_record("AsStridedBackward0", ts_as_strided_backward, 1, &x, v, &n);
   if (st) {
     free(g);
     return st;
@@ -218,7 +251,7 @@ static const ts_node *view_root(const ts_node *n) {
 void ts_ag_refresh(ts_tensor *t) {
   ts_tensor *b = t->base;
   if (!b || !b->grad_fn || view_root(t->grad_fn) == b->grad_fn) return;
-  as_strided_history(t); /* out of memory: the old history stays, as good as it was */
+  ts_ag_as_strided(t->base, t); /* out of memory: the old history stays, as good as it was */
 }
 
 /* ---- in-place ops ---- */
@@ -264,7 +297,7 @@ static ts_status copy_slices(ts_tensor *b, ts_tensor *x, ts_node *op) {
   cs->inner = op;
   cs->list = g;
   cs->nlist = 2 * GEO_LEN;
-  return as_strided_history(x);
+  return ts_ag_as_strided(x->base, x);
 }
 
 ts_status ts_ag_inplace_history(ts_tensor *x, ts_node *n) {

@@ -40,6 +40,7 @@ struct block {
   block *prev, *next;     /* neighbours in the segment, by address */
   block *left, *right;    /* children in the free set's treap */
   uint32_t prio;          /* treap heap priority */
+  uint64_t freed_at;      /* when it became a wholly free segment (the cache's tick), for trimming */
   block *link;            /* scratch list (segments to release) */
   uintptr_t *uses;        /* (nuses) streams from record_stream, != stream */
   int nuses, cap_uses;
@@ -64,6 +65,10 @@ struct ts_cache {
   ts_cache_oom last_oom;
   bool has_oom;
   uint64_t rng;
+  /* what the cache may hold idle (ts_cache_set_idle_limits) */
+  size_t max_segment, idle_limit;
+  size_t idle_bytes;               /* bytes in wholly free segments: the free set's unsplit blocks */
+  uint64_t tick;                   /* counts segments becoming wholly free */
 };
 
 /* ---- stats -------------------------------------------------------------- */
@@ -81,6 +86,8 @@ static void stat_pool(ts_cache_stat *s, int pool, int64_t d) {
   stat_add(&s[pool], d);
   stat_add(&s[TS_POOL_ALL], d);
 }
+
+static bool is_split(const block *b) { return b->prev || b->next; }
 
 /* ---- free sets: treaps keyed by (stream, size, ptr) -------------------- */
 
@@ -154,19 +161,25 @@ static block *treap_best_fit(block *t, uintptr_t stream, size_t size) {
   return best && best->stream == stream ? best : NULL;
 }
 
-static bool is_split(const block *b) { return b->prev || b->next; }
-
+/* A block in a free set keeps its neighbours until it leaves the set (a
+ * merge or a split takes it out first), so whether it is a whole segment is
+ * the same at insert and erase: idle_bytes counts those. */
 static void set_insert(ts_cache *c, block *b) {
   b->left = b->right = NULL;
   b->prio = next_prio(c);
   b->is_free = true;
   c->free_root[b->pool] = treap_insert(c->free_root[b->pool], b);
+  if (!is_split(b)) {
+    c->idle_bytes += b->seg_size;
+    b->freed_at = ++c->tick;
+  }
 }
 
 static void set_erase(ts_cache *c, block *b) {
   c->free_root[b->pool] = treap_erase(c->free_root[b->pool], b);
   b->left = b->right = NULL;
   b->is_free = false;
+  if (!is_split(b)) c->idle_bytes -= b->seg_size;
 }
 
 /* ---- pointer map: open addressing, linear probing, backward-shift delete - */
@@ -305,6 +318,36 @@ static void release_free_segments(ts_cache *c) {
   }
 }
 
+static int older_first(const void *a, const void *b) {
+  uint64_t x = (*(block *const *)a)->freed_at, y = (*(block *const *)b)->freed_at;
+  return x < y ? -1 : x > y;
+}
+
+/* Releases wholly free segments, the longest idle first, until they hold
+ * at most idle_limit bytes. The list is built from the free sets first (the
+ * treaps cannot change under their own walk); without host memory for it
+ * every free segment goes, which also keeps the bound. */
+static void trim_idle(ts_cache *c) {
+  if (c->idle_bytes <= c->idle_limit) return;
+  block *list = NULL;
+  size_t n = 0;
+  for (int pool = TS_POOL_SMALL; pool <= TS_POOL_LARGE; pool++) collect_whole(c->free_root[pool], &list);
+  for (block *b = list; b; b = b->link) n++;
+  block **v = malloc(n * sizeof *v);
+  if (!v) {
+    release_free_segments(c);
+    return;
+  }
+  n = 0;
+  for (block *b = list; b; b = b->link) v[n++] = b;
+  qsort(v, n, sizeof *v, older_first);
+  for (size_t i = 0; i < n && c->idle_bytes > c->idle_limit; i++) {
+    set_erase(c, v[i]);
+    segment_release(c, v[i]);
+  }
+  free(v);
+}
+
 /* ---- blocks ------------------------------------------------------------- */
 
 /* A freed block whose events are done becomes free: merged with its free
@@ -340,7 +383,12 @@ static void block_free(ts_cache *c, block *b) {
   if (is_split(b)) dsplit++, dsplit_bytes += (int64_t)b->size;
   stat_pool(c->st.inactive_split, b->pool, dsplit);
   stat_pool(c->st.inactive_split_bytes, b->pool, dsplit_bytes);
+  if (!is_split(b) && b->seg_size > c->max_segment) { /* a big segment goes back at once, as glibc's mmap */
+    segment_release(c, b);
+    return;
+  }
   set_insert(c, b);
+  trim_idle(c);
 }
 
 static void event_finished(ts_cache *c, block *b) {
@@ -512,6 +560,7 @@ ts_cache *ts_cache_new(ts_cache_raw raw, bool caching) {
   }
   c->raw = raw;
   c->caching = caching;
+  c->max_segment = c->idle_limit = SIZE_MAX;
   c->rng = 0x9E3779B97F4A7C15ULL ^ (uint64_t)(uintptr_t)c;
   return c;
 }
@@ -587,6 +636,32 @@ ts_status ts_cache_record_stream(ts_cache *c, void *p, uintptr_t stream) {
 out:
   pthread_mutex_unlock(&c->lock);
   return st;
+}
+
+void ts_cache_set_idle_limits(ts_cache *c, size_t max_segment, size_t idle_limit) {
+  pthread_mutex_lock(&c->lock);
+  c->max_segment = max_segment;
+  c->idle_limit = idle_limit;
+  /* segments already idle meet the new bounds now */
+  block *list = NULL;
+  for (int pool = TS_POOL_SMALL; pool <= TS_POOL_LARGE; pool++) collect_whole(c->free_root[pool], &list);
+  while (list) {
+    block *b = list;
+    list = b->link;
+    if (b->seg_size > max_segment) {
+      set_erase(c, b);
+      segment_release(c, b);
+    }
+  }
+  trim_idle(c);
+  pthread_mutex_unlock(&c->lock);
+}
+
+size_t ts_cache_idle_bytes(ts_cache *c) {
+  pthread_mutex_lock(&c->lock);
+  size_t n = c->idle_bytes;
+  pthread_mutex_unlock(&c->lock);
+  return n;
 }
 
 void ts_cache_empty(ts_cache *c) {
@@ -823,8 +898,9 @@ bool ts_cache_check(ts_cache *c, char *why, size_t n) {
   ts_cache_stat want[9][TS_POOL_COUNT];
   memset(want, 0, sizeof want);
   enum { ALLOC, SEG, ACT, SPLIT, ABYTES, RBYTES, ACTBYTES, SPLITBYTES, REQ };
-  size_t nfree = 0, nalloc = 0;
+  size_t nfree = 0, nalloc = 0, idle = 0;
   for (block *s = c->segments; s && w.ok; s = s->seg_next) {
+    if (s->is_free && !is_split(s)) idle += s->seg_size;
     if (s->prev) bad(&w, "segment list holds a non-first block %#zx", (size_t)s->ptr);
     if (s->seg_next && s->seg_next->seg_prev != s) bad(&w, "segment list links broken");
     want[SEG][s->pool].current++;
@@ -867,6 +943,8 @@ bool ts_cache_check(ts_cache *c, char *why, size_t n) {
     walk_set(&w, c->free_root[pool], pool, 0);
   }
   if (w.ok && w.count != nfree) bad(&w, "free sets hold %zu blocks, segments %zu free ones", w.count, nfree);
+  if (w.ok && c->idle_bytes != idle) bad(&w, "idle_bytes is %zu, wholly free segments hold %zu", c->idle_bytes, idle);
+  if (w.ok && idle > c->idle_limit) bad(&w, "%zu idle bytes above the limit of %zu", idle, c->idle_limit);
   if (w.ok && c->map_count != nalloc) bad(&w, "map holds %zu blocks, segments %zu allocated", c->map_count, nalloc);
   for (size_t i = 0; i < c->npend; i++)
     if (c->pend[i].b->event_count <= 0 || c->pend[i].b->allocated || c->pend[i].b->is_free)

@@ -53,6 +53,15 @@ void ts_cache_free(ts_cache *c, void *p);               /* p from ts_cache_alloc
  * then. TS_ERR_ARG if p is not a live block, TS_ERR_OOM without host memory. */
 ts_status ts_cache_record_stream(ts_cache *c, void *p, uintptr_t stream);
 void ts_cache_empty(ts_cache *c);                       /* release wholly-free segments to raw (waits pending events) */
+/* Bounds on what a caching cache holds idle (both SIZE_MAX, no bound, until
+ * set; the CPU's instance sets them from the environment, src/cpu/cache.c):
+ * a segment larger than max_segment goes back to raw as soon as it is wholly
+ * free, as glibc unmaps a chunk above its mmap threshold; and when wholly
+ * free segments hold more than idle_limit bytes, the longest idle ones go
+ * back until they do not. Blocks inside partly used segments stay cached:
+ * only whole segments can be released. Applies to what is idle now too. */
+void ts_cache_set_idle_limits(ts_cache *c, size_t max_segment, size_t idle_limit);
+size_t ts_cache_idle_bytes(ts_cache *c);                /* bytes in wholly free segments */
 size_t ts_cache_block_size(ts_cache *c, void *p);       /* rounded size of a live block, 0 if unknown */
 
 typedef struct ts_cache_stat { int64_t current, peak, allocated, freed; } ts_cache_stat;

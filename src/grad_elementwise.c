@@ -45,7 +45,7 @@ static ts_tensor *unary_formula(ag_scope *s, ts_op op, const ts_node *n, ts_tens
       ts_status st = ts_threshold_backward(g, y, &r);
       return ag_keep(s, st, r);
     }
-    return ag_where(s, ag_bin(s, TS_OP_GT, y, ag_num(s, 0)), g, ag_num(s, 0));
+    return ag_where(s, ag_bin(s, TS_OP_LE, y, ag_num(s, 0)), ag_num(s, 0), g); /* NaN passes g, as ATen */
   case TS_OP_EXP: return AG_MUL(s, g, y);
   case TS_OP_LOG: return AG_DIV(s, g, x);
   case TS_OP_LOG1P: return AG_DIV(s, g, AG_ADD(s, x, ag_num(s, 1)));

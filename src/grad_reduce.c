@@ -79,7 +79,9 @@ ts_status ts_reduce_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
     if (n->i[0] == TS_GRAD_VAR) {
       gx = AG_MUL(&s, AG_MUL(&s, expand_back(&s, n, g), centred), ag_num(&s, 2 / denom));
     } else {
-      ts_tensor *gs = keep_shape(&s, n, AG_DIV(&s, g, y));
+      /* g / std, 0 where std is 0 (a constant slice), as PyTorch's std_backward */
+      ts_tensor *zero = ag_bin(&s, TS_OP_EQ, y, ag_num(&s, 0));
+      ts_tensor *gs = keep_shape(&s, n, ag_where(&s, zero, ag_num(&s, 0), AG_DIV(&s, g, y)));
       gx = AG_MUL(&s, AG_MUL(&s, ag_expand(&s, gs, x->ndim, x->sizes), centred), ag_num(&s, 1 / denom));
     }
     break;

@@ -331,8 +331,11 @@ static ts_status scatter_impl(ts_tensor *x, int64_t dim, ts_tensor *index, ts_te
 
 static ts_status index_select_impl(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor **out) {
   int d;
-  ts_status st = check_index_dtype("index_select", index);
-  if (st || (st = check_devices("index_select", x, index)) || (st = ts_wrap_dim("index_select", dim, x->ndim, &d)))
+  if (index->dtype != TS_INT64) /* int32 was converted by ts_index_select */
+    return ts_fail(TS_ERR_DTYPE, "index_select: expected dtype int64 for index, got %s (int32 works too; convert "
+                   "with index:long())", ts_dtype_name(index->dtype));
+  ts_status st;
+  if ((st = check_devices("index_select", x, index)) || (st = ts_wrap_dim("index_select", dim, x->ndim, &d)))
     return st;
   if (index->ndim > 1)
     return ts_fail(TS_ERR_SHAPE, "index_select: index must be a 0-dim or 1-D tensor, got %d dims", index->ndim);
@@ -804,8 +807,16 @@ ts_status ts_scatter(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor *src
 
 ts_status ts_index_select(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor **out) {
   TS_AG_OFF(prev);
-  ts_status st = index_select_impl(x, dim, index, out);
-  ts_tensor *ix = NULL;
+  ts_tensor *ix = NULL, *i64 = NULL;
+  ts_status st = TS_OK;
+  if (index->dtype == TS_INT32) { /* PyTorch takes int32 indices here too: the kernels read int64 */
+    if ((st = ts_to_dtype(index, TS_INT64, &i64))) {
+      TS_AG_RESTORE(prev);
+      return st;
+    }
+    index = i64;
+  }
+  st = index_select_impl(x, dim, index, out);
   int d;
   if (!st && prev && x->requires_grad && ts_wrap_dim("index_select", dim, x->ndim, &d) == TS_OK &&
       !(st = ts_to_dtype(index, TS_INT64, &ix))) {
@@ -814,6 +825,7 @@ ts_status ts_index_select(ts_tensor *x, int64_t dim, ts_tensor *index, ts_tensor
   }
   TS_AG_RESTORE(prev);
   ts_tensor_release(ix);
+  ts_tensor_release(i64);
   return st;
 }
 

@@ -192,6 +192,10 @@ ts_status ts_slice(ts_tensor *t, int64_t dim, int64_t start, int64_t stop, int64
 ts_status ts_flatten(ts_tensor *t, int64_t start, int64_t end, ts_tensor **out);
 ts_status ts_unflatten(ts_tensor *t, int64_t dim, int n, const int64_t *sizes, ts_tensor **out);
 ts_status ts_broadcast_to(ts_tensor *t, int ndim, const int64_t *sizes, ts_tensor **out);
+/* Any geometry over t's storage (offset in elements from the storage's
+ * start; NULL: t's own), checked to stay inside the storage. */
+ts_status ts_as_strided(ts_tensor *t, int ndim, const int64_t *sizes, const int64_t *strides,
+                        const int64_t *offset, ts_tensor **out);
 
 /* random (a counter-based generator: the same seed gives the same values on
  * every backend; see random.c) */

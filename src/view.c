@@ -363,3 +363,57 @@ ts_status ts_unflatten(ts_tensor *t, int64_t dim, int n, const int64_t *in, ts_t
   for (int i = d + 1; i < t->ndim; i++) sizes[nd++] = t->sizes[i];
   return ts_view(t, nd, sizes, out);
 }
+
+/* "[3, 3]", as PyTorch lists sizes and strides in its messages */
+static const char *int_list(char *buf, size_t cap, int n, const int64_t *v) {
+  size_t used = (size_t)snprintf(buf, cap, "[");
+  for (int i = 0; i < n && used < cap; i++)
+    used += (size_t)snprintf(buf + used, cap - used, "%s%lld", i ? ", " : "", (long long)v[i]);
+  if (used < cap) snprintf(buf + used, cap - used, "]");
+  return buf;
+}
+
+ts_status ts_as_strided(ts_tensor *t, int nd, const int64_t *sizes, const int64_t *strides,
+                        const int64_t *storage_offset, ts_tensor **out) {
+  char sz[256], sd[256];
+  if (nd > TS_MAX_DIMS) return ts_fail(TS_ERR_ARG, "as_strided: tensors have at most %d dims, got %d", TS_MAX_DIMS, nd);
+  int64_t offset = storage_offset ? *storage_offset : t->offset, numel = 1;
+  if (offset < 0) return ts_fail(TS_ERR_ARG, "as_strided: invalid storage offset %lld", (long long)offset);
+  /* the last element's offset + 1: the storage elements the view needs (none when it is empty) */
+  int64_t need = 1;
+  bool empty = false;
+  for (int d = 0; d < nd; d++) {
+    if (sizes[d] < 0)
+      return ts_fail(TS_ERR_ARG, "as_strided: sizes must be non-negative, got %s", int_list(sz, sizeof sz, nd, sizes));
+    if (strides[d] < 0)
+      return ts_fail(TS_ERR_ARG, "as_strided: negative strides are not supported, got strides %s",
+                     int_list(sd, sizeof sd, nd, strides));
+    empty = empty || sizes[d] == 0;
+    if (__builtin_mul_overflow(numel, sizes[d], &numel))
+      return ts_fail(TS_ERR_OVERFLOW, "as_strided: sizes %s hold more than 2^63 elements",
+                     int_list(sz, sizeof sz, nd, sizes));
+  }
+  int64_t elem = (int64_t)ts_dtype_size(t->dtype), have = (int64_t)t->storage->nbytes / elem;
+  for (int d = 0; d < nd && !empty; d++) {
+    int64_t span;
+    if (__builtin_mul_overflow(sizes[d] - 1, strides[d], &span) || __builtin_add_overflow(need, span, &need))
+      return ts_fail(TS_ERR_OVERFLOW, "as_strided: the storage size for sizes %s and strides %s overflows 64 bits",
+                     int_list(sz, sizeof sz, nd, sizes), int_list(sd, sizeof sd, nd, strides));
+  }
+  if (!empty && (__builtin_add_overflow(need, offset, &need) || need > have))
+    return ts_fail(TS_ERR_INDEX,
+                   "as_strided: sizes %s, strides %s and storage offset %lld need a storage of %lld elements, but the "
+                   "tensor's storage has %lld (out of bounds)",
+                   int_list(sz, sizeof sz, nd, sizes), int_list(sd, sizeof sd, nd, strides), (long long)offset,
+                   (long long)need, (long long)have);
+  ts_tensor *v = NULL;
+  ts_status st = ts_tensor_view_of(t, nd, sizes, strides, offset, &v);
+  if (st) return st;
+  ts_ag_note_view(t, v); /* an in-place op on v rewrites its base's history */
+  if (ts_ag_needed(1, &t) && ts_dtype_is_float(t->dtype) && (st = ts_ag_as_strided(t, v))) {
+    ts_tensor_release(v);
+    return st;
+  }
+  *out = v;
+  return TS_OK;
+}

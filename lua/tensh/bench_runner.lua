@@ -175,10 +175,35 @@ function runner.summary(results, opts)
   return table.concat(lines, "\n") .. "\n"
 end
 
--- measures one registered case -> its JSON record
+-- A case's params as its JSON line records them: numbers, strings and
+-- booleans as they are, a tensor by its shape and dtype, anything else (a
+-- table, a function, a module) left out: JSON has no userdata.
+local function json_params(params)
+  if params == nil then return nil end
+  local out = {}
+  for k, v in pairs(params) do
+    local tv = type(v)
+    if type(k) ~= "string" then -- bench.case allows only string keys; a setup's own are left out
+    elseif tv == "number" or tv == "string" or tv == "boolean" then out[k] = v
+    elseif torch.is_tensor(v) then
+      local ok, shape = pcall(function() return v.shape:totable() end) -- a freed tensor has none
+      if ok then out[k] = {shape = json.array(shape), dtype = v.dtype} end
+    end
+  end
+  return out
+end
+runner.json_params = json_params
+
+-- measures one registered case -> its JSON record. setup gets a copy of the
+-- grid point, so what it stores there (the tensors fn uses) stays out of
+-- the record's params; its result is fn's argument (the point if it returns nothing).
 function runner.measure(case, opts, file)
-  local ctx = case.params or {}
-  if case.setup then ctx = case.setup(case.params or {}) end
+  local ctx = {}
+  for k, v in pairs(case.params or {}) do ctx[k] = v end
+  if case.setup then
+    local made = case.setup(ctx)
+    if made ~= nil then ctx = made end
+  end
   local fn = case.fn
   local stmt = function() fn(ctx) end
   local ms = {}
@@ -209,7 +234,8 @@ function runner.measure(case, opts, file)
   rec.number_per_run = nil
   rec.numbers_per_run = json.array()
   for i, x in ipairs(ms) do rec.numbers_per_run[i] = x.number_per_run end
-  rec.schema, rec.case, rec.file, rec.params, rec["repeat"] = runner.SCHEMA, case.name, file, case.params, opts["repeat"]
+  rec.schema, rec.case, rec.file, rec.params, rec["repeat"] = runner.SCHEMA, case.name, file, json_params(case.params),
+    opts["repeat"]
   rec.warmup = warm
   rec.time = os.time()
   rec.device_activity = runner.device_activity(case, stmt)
@@ -227,6 +253,14 @@ function runner.device_activity(case, stmt)
   cuda.synchronize()
   return {launches = b.launches - a.launches, syncs = b.syncs - a.syncs, memcpys = b.memcpys - a.memcpys,
     memsets = b.memsets - a.memsets}
+end
+
+-- one case measured, given its verdict and encoded -> its record and JSON line
+local function run_case(case, opts, file, old)
+  local rec = runner.measure(case, opts, file)
+  rec.verdict, rec.change = runner.verdict(old, rec, opts.threshold)
+  if old then rec.baseline_median = old.median end
+  return rec, json.encode(rec)
 end
 
 -- runs everything; returns the exit status
@@ -261,17 +295,16 @@ function runner.run(opts, out)
         if opts.list and (not opts.filter or case.name:find(opts.filter, 1, true)) then
           out:write(case.name, "\t", file, "\n")
         elseif not opts.filter or case.name:find(opts.filter, 1, true) then
-          local mok, rec = pcall(runner.measure, case, opts, file)
+          -- a case that fails (its setup, its fn, its record) is reported in its row; the run goes on
+          local old = baseline[case.name]
+          local mok, rec, line = pcall(run_case, case, opts, file, old)
           if not mok then
             io.stderr:write("tensh bench: ", case.name, ": ", tostring(rec), "\n")
             results[#results + 1] = {case = case.name, verdict = "error", error = rec}
             status = 2
           else
-            local old = baseline[case.name]
-            local verdict, change = runner.verdict(old, rec, opts.threshold)
-            rec.verdict, rec.change = verdict, change
-            if old then rec.baseline_median = old.median end
-            if jf then jf:write(json.encode(rec), "\n") jf:flush() end
+            local verdict, change = rec.verdict, rec.change
+            if jf then jf:write(line, "\n") jf:flush() end
             out:write(("%-50s %10s  IQR %10s  %s%s\n"):format(case.name, fmt_time(rec.median), fmt_time(rec.iqr),
               ICON[verdict], change and (" (%+.1f%%)"):format(change * 100) or ""))
             results[#results + 1] = {case = case.name, record = rec, old = old, verdict = verdict, change = change}

@@ -15,7 +15,9 @@
 -- too: the class's metatable gets a __newindex that wraps them as they
 -- arrive. Private names (_x), metamethods (__x) and the class-level
 -- functions (extend, new, init, and those a class lists as static) are
--- left alone: they take a class, or are called only by the library.
+-- left alone: they take a class, or are called only by the library. A class
+-- whose init takes the new instance (nn's modules: spec.instance_init) has
+-- it checked too, so nn.Linear.init(5) says what it expected.
 local printable = require "tensh.printable"
 local M = {}
 
@@ -97,22 +99,32 @@ local function is_instance(spec, v)
   return true
 end
 
-local function wrap(spec, f)
-  return function(self, ...) -- named self, as the method's own first parameter
+-- wrapped init -> the init it wraps, whose parameter names nn reads
+-- (keyword arguments: nn.Linear({in_features = 2, ...}))
+local wrapped_inits = setmetatable({}, {__mode = "k"})
+
+local function wrap(spec, f, k)
+  local w = function(self, ...) -- named self, as the method's own first parameter
     if not is_instance(spec, self) then missing_self(spec, (self == nil and select("#", ...) == 0) and 0 or 1, self) end
     return f(self, ...)
   end
+  if k == "init" then wrapped_inits[w] = f end
+  return w
 end
 
+-- f itself, or the init a wrapper checks self for
+function M.unwrap_init(f) return wrapped_inits[f] or f end
+
 local function wraps(spec, k, v)
-  return type(k) == "string" and type(v) == "function" and k:sub(1, 1) ~= "_" and not CLASS_LEVEL[k]
+  return type(k) == "string" and type(v) == "function" and k:sub(1, 1) ~= "_"
+    and (not CLASS_LEVEL[k] or (k == "init" and spec.instance_init))
     and not (spec.static and spec.static[k]) and not is_wrapper(v)
 end
 
 -- a method defined on a class after setup (function Linear:forward ...) is wrapped as it arrives
 local function class_newindex(c, k, v)
   local spec = specs[c]
-  if spec and wraps(spec, k, v) then v = wrap(spec, v) end
+  if spec and wraps(spec, k, v) then v = wrap(spec, v, k) end
   rawset(c, k, v)
   if k == "__tostring" then printable.give(c) end
 end
@@ -128,10 +140,10 @@ function M.setup(cls, spec)
   spec = spec or {}
   local what = spec.what or rawget(cls, "__name") or "object"
   local s = {what = what, a = spec.a or "a " .. what, var = spec.var or "obj", static = spec.static, cls = cls,
-    check = spec.is_instance}
+    check = spec.is_instance, instance_init = spec.instance_init}
   specs[cls] = s
   for k, v in next, cls do
-    if wraps(s, k, v) then rawset(cls, k, wrap(s, v)) end
+    if wraps(s, k, v) then rawset(cls, k, wrap(s, v, k)) end
   end
   printable.give(cls)
   local mt = getmetatable(cls)

@@ -121,23 +121,42 @@ local type_name = require("tensh.args").typename
 -- A module may not contain itself (PyTorch's rule): m becoming a child of
 -- self must not reach self, or every walk of the tree (state_dict, print,
 -- forward) would never end.
-local function reaches(m, target, memo)
-  if m == target then return true end
-  if memo[m] then return false end
-  memo[m] = true
-  local mods = rawget(m, "_modules")
-  for _, k in ipairs(mods.keys) do
-    local c = mods.vals[k]
-    if c ~= nil and reaches(c, target, memo) then return true end
+--
+-- Checking means walking m's subtree, and m = nn.Sequential(m) in a loop
+-- would walk the whole chain at each step (quadratic: 20000 levels took
+-- over a minute). A module that was never made a child of another has no
+-- parent, so nothing can reach it: modules made by a constructor start in
+-- `parentless` and leave it when the check below lets them in as a child.
+-- Every way a child is added (__newindex, add_module, the containers'
+-- append, insert and [k] = m) comes through here; a module made any other
+-- way (a clone, a replica) is never in the set and is always walked.
+local parentless = setmetatable({}, {__mode = "k"})
+
+local function reaches(m, target)
+  local stack, memo = {m}, {}
+  while #stack > 0 do
+    local cur = stack[#stack]
+    stack[#stack] = nil
+    if cur == target then return true end
+    if not memo[cur] then
+      memo[cur] = true
+      local mods = rawget(cur, "_modules")
+      for _, k in ipairs(mods.keys) do
+        local c = mods.vals[k]
+        if c ~= nil then stack[#stack + 1] = c end
+      end
+    end
   end
   return false
 end
 
 local function check_no_cycle(self, name, m, what)
-  if m ~= nil and reaches(m, self, {}) then
+  if m == nil then return end
+  if m == self or (not parentless[self] and reaches(m, self)) then
     raise("%s: module '%s' would contain itself (%s); a module tree can't have cycles", what, name,
       m == self and "it is the module itself" or "the new child already holds this module")
   end
+  parentless[m] = nil -- m has a parent from now on
 end
 
 Module._check_no_cycle = check_no_cycle -- for the containers' own ways in (nn_layers.lua)
@@ -198,6 +217,7 @@ local METAMETHODS = {"__index", "__newindex", "__call", "__tostring", "__len", "
 local function bind_keywords(cls, init, args, n)
   local opts = args[n]
   if n == 0 or not util.is_opts(opts) or next(opts) == nil or type(init) ~= "function" then return n end
+  init = classes.unwrap_init(init) -- its own parameters, not the wrapper's (self, ...)
   local info = debug.getinfo(init, "u")
   local names = {}
   for i = 2, info.nparams do names[#names + 1] = debug.getlocal(init, i) end -- 1 is self
@@ -232,6 +252,7 @@ local function construct(cls, ...)
     _parameters = od_new(), _buffers = od_new(), _modules = od_new(),
     _attrs = {training = true}, _non_persistent = {},
   }, cls)
+  parentless[self] = true
   local n = select("#", ...)
   if n > 0 and util.is_opts((select(n, ...))) then
     local args = {...}
@@ -264,7 +285,8 @@ function Module.extend(parent, name)
   local cls = {__name = name, __tensh_module = true}
   for _, mm in ipairs(METAMETHODS) do cls[mm] = rawget(parent, mm) end
   setmetatable(cls, {__index = parent, __call = construct, __tostring = class_tostring})
-  return classes.setup(cls, {what = name, a = "a module", var = "model", is_instance = is_module, static = STATIC})
+  return classes.setup(cls, {what = name, a = "a module", var = "model", is_instance = is_module, static = STATIC,
+    instance_init = true})
 end
 
 Module.__name, Module.__tensh_module = "Module", true
@@ -272,7 +294,8 @@ Module.__index, Module.__newindex, Module.__call = instance_index, instance_newi
 Module.__concat = require("tensh.printable").concat -- "model: " .. model; extend copies it
 setmetatable(Module, {__call = construct, __tostring = class_tostring})
 -- every method after this line checks it got a module (m.parameters() for m:parameters())
-classes.setup(Module, {what = "Module", a = "a module", var = "model", is_instance = is_module, static = STATIC})
+classes.setup(Module, {what = "Module", a = "a module", var = "model", is_instance = is_module, static = STATIC,
+  instance_init = true})
 
 function Module:init() end
 
@@ -354,15 +377,47 @@ Module.register_module = Module.add_module
 
 local function join(prefix, name) return prefix == "" and name or prefix .. "." .. name end
 
--- {name, module} pairs, depth first, self first, each module once
-local function collect_modules(self, prefix, memo, out)
-  if memo[self] then return out end
-  memo[self] = true
-  out[#out + 1] = {prefix, self}
-  local mods = rawget(self, "_modules")
-  for _, k in ipairs(mods.keys) do
-    local m = mods.vals[k]
-    if m ~= nil then collect_modules(m, join(prefix, k), memo, out) end
+-- How deep a named walk (named_modules, named_parameters, state_dict,
+-- load_state_dict, printing) follows the module tree: every name and printed
+-- line below this depth holds one part per level, so a chain 20000 deep
+-- (m = nn.Sequential(m) in a loop) would spell out hundreds of megabytes.
+-- Past it they raise at once, as PyTorch's recursion raises RecursionError;
+-- the walks without names (parameters, modules, to, apply, train) and the
+-- forward pass take any depth, in time linear in the tree.
+local MAX_NAMED_DEPTH = 1000 -- docs/api.md and test_deep_modules.lua say 1000
+
+local function too_deep(what)
+  raise("%s: the module tree is nested more than %d levels deep, too deep for names or printing (PyTorch raises "
+    .. "RecursionError here; parameters(), modules(), to() and apply() walk any depth)", what, MAX_NAMED_DEPTH)
+end
+util.too_deep = too_deep
+
+-- {name, module} pairs, depth first, self first, each module once. Names
+-- only when `what` (the method, for the depth error) is given; without them
+-- the walk takes any depth. Iterative, so a deep tree does not grow the Lua
+-- stack: an explicit stack, children pushed last to first and each module
+-- taken when popped, visits in the recursive walk's order.
+local function collect_modules(self, prefix, what)
+  local out, memo = {}, {}
+  local stack, names, depths = {self}, {prefix}, {0}
+  while #stack > 0 do
+    local n = #stack
+    local m, name, depth = stack[n], names[n], depths[n]
+    stack[n], names[n], depths[n] = nil, nil, nil
+    if not memo[m] then
+      memo[m] = true
+      out[#out + 1] = {name, m}
+      local keys, vals = rawget(m, "_modules").keys, rawget(m, "_modules").vals
+      if what and #keys > 0 and depth >= MAX_NAMED_DEPTH then too_deep(what) end
+      for i = #keys, 1, -1 do
+        local c = vals[keys[i]]
+        if c ~= nil then
+          n = #stack + 1
+          stack[n], depths[n] = c, depth + 1
+          if what then names[n] = join(name, keys[i]) end
+        end
+      end
+    end
   end
   return out
 end
@@ -378,10 +433,11 @@ end
 
 local function recurse_opt(opts) return flag(opts, "recurse", true) end
 
--- {name, tensor} pairs from each module's `field` (_parameters or _buffers), no duplicates
-local function collect_members(self, field, opts)
+-- {name, tensor} pairs from each module's `field` (_parameters or _buffers),
+-- no duplicates; names only when what (the method) is given
+local function collect_members(self, field, opts, what)
   local prefix = type(opts) == "table" and opts.prefix or ""
-  local mods = recurse_opt(opts) and collect_modules(self, prefix, {}, {}) or {{prefix, self}}
+  local mods = recurse_opt(opts) and collect_modules(self, prefix, what) or {{prefix, self}}
   local seen, out = {}, {}
   for _, e in ipairs(mods) do
     local od = rawget(e[2], field)
@@ -389,7 +445,7 @@ local function collect_members(self, field, opts)
       local v = od.vals[k]
       if v ~= nil and not seen[v] then
         seen[v] = true
-        out[#out + 1] = {join(e[1], k), v}
+        out[#out + 1] = {what and join(e[1], k), v}
       end
     end
   end
@@ -415,14 +471,16 @@ function Module:parameters(opts)
 end
 -- for name, p in m:named_parameters() do ... end
 function Module:named_parameters(opts)
-  return list_iter(collect_members(self, "_parameters", flag_or_opts("named_parameters", opts, PREFIX_RECURSE)))
+  return list_iter(collect_members(self, "_parameters", flag_or_opts("named_parameters", opts, PREFIX_RECURSE),
+    "named_parameters"))
 end
 function Module:buffers(opts)
   opts = flag_or_opts("buffers", opts, RECURSE)
   return values(collect_members(self, "_buffers", opts), "buffers()")
 end
 function Module:named_buffers(opts)
-  return list_iter(collect_members(self, "_buffers", flag_or_opts("named_buffers", opts, PREFIX_RECURSE)))
+  return list_iter(collect_members(self, "_buffers", flag_or_opts("named_buffers", opts, PREFIX_RECURSE),
+    "named_buffers"))
 end
 
 local function collect_children(self)
@@ -438,10 +496,10 @@ local function collect_children(self)
 end
 function Module:children() return values(collect_children(self), "children()") end
 function Module:named_children() return list_iter(collect_children(self)) end
-function Module:modules() return values(collect_modules(self, "", {}, {}), "modules()") end
+function Module:modules() return values(collect_modules(self, ""), "modules()") end
 function Module:named_modules(opts)
   opts = A.check_opts("named_modules", opts, {prefix = true})
-  return list_iter(collect_modules(self, opts.prefix or "", {}, {}))
+  return list_iter(collect_modules(self, opts.prefix or "", "named_modules"))
 end
 
 function Module:get_submodule(target)
@@ -488,13 +546,27 @@ function Module:zero_grad(opts)
   end
 end
 
--- fn on every submodule (children first), then on self
+-- fn on every submodule (children first), then on self; a module that is
+-- the child of two gets it twice, as PyTorch's recursion does. Iterative
+-- (each frame: a module and its children, taken when it is first reached),
+-- so a deep tree does not grow the Lua stack.
 function Module:apply(fn)
   if type(fn) ~= "function" and not (getmetatable(fn) or {}).__call then
     raise("apply: expected a function, got %s", type(fn))
   end
-  for _, c in ipairs(self:children()) do c:apply(fn) end
-  fn(self)
+  local stack = {{self, collect_children(self), 0}}
+  while #stack > 0 do
+    local frame = stack[#stack]
+    local i = frame[3] + 1
+    local child = frame[2][i]
+    if child then
+      frame[3] = i
+      stack[#stack + 1] = {child[2], collect_children(child[2]), 0}
+    else
+      stack[#stack] = nil
+      fn(frame[1])
+    end
+  end
   return self
 end
 
@@ -612,7 +684,8 @@ function Module:type(dst_type) return self:to(A.check_dtype("type", "dst_type", 
 -- ---- state_dict ----------------------------------------------------------------------
 
 -- name -> live tensor for every parameter and persistent buffer, in order
-local function state_entries(self, prefix, out)
+-- (a shared module under each of its names, as PyTorch's); what: the method
+local function state_entries(self, prefix, out, what, depth)
   local params, bufs = rawget(self, "_parameters"), rawget(self, "_buffers")
   local np = rawget(self, "_non_persistent")
   for _, k in ipairs(params.keys) do
@@ -626,7 +699,10 @@ local function state_entries(self, prefix, out)
   local mods = rawget(self, "_modules")
   for _, k in ipairs(mods.keys) do
     local m = mods.vals[k]
-    if m ~= nil then state_entries(m, prefix .. k .. ".", out) end
+    if m ~= nil then
+      if depth >= MAX_NAMED_DEPTH then too_deep(what) end
+      state_entries(m, prefix .. k .. ".", out, what, depth + 1)
+    end
   end
   return out
 end
@@ -635,7 +711,7 @@ end
 function Module:state_dict(opts)
   local prefix = A.check_opts("state_dict", opts, {prefix = true}).prefix or ""
   local sd = {}
-  for _, e in ipairs(state_entries(self, prefix, {})) do sd[e[1]] = e[2]:detach() end
+  for _, e in ipairs(state_entries(self, prefix, {}, "state_dict", 0)) do sd[e[1]] = e[2]:detach() end
   return sd
 end
 
@@ -645,7 +721,7 @@ end
 function Module:load_state_dict(sd, opts)
   if type(sd) ~= "table" then raise("load_state_dict: expected a table of name -> tensor, got %s", type(sd)) end
   local strict = flag(flag_or_opts("load_state_dict", opts, {strict = true}), "strict", true)
-  local entries = state_entries(self, "", {})
+  local entries = state_entries(self, "", {}, "load_state_dict", 0)
   local expected, missing, unexpected, errors = {}, {}, {}, {}
   for _, e in ipairs(entries) do
     local name, dst = e[1], e[2]
@@ -698,31 +774,74 @@ local function addindent(s, n)
 end
 util.addindent = addindent
 
-function Module:__tostring()
-  check_module("Module.__tostring", self)
-  local extra = self:extra_repr()
+-- Printing. Each line is built once with its final indentation: PyTorch's
+-- way (each module's text re-indented by every level above it, _addindent)
+-- costs the depth times the text. A child is rendered by a direct Lua call,
+-- not tostring(), whose metamethod call would count against Lua's limit of
+-- about 200 nested C calls ("C stack overflow" for a tree 200 deep).
+-- repr_depth counts the levels being printed, across a class's own
+-- __tostring (ModuleList's) too; the to-be-closed variable gives the level
+-- back when printing raises.
+local repr_depth = 0
+local leave_level = setmetatable({}, {__close = function() repr_depth = repr_depth - 1 end})
+local default_tostring -- Module.__tostring, set below
+
+-- appends m's lines to out: the first as pad .. head .. text, the rest after
+-- pad; own: print m as Module does even if its class has its own __tostring
+local function render(m, pad, head, out, own)
+  if repr_depth > MAX_NAMED_DEPTH then too_deep("tostring") end
+  repr_depth = repr_depth + 1
+  local _ <close> = leave_level
+  local f = rawget(getmetatable(m), "__tostring")
+  if not own and f ~= default_tostring then -- a class's own text (ModuleList's, a user's), indented
+    local text = f(m)
+    if math.type(text) then text = tostring(text) end -- as tostring() takes a number
+    if type(text) ~= "string" then
+      raise("tostring: %s's __tostring returned %s, not a string", m:_get_name(), type_name(text))
+    end
+    local first = true
+    for line in (text .. "\n"):gmatch("(.-)\n") do
+      out[#out + 1] = first and pad .. head .. line or pad .. line
+      first = false
+    end
+    return
+  end
+  local extra = m:extra_repr()
   local extra_lines = {}
   if extra ~= nil and extra ~= "" then
     for line in (extra .. "\n"):gmatch("(.-)\n") do extra_lines[#extra_lines + 1] = line end
   end
-  local child_lines = {}
-  local mods = rawget(self, "_modules")
+  local mods = rawget(m, "_modules")
+  local name = m:_get_name()
+  if #mods.keys == 0 and #extra_lines <= 1 then
+    out[#out + 1] = pad .. head .. name .. "(" .. (extra_lines[1] or "") .. ")"
+    return
+  end
+  out[#out + 1] = pad .. head .. name .. "("
+  local inner = pad .. "  "
+  for _, l in ipairs(extra_lines) do out[#out + 1] = inner .. l end
   for _, k in ipairs(mods.keys) do
-    local m = mods.vals[k]
-    local s = m == nil and "None" or addindent(tostring(m), 2)
-    child_lines[#child_lines + 1] = "(" .. k .. "): " .. s
+    local c = mods.vals[k]
+    if c == nil then out[#out + 1] = inner .. "(" .. k .. "): None"
+    else render(c, inner, "(" .. k .. "): ", out) end
   end
-  local s = self:_get_name() .. "("
-  if #extra_lines == 1 and #child_lines == 0 then
-    s = s .. extra_lines[1]
-  elseif #extra_lines + #child_lines > 0 then
-    local lines = {}
-    for _, l in ipairs(extra_lines) do lines[#lines + 1] = l end
-    for _, l in ipairs(child_lines) do lines[#lines + 1] = l end
-    s = s .. "\n  " .. table.concat(lines, "\n  ") .. "\n"
-  end
-  return s .. ")"
+  out[#out + 1] = pad .. ")"
 end
+
+-- m's text as tostring(m) gives it (for the containers' own __tostring)
+function util.module_repr(m)
+  local out = {}
+  render(m, "", "", out)
+  return table.concat(out, "\n")
+end
+
+function Module:__tostring()
+  check_module("Module.__tostring", self)
+  local out = {}
+  render(self, "", "", out, true)
+  return table.concat(out, "\n")
+end
+default_tostring = rawget(Module, "__tostring")
 
 -- ---- the rest of the namespace --------------------------------------------------------
 

@@ -52,6 +52,7 @@ local function check_operand(fn, pos, v)
 end
 
 local function is_float(t) return A.is_floating_dtype(t.dtype) end
+local function floatify(t) return is_float(t) and t or t:to(torch.get_default_dtype()) end
 
 -- dim in [-n, n) -> [0, n), with PyTorch's message otherwise
 local function wrap_dim(fn, d, n)
@@ -138,7 +139,7 @@ local function tri(name, lower)
     local k = diagonal or 0
     if math.type(k) ~= "integer" then raise("%s: diagonal must be an integer, got %s", name, A.show(k)) end
     if t:dim() < 2 then raise("%s: input tensor must have at least 2 dimensions, got %d", name, t:dim()) end
-    return torch.where(tri_mask(t, k, lower), t, 0)
+    return torch.where(tri_mask(t, k, lower), t, torch.zeros({}, {dtype = t.dtype, device = t.device}))
   end)
 end
 tri("tril", true)
@@ -195,7 +196,9 @@ both("repeat_interleave", function(t, repeats, ...)
   if math.type(repeats) == "integer" then
     for i = 1, n do counts[i] = repeats end
   elseif torch.is_tensor(repeats) then
-    if repeats:is_floating_point() then raise("repeat_interleave: repeats must be an integer tensor, got %s", repeats.dtype) end
+    if repeats.dtype ~= "torch.int64" and repeats.dtype ~= "torch.int32" then -- PyTorch's two
+      raise("repeat_interleave: repeats must be an int64 or int32 tensor, got %s", repeats.dtype)
+    end
     local l = repeats:reshape(-1):tolist()
     if #l == 1 then for i = 1, n do counts[i] = l[1] end
     elseif #l ~= n then raise("repeat_interleave: repeats must have the same size as input along dim: %d vs %d", #l, n)
@@ -403,6 +406,20 @@ both("tile", function(t, dims, ...)
   return x:reshape(inter):expand(big):reshape(final)
 end)
 
+-- Tensor:repeat(sizes) as PyTorch's: `repeat` is a Lua keyword, so it is called as
+-- x["repeat"](x, 2, 3) (or x:tile, which also takes fewer sizes than dims)
+methods["repeat"] = function(t, dims, ...)
+  A.check_tensor("repeat", 1, t)
+  local reps = (select("#", ...) > 0 or type(dims) ~= "table") and {dims, ...} or dims
+  if #reps < t:dim() then
+    raise("repeat: %d repeat sizes for a tensor of %d dims; give at least one per dim (or use tile)", #reps, t:dim())
+  end
+  for _, v in ipairs(reps) do
+    if math.type(v) ~= "integer" or v < 0 then raise("repeat: sizes must be non-negative integers, got %s", A.show(v)) end
+  end
+  return user_level(methods.tile, t, reps)
+end
+
 both("diff", function(t, ...)
   local o = A.bind("diff", {"n", "dim", "prepend", "append"}, ...)
   local n, dim, prepend, append = o.n or 1, o.dim or -1, o.prepend, o.append
@@ -484,9 +501,19 @@ both("aminmax", function(t, opts)
   return t:amin(o.dim, {keepdim = o.keepdim}), t:amax(o.dim, {keepdim = o.keepdim})
 end)
 
+-- std (var) with all of its arguments, and mean with those it shares:
+-- dim (first, unless a boolean) and keepdim (the boolean after unbiased)
 local function stat_mean(name, stat)
   both(name, function(t, ...)
-    return t[stat](t, ...), t:mean(...)
+    local s = t[stat](t, ...)
+    local args, n = {...}, select("#", ...)
+    local opts = n > 0 and A.is_opts(args[n]) and args[n] or nil
+    if opts then n = n - 1 end
+    local first = n > 0 and type(args[1]) ~= "boolean" and 2 or 1
+    local dim, keepdim = first == 2 and args[1] or nil, args[first + 1]
+    if opts and opts.dim ~= nil then dim = opts.dim end
+    if opts and opts.keepdim ~= nil then keepdim = opts.keepdim end
+    return s, t:mean(dim, {keepdim = keepdim or false})
   end)
 end
 stat_mean("std_mean", "std")
@@ -499,8 +526,18 @@ end)
 
 both("nanmean", function(t, ...)
   if not is_float(t) then raise("nanmean: expected a floating-point tensor, got %s", t.dtype) end
-  local keep = t:eq(t)
-  return torch.where(keep, t, 0):sum(...) / keep:sum(...)
+  local o = A.bind_keywords("nanmean", {"dim", "keepdim"}, {dtype = true}, ...)
+  local x = o.dtype and t:to(o.dtype) or t
+  local function total(v) return v:sum(o.dim, {keepdim = true}) end
+  local keep = x:eq(x)
+  local count = total(keep)
+  local r = total(torch.where(keep, x, 0)) / count
+  -- PyTorch's gradient over a slice of only NaN is NaN (its nansum's is the
+  -- incoming inf times 0), where's is 0: a zero term whose derivative there
+  -- is sqrt's at NaN (elsewhere it reads a constant)
+  r = r + total(torch.where(count:eq(0), x, 1):sqrt() * 0)
+  if o.keepdim then return r end
+  return r:reshape(keep:sum(o.dim).shape)
 end)
 
 -- the lower median (torch's), with its index; NaN propagates as the largest value
@@ -539,23 +576,33 @@ both("logical_xor", function(a, b)
   return a:ne(0):ne(b:ne(0))
 end)
 
--- maximum/minimum that ignore a NaN unless both are NaN
-local function fext(name, pick)
+-- maximum/minimum that ignore a NaN unless both are NaN: a where b is NaN
+-- or a wins (ties too), else b; the gradient goes where the value came
+-- from, as PyTorch's formula sends it
+local function fext(name, wins)
   both(name, function(a, b)
     A.check_tensor(name, 2, b)
-    local m = pick(a, b)
-    local af, bf = a:to(m.dtype), b:to(m.dtype)
-    return torch.where(af:ne(af), bf, torch.where(bf:ne(bf), af, m))
+    local dt = torch.result_type(a, b)
+    local af, bf = a:to(dt), b:to(dt)
+    return torch.where(wins(af, bf):logical_or(bf:ne(bf)), af, bf)
   end)
 end
-fext("fmax", torch.maximum)
-fext("fmin", torch.minimum)
+fext("fmax", function(a, b) return a:ge(b) end)
+fext("fmin", function(a, b) return a:le(b) end)
 
 both("xlogy", function(x, y)
   check_operand("xlogy", 2, y)
   if not torch.is_tensor(y) then y = torch.tensor(y, {dtype = is_float(x) and x.dtype or torch.float32, device = x.device}) end
-  local r = x * y:log()
-  return torch.where(x:eq(0):logical_and(y:eq(y)), 0, r) -- 0 * log(0) = 0, but NaN y stays NaN
+  local dt = torch.result_type(x, y)
+  if not A.is_floating_dtype(dt) then dt = torch.get_default_dtype() end
+  y = y:to(dt)
+  -- 0 * log(y) is 0 (y = 0 and inf too), but NaN y stays NaN; x's gradient there is 0
+  local zero_x = x:eq(0):logical_and(y:eq(y))
+  local r = x * torch.where(zero_x, 1, y):log()
+  -- y's gradient is PyTorch's x / y, which is 0 / 0 = NaN at x = y = 0: a zero
+  -- term whose derivative there is 0 * d sqrt(0) (elsewhere it reads a constant)
+  local nan_slope = torch.where(zero_x:logical_and(y:eq(0)), y, 1):sqrt() * 0
+  return r + nan_slope
 end)
 
 both("deg2rad", function(t) return t * (math.pi / 180) end)
@@ -563,9 +610,11 @@ both("rad2deg", function(t) return t * (180 / math.pi) end)
 
 both("logit", function(t, eps)
   check_number("logit", "eps", eps, true)
-  local x = t
+  local x = floatify(t) -- integers in the default float dtype (1 - p in uint8 would wrap)
   if eps ~= nil then x = x:clamp(eps, 1 - eps) end
-  return (x / (1 - x)):log()
+  -- log(p / (1 - p)) as 2 (log sqrt(p) - log sqrt(1 - p)), whose gradient is PyTorch's:
+  -- 1 / (p (1 - p)), inf at 0 and 1 (a quotient's rule gives NaN there), NaN outside [0, 1]
+  return (x:sqrt():log() - (1 - x):sqrt():log()) * 2
 end)
 
 both("signbit", function(t)
@@ -683,7 +732,10 @@ local function spread_index(fn, t, dim, index, src)
 end
 
 both("index_add", function(t, dim, index, source, opts)
+  A.check_tensor("index_add", 3, index)
   A.check_tensor("index_add", 4, source)
+  if index.dtype == torch.int32 then index = index:long() -- as PyTorch, int32 or int64
+  elseif index.dtype ~= torch.int64 then raise("index_add: expected dtype int32 or int64 for index, got %s", index.dtype) end
   local o = A.bind("index_add", {"alpha"}, opts)
   local d, idx = spread_index("index_add", t, dim, index, source)
   if o.alpha ~= nil and o.alpha ~= 1 then source = source * o.alpha end
@@ -748,7 +800,10 @@ end
 
 -- ---- sorted search and counting ----------------------------------------------
 
--- the number of entries of each row of sorted (last dim) below each value (<= with right)
+-- PyTorch's binary search for each value in the sorted rows (the last dim),
+-- all values at once in as many halving steps as a row's length has bits:
+-- it moves past an entry when not (entry >= value) (not (entry > value)
+-- with right), so a NaN value lands after every entry, as in PyTorch.
 local function count_below(fn, sorted, values, right, side)
   if side ~= nil then
     if side ~= "left" and side ~= "right" then raise("%s: side must be 'left' or 'right', got %s", fn, A.show(side)) end
@@ -756,17 +811,31 @@ local function count_below(fn, sorted, values, right, side)
   end
   local scalar = not torch.is_tensor(values)
   if scalar then values = torch.tensor(values, {device = sorted.device}) end
-  local v, s
-  if sorted:dim() <= 1 then
-    v, s = values:unsqueeze(-1), sorted:reshape(-1)
-  else
-    if values:dim() ~= sorted:dim() then
-      raise("%s: boundaries tensor should be 1 dimension or the first N-1 dimensions of boundaries tensor and input value tensor must match", fn)
+  local one_d = sorted:dim() <= 1
+  local s = one_d and sorted:reshape(-1) or sorted
+  if not one_d then
+    local same = values:dim() == s:dim()
+    for d = 0, s:dim() - 2 do same = same and values.shape[d] == s.shape[d] end
+    if not same then
+      raise("%s: boundaries tensor should be 1 dimension or the first N-1 dimensions of boundaries tensor and input value tensor must match, but got boundaries of shape %s and values of shape %s",
+        fn, tostring(s.shape), tostring(values.shape))
     end
-    v, s = values:unsqueeze(-1), sorted:unsqueeze(-2)
   end
-  local r = (right and s:le(v) or s:lt(v)):sum(-1)
-  return scalar and r:reshape({}) or r
+  local n = s.shape[s:dim() - 1]
+  local lo = torch.zeros(values.shape, {dtype = torch.int64, device = values.device})
+  local hi = torch.full(values.shape, n, {dtype = torch.int64, device = values.device})
+  local steps = 0
+  while (1 << steps) <= n do steps = steps + 1 end
+  for _ = 1, steps do
+    local active = lo:lt(hi)
+    local mid = lo + (hi - lo) // 2
+    local at = mid:clamp({max = n - 1})
+    local entry = one_d and s:index_select(0, at:reshape(-1)):reshape(at.shape) or s:gather(-1, at)
+    local past = (right and entry:gt(values) or entry:ge(values)):logical_not()
+    lo = torch.where(active:logical_and(past), mid + 1, lo)
+    hi = torch.where(active:logical_and(past:logical_not()), mid, hi)
+  end
+  return scalar and lo:reshape({}) or lo
 end
 
 torch.searchsorted = function(sorted_sequence, values, opts)
@@ -884,10 +953,16 @@ local function cosine_similarity(x1, x2, ...)
   A.check_tensor("cosine_similarity", 2, x2)
   local o = A.bind("cosine_similarity", {"dim", "eps"}, ...)
   local dim, eps = o.dim or 1, o.eps or 1e-8
-  -- torch: sum(x1 x2) / sqrt(clamp_min(sum(x1^2) sum(x2^2), eps^2))
-  local w12 = (x1 * x2):sum(dim)
-  local w1, w2 = (x1 * x1):sum(dim), (x2 * x2):sum(dim)
-  return w12 / (w1 * w2):clamp({min = eps * eps}):sqrt()
+  -- PyTorch 1.13: both broadcast, each divided by its norm clamped to at least
+  -- eps (a clamp it does not record: the gradient is the norm's), then summed
+  local shape = torch.broadcast_shapes(x1.shape, x2.shape)
+  local function unit(x)
+    x = floatify(x):expand(shape)
+    local n = x:norm(2, dim, {keepdim = true})
+    local held = n:detach()
+    return x / (n + (held:clamp({min = eps}) - held))
+  end
+  return (unit(x1) * unit(x2)):sum(dim)
 end
 torch.cosine_similarity = cosine_similarity
 
@@ -924,7 +999,6 @@ end)
 -- (log2, log10, exp2, expm1, tan, sinh, cosh, asinh, acosh, atanh and trunc
 -- are kernel ops now: src/ops.def)
 
-local function floatify(t) return is_float(t) and t or t:to(torch.get_default_dtype()) end
 
 both("frac", function(t)
   if not is_float(t) then raise("frac: expected a floating-point tensor, got %s", t.dtype) end
@@ -938,7 +1012,8 @@ both("hypot", function(a, b)
   local m = torch.maximum(x, y)
   local safe = torch.where(m:eq(0), 1, m):detach()
   local r = safe * ((x / safe) ^ 2 + (y / safe) ^ 2):sqrt()
-  return torch.where(m:eq(math.huge), math.huge, torch.where(m:eq(0), 0, r))
+  local inf = x:eq(math.huge):logical_or(y:eq(math.huge)) -- hypot(inf, NaN) is inf, as C's
+  return torch.where(inf, math.huge, torch.where(m:eq(0), 0, r))
 end)
 
 -- the functions above that are not made by both(): errors of the ops they call at the user's line
@@ -953,6 +1028,11 @@ for _, name in ipairs({"type_as", "vdot", "new_tensor"}) do
   methods[name] = function(...) return user_level(f, ...) end
 end
 if rawget(_G, "nn") and nn.functional then nn.functional.cosine_similarity = torch.cosine_similarity end
+
+-- more functions composed in Lua, in their own files, with the helpers above
+local helpers = {both = both, user_level = user_level, wrap_dim = wrap_dim}
+require("tensh.contract")(helpers)
+require("tensh.tensor_select")(helpers)
 
 -- the methods above check their tensor: x.flip(0) for x:flip(0) says so, as the C methods
 require("tensh.classes").tensor_methods(methods)

@@ -11,12 +11,20 @@
  * back to one cache instead of to per-thread malloc arenas that fragment
  * (MALLOC_ARENA_MAX=2 made that grow without bound).
  *
- * Memory goes back to the system when a mapping fails (the cache releases
- * its wholly free segments and retries) and on torch.cpu.empty_cache().
+ * What it holds idle is bounded, so memory a program dropped comes back
+ * without torch.cpu.empty_cache() (100 cycles of a 200 MB tensor left 400 MiB
+ * mapped): a segment above TENSH_CPU_CACHE_MAX_BLOCK (default 32 MiB,
+ * glibc's largest mmap threshold) is unmapped as soon as it is free, as
+ * malloc would, and when wholly free segments hold more than
+ * TENSH_CPU_CACHE_LIMIT (default 256 MiB) the longest idle are unmapped. A
+ * training step's buffers below those sizes are still reused step after step.
+ * Memory also goes back when a mapping fails (the cache releases its wholly
+ * free segments and retries) and on torch.cpu.empty_cache().
  * TENSH_NO_CPU_CACHING=1 turns caching off: each buffer is then malloc'd and
  * freed at once, as before (statistics still kept). One stream (0); the
  * cache's mutex is the only lock, held for a treap lookup. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -82,6 +90,32 @@ static void *no_event(void *ctx, uintptr_t stream) { return (void)ctx, (void)str
 static bool event_done(void *ctx, void *ev) { return (void)ctx, (void)ev, true; }
 static void event_nop(void *ctx, void *ev) { (void)ctx, (void)ev; }
 
+#define DEFAULT_MAX_BLOCK ((size_t)32 << 20)
+#define DEFAULT_IDLE_LIMIT ((size_t)256 << 20)
+
+/* A size from the environment: bytes, or a number with K, M or G (powers of
+ * 1024; "256M", "1.5G", "0"); the default, with a warning, when unreadable. */
+static size_t env_size(const char *name, size_t dflt) {
+  const char *v = getenv(name);
+  if (!v || !*v) return dflt;
+  char *end;
+  double x = strtod(v, &end);
+  double unit = 1;
+  switch (*end) {
+  case 'k': case 'K': unit = 1024.0, end++; break;
+  case 'm': case 'M': unit = 1024.0 * 1024, end++; break;
+  case 'g': case 'G': unit = 1024.0 * 1024 * 1024, end++; break;
+  default: break;
+  }
+  if (unit > 1 && (*end == 'i' || *end == 'I')) end++;
+  if (*end == 'b' || *end == 'B') end++;
+  if (end == v || *end || !(x >= 0) || x * unit >= 0x1p63) {
+    fprintf(stderr, "tensh: %s=%s is not a size such as 256M or 1G; using %zu MiB\n", name, v, dflt >> 20);
+    return dflt;
+  }
+  return (size_t)(x * unit);
+}
+
 static ts_cache *cpu_cache;
 static raw_ctx cpu_raw;
 static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
@@ -91,6 +125,9 @@ static void cpu_cache_init(void) {
   cpu_raw.caching = !v || !*v || strcmp(v, "0") == 0;
   ts_cache_raw raw = {raw_malloc, raw_free, no_event, event_done, event_nop, event_nop, &cpu_raw};
   cpu_cache = ts_cache_new(raw, cpu_raw.caching);
+  if (cpu_cache)
+    ts_cache_set_idle_limits(cpu_cache, env_size("TENSH_CPU_CACHE_MAX_BLOCK", DEFAULT_MAX_BLOCK),
+                             env_size("TENSH_CPU_CACHE_LIMIT", DEFAULT_IDLE_LIMIT));
 }
 
 ts_cache *ts_cpu_cache(void) {

@@ -459,7 +459,8 @@ static ts_status k_lerp(const ts_call *c) {
   return ts_iter_run(&it, lerp_loops[c->out[0]->dtype], NULL);
 }
 
-/* threshold_backward: out = y > 0 ? g : 0 (operands out, g, y). Unit strides
+/* threshold_backward: out = y <= 0 ? 0 : g (operands out, g, y), so a NaN
+ * passes the gradient, as ATen's threshold_backward. Unit strides
  * take a loop the compiler vectorises (a compare and a mask); half types
  * compare y in float and move g's bits. */
 #define THRESHOLD_BW_LOOP(NAME, S, LD)                                                   \
@@ -468,11 +469,11 @@ static ts_status k_lerp(const ts_call *c) {
     if (s[0] == sizeof(S) && s[1] == sizeof(S) && s[2] == sizeof(S)) {                   \
       S *restrict o = (S *)d[0];                                                        \
       const S *restrict g = (const S *)d[1], *restrict y = (const S *)d[2];             \
-      for (int64_t i = 0; i < n; i++) { S gv = g[i]; o[i] = LD(y + i, S) > 0 ? gv : (S)0; } \
+      for (int64_t i = 0; i < n; i++) { S gv = g[i]; o[i] = LD(y + i, S) <= 0 ? (S)0 : gv; } \
       return;                                                                           \
     }                                                                                   \
     for (int64_t i = 0; i < n; i++)                                                     \
-      *(S *)(d[0] + i * s[0]) = LD(d[2] + i * s[2], S) > 0 ? *(const S *)(d[1] + i * s[1]) : (S)0; \
+      *(S *)(d[0] + i * s[0]) = LD(d[2] + i * s[2], S) <= 0 ? (S)0 : *(const S *)(d[1] + i * s[1]); \
   }
 THRESHOLD_BW_LOOP(threshold_bw_f32, float, TS_LD_SAME)
 THRESHOLD_BW_LOOP(threshold_bw_f64, double, TS_LD_SAME)

@@ -656,9 +656,9 @@ static void softmax_row_f32(const float *x, float *y, int64_t R, bool logsm) {
     sl[0] += e;
   }
   float sum = ((sl[0] + sl[1]) + (sl[2] + sl[3])) + ((sl[4] + sl[5]) + (sl[6] + sl[7]));
-  if (logsm) {
-    float lse = shift + logf(sum);
-    for (int64_t i = 0; i < R; i++) y[i] = x[i] - lse;
+  if (logsm) { /* (x - shift) - log(sum), as torch: x - (shift + log(sum)) loses a large x's small result */
+    float ls = logf(sum);
+    for (int64_t i = 0; i < R; i++) y[i] = (x[i] - shift) - ls;
   } else {
     float inv = 1.0f / sum;
     for (int64_t i = 0; i < R; i++) y[i] *= inv;

@@ -162,7 +162,8 @@ static int l_full(lua_State *L) {
 static int make_like(lua_State *L, int mode /* 0 zeros 1 ones 2 empty 3 full 4 rand 5 randn */) {
   ts_tensor *t = lt_check(L, 1);
   int opts_at = mode == 3 ? 3 : 2;
-  double v = mode == 1 ? 1 : mode == 3 ? luaL_checknumber(L, 2) : 0;
+  bool flag = mode == 3 && lua_type(L, 2) == LUA_TBOOLEAN; /* full_like(t, true), as torch.full takes it */
+  double v = mode == 1 ? 1 : flag ? lua_toboolean(L, 2) : mode == 3 ? luaL_checknumber(L, 2) : 0;
   static const char *const names[] = {"zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like"};
   create_opts o = read_opts(L, names[mode], lt_opts_index(L, opts_at), t->dtype, t->device);
   if (mode >= 4 && !ts_dtype_is_float(o.dtype))

@@ -224,11 +224,46 @@ static int l_pow(lua_State *L) {
   return binary(L, TS_OP_POW, 1, 2, false);
 }
 
+/* torch.where(cond): the indices of cond's non-zero elements, one int64
+ * tensor per dim (PyTorch's nonzero(as_tuple=True); a 0-dim cond counts as 1-d) */
+static int where_indices(lua_State *L, ts_tensor *cond) {
+  ts_tensor **nz = lt_newslot(L);
+  LT_TRY(L, ts_nonzero(cond, nz));
+  int base = lua_gettop(L), n = cond->ndim > 0 ? cond->ndim : 1;
+  luaL_checkstack(L, n + 1, "torch.where");
+  for (int d = 0; d < n; d++) {
+    ts_tensor **slot = lt_newslot(L);
+    if (cond->ndim > 0) {
+      ts_tensor **col = lt_newslot(L);
+      LT_TRY(L, ts_select(*nz, 1, d, col));
+      LT_TRY(L, ts_contiguous(*col, slot));
+      lua_pop(L, 1);
+    } else { /* (k, 0): k zeros, one per true 0-dim value */
+      LT_TRY(L, ts_full(1, &(*nz)->sizes[0], 0, TS_INT64, cond->device, slot));
+    }
+  }
+  lt_gc_debt(L);
+  return lua_gettop(L) - base;
+}
+
+/* torch.where(cond, a, b), or torch.where(cond) */
 static int l_where(lua_State *L) {
   ts_scalar_box ba, bb;
-  ts_tensor *cond = lt_check(L, 1), *a = lt_operand(L, 2, &ba), *b = lt_operand(L, 3, &bb);
+  ts_tensor *cond = lt_check(L, 1);
+  if (lua_gettop(L) == 1) return where_indices(L, cond);
+  ts_tensor *a = lt_operand(L, 2, &ba), *b = lt_operand(L, 3, &bb);
   ts_tensor **slot = lt_newslot(L);
   LT_TRY(L, ts_where(cond, a, b, slot));
+  lt_gc_debt(L);
+  return 1;
+}
+
+/* x:where(cond, other) is torch.where(cond, x, other), as PyTorch's */
+static int m_where(lua_State *L) {
+  ts_scalar_box bb;
+  ts_tensor *x = lt_check(L, 1), *cond = lt_check(L, 2), *b = lt_operand(L, 3, &bb);
+  ts_tensor **slot = lt_newslot(L);
+  LT_TRY(L, ts_where(cond, x, b, slot));
   lt_gc_debt(L);
   return 1;
 }
@@ -319,13 +354,14 @@ void lt_open_elementwise(lua_State *L) {
     set_closure(L, methods, buf, unary ? l_unary_ : l_binary_, op);
   }
   static const luaL_Reg both[] = {{"clamp", l_clamp}, {"clip", l_clamp}, {"gelu", l_gelu}, {"pow", l_pow},
-                                  {"where", l_where}, {"lerp", l_lerp}, {"masked_fill", l_masked_fill},
+                                  {"lerp", l_lerp}, {"masked_fill", l_masked_fill},
                                   {"round", l_round}, {"true_divide", l_true_divide}, {NULL, NULL}};
-  static const luaL_Reg only_methods[] = {{"clamp_", l_clamp_}, {"clip_", l_clamp_}, {"round_", l_round_},
+  static const luaL_Reg only_torch[] = {{"where", l_where}, {NULL, NULL}};
+  static const luaL_Reg only_methods[] = {{"where", m_where}, {"clamp_", l_clamp_}, {"clip_", l_clamp_}, {"round_", l_round_},
                                           {"true_divide_", l_true_divide_}, {"masked_fill_", l_masked_fill_},
                                           {NULL, NULL}};
   lt_register(L, both, both);
-  lt_register(L, NULL, only_methods);
+  lt_register(L, only_torch, only_methods);
   static const luaL_Reg meta[] = {{"__add", mm_add}, {"__sub", mm_sub}, {"__mul", mm_mul}, {"__div", mm_div},
                                   {"__mod", mm_mod}, {"__pow", mm_pow}, {"__idiv", mm_idiv}, {"__unm", mm_unm},
                                   {"__band", mm_band}, {"__bor", mm_bor}, {"__bxor", mm_bxor}, {"__bnot", mm_bnot},

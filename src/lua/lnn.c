@@ -171,9 +171,9 @@ static int l_adaptive_avg_pool2d_backward(lua_State *L) {
 
 /* ---- normalisation --------------------------------------------------------- */
 
-/* batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps)
- * -> out, saved_mean, saved_invstd (torch.native_batch_norm's three) */
-static int l_batch_norm(lua_State *L) {
+/* torch._nn.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps)
+ * -> out, saved_mean, saved_invstd (what the backward takes) */
+static int l_batch_norm_saved(lua_State *L) {
   ts_tensor *x = lt_check(L, 1), *rm = opt_tensor(L, 2), *rv = opt_tensor(L, 3), *w = opt_tensor(L, 4),
             *b = opt_tensor(L, 5);
   bool training = lua_toboolean(L, 6);
@@ -196,8 +196,15 @@ static int l_batch_norm_backward(lua_State *L) {
   return 3;
 }
 
-/* layer_norm(x, normalized_shape, weight, bias, eps) -> out, saved_mean, saved_rstd */
-static int l_layer_norm(lua_State *L) {
+/* torch.batch_norm(...): the output only, as PyTorch's */
+static int l_batch_norm(lua_State *L) {
+  l_batch_norm_saved(L);
+  lua_pop(L, 2);
+  return 1;
+}
+
+/* torch._nn.layer_norm(x, normalized_shape, weight, bias, eps) -> out, saved_mean, saved_rstd */
+static int l_layer_norm_saved(lua_State *L) {
   ts_tensor *x = lt_check(L, 1);
   int nd;
   int64_t shape[TS_MAX_DIMS];
@@ -208,6 +215,13 @@ static int l_layer_norm(lua_State *L) {
   LT_TRY(L, ts_layer_norm(x, nd, shape, w, b, eps, out, m, rs));
   lt_gc_debt(L);
   return 3;
+}
+
+/* torch.layer_norm(...): the output only, as PyTorch's */
+static int l_layer_norm(lua_State *L) {
+  l_layer_norm_saved(L);
+  lua_pop(L, 2);
+  return 1;
 }
 
 /* _backward.layer_norm(grad_out, x, normalized_shape, saved_mean, saved_rstd, weight) -> gx, gw, gb */
@@ -286,4 +300,11 @@ void lt_open_nn_ops(lua_State *L) {
   luaL_setfuncs(L, bw, 0);
   lua_setfield(L, -3, "_backward");
   lt_open_nn_functional(L);
+  /* the forms with the saved statistics, for the backward's tests */
+  lua_getfield(L, -2, "_nn");
+  lua_pushcfunction(L, l_batch_norm_saved);
+  lua_setfield(L, -2, "batch_norm");
+  lua_pushcfunction(L, l_layer_norm_saved);
+  lua_setfield(L, -2, "layer_norm");
+  lua_pop(L, 1);
 }

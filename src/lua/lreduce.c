@@ -79,6 +79,20 @@ static ts_tensor *cast_opt(lua_State *L, ts_tensor *x, int opts) {
   return *tmp;
 }
 
+/* r in the options' dtype when it asks for one r is not: sums, products and
+ * running sums of integers come out int64, but with {dtype = torch.int32}
+ * PyTorch gives int32 (wrapped around: the int64 result cast, the same bits) */
+static ts_tensor *in_asked_dtype(lua_State *L, ts_tensor *r, int opts) {
+  if (!opts) return r;
+  bool asked = lua_getfield(L, opts, "dtype") != LUA_TNIL;
+  lua_pop(L, 1);
+  ts_dtype dt = lt_opt_dtype(L, opts, r->dtype);
+  if (!asked || dt == r->dtype) return r;
+  ts_tensor **tmp = lt_newslot(L);
+  LT_TRY(L, ts_to_dtype(r, dt, tmp));
+  return *tmp;
+}
+
 static const struct {
   const char *name;
   ts_status (*f)(ts_tensor *, int, const int64_t *, bool, ts_tensor **);
@@ -96,6 +110,7 @@ static int l_reduce(lua_State *L) {
   x = cast_opt(L, x, a.opts);
   ts_tensor **slot = lt_newslot(L);
   LT_TRY(L, reductions[which].f(x, a.ndims, a.dims, keepdim, slot));
+  if (reductions[which].f == ts_sum || reductions[which].f == ts_prod) in_asked_dtype(L, *slot, a.opts);
   lt_gc_debt(L);
   bool predicate = reductions[which].f == ts_all || reductions[which].f == ts_any;
   if (predicate && a.ndims == 0 && !keepdim) {
@@ -105,6 +120,9 @@ static int l_reduce(lua_State *L) {
      * (prelude.lua), for code written the PyTorch way. */
     ts_tensor *host = lt_host_view(L, *slot);
     lua_pushboolean(L, *(const uint8_t *)ts_data(host) != 0);
+  } else if (predicate && x->dtype == TS_UINT8) { /* PyTorch 1.13's any/all keep uint8 */
+    ts_tensor **u8 = lt_newslot(L);
+    LT_TRY(L, ts_to_dtype(*slot, TS_UINT8, u8));
   }
   return 1;
 }
@@ -244,6 +262,7 @@ static int l_scan(lua_State *L) {
   x = cast_opt(L, x, opts);
   ts_tensor **slot = lt_newslot(L);
   LT_TRY(L, scans[which].f(x, dim, slot));
+  if (scans[which].f == ts_cumsum) in_asked_dtype(L, *slot, opts);
   lt_gc_debt(L);
   return 1;
 }

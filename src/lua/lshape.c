@@ -93,6 +93,31 @@ static int m_unflatten(lua_State *L) {
   VIEW_RESULT(L, ts_unflatten(t, d, nd, sizes, slot));
 }
 
+/* as_strided(size, stride[, storage_offset]), the offset also as {storage_offset =} */
+static int m_as_strided(lua_State *L) {
+  static const char *const known[] = {"storage_offset", NULL};
+  ts_tensor *t = lt_check(L, 1);
+  int nd, ns, opts = lt_opts_index(L, lua_gettop(L));
+  int64_t sizes[TS_MAX_DIMS], strides[TS_MAX_DIMS], offset = 0;
+  if (opts < 4) opts = 0; /* size and stride are tables too */
+  if (lua_type(L, 2) != LUA_TTABLE || !lt_sizes(L, 2, &nd, sizes))
+    return luaL_typeerror(L, 2, "size (a list of integers or a torch.Size)");
+  if (lua_type(L, 3) != LUA_TTABLE || !lt_sizes(L, 3, &ns, strides))
+    return luaL_typeerror(L, 3, "stride (a list of integers or a torch.Size)");
+  if (nd != ns) return lt_errorf(L, "as_strided: mismatch in length of strides and shape (%d sizes, %d strides)", nd, ns);
+  lt_opts_check(L, opts, "as_strided", known);
+  bool given = !lua_isnoneornil(L, 4) && opts != 4;
+  if (given) offset = lt_checkint(L, 4);
+  if (opts) {
+    lua_getfield(L, opts, "storage_offset");
+    bool in_opts = !lua_isnil(L, -1);
+    lua_pop(L, 1);
+    if (in_opts && given) return lt_errorf(L, "as_strided: 'storage_offset' given both as an argument and as an option");
+    if (in_opts) offset = lt_opt_int(L, opts, "storage_offset", 0), given = true;
+  }
+  VIEW_RESULT(L, ts_as_strided(t, nd, sizes, strides, given ? &offset : NULL, slot));
+}
+
 static int l_broadcast_to(lua_State *L) { return sized(L, ts_broadcast_to, "broadcast_to"); }
 
 static int l_broadcast_shapes(lua_State *L) {
@@ -115,7 +140,7 @@ void lt_open_shape(lua_State *L) {
       {"transpose", m_transpose}, {"swapaxes", m_transpose}, {"t", m_t}, {"squeeze", m_squeeze},
       {"unsqueeze", m_unsqueeze}, {"narrow", m_narrow}, {"select", m_select}, {"flatten", m_flatten},
       {"unflatten", m_unflatten}, {"view_as", m_view_as}, {"expand_as", m_expand_as},
-      {"reshape_as", m_reshape_as}, {"broadcast_to", l_broadcast_to}, {NULL, NULL}};
+      {"reshape_as", m_reshape_as}, {"broadcast_to", l_broadcast_to}, {"as_strided", m_as_strided}, {NULL, NULL}};
   static const luaL_Reg fns[] = {{"broadcast_shapes", l_broadcast_shapes}, {NULL, NULL}};
   lt_register(L, both, both);
   lt_register(L, fns, NULL);

@@ -893,6 +893,97 @@ void test_cache_stress(void) {
   fake_done(&f, c, __LINE__);
 }
 
+/* ---- bounds on what the cache holds idle ------------------------------------ */
+
+static bool fake_holds(const fake *f, const void *p) {
+  for (const fake_alloc *a = f->allocs; a; a = a->next)
+    if (a->p == p) return true;
+  return false;
+}
+
+void test_cache_idle_limits(void) {
+  fake f;
+  ts_cache *c = fake_cache(&f, GB, true);
+  ts_cache_set_idle_limits(c, 32 * MB, 64 * MB);
+  /* above max_segment: back to raw as soon as it is free, every time */
+  for (int i = 0; i < 3; i++) ts_cache_free(c, ts_cache_alloc(c, 100 * MB, 0));
+  EQ(f.mallocs, 3);
+  EQ(f.frees, 3);
+  EQ(stats(c).reserved_bytes[TS_POOL_ALL].current, 0);
+  /* at most max_segment: cached and reused */
+  for (int i = 0; i < 3; i++) ts_cache_free(c, ts_cache_alloc(c, 30 * MB, 0));
+  EQ(f.mallocs, 4);
+  EQ(ts_cache_idle_bytes(c), 30 * MB);
+  check_inv(c, __LINE__);
+  /* three idle 30 MiB segments are over the 64 MiB limit: the longest idle goes */
+  void *a = ts_cache_alloc(c, 30 * MB, 0), *b = ts_cache_alloc(c, 30 * MB, 0), *d = ts_cache_alloc(c, 30 * MB, 0);
+  EQ(f.mallocs, 6);
+  ts_cache_free(c, a);
+  ts_cache_free(c, b);
+  EQ(f.frees, 3);
+  ts_cache_free(c, d);
+  EQ(f.frees, 4);
+  CHECK(!fake_holds(&f, a) && fake_holds(&f, b) && fake_holds(&f, d));
+  EQ(ts_cache_idle_bytes(c), 60 * MB);
+  EQ(stats(c).reserved_bytes[TS_POOL_ALL].current, 60 * MB);
+  check_inv(c, __LINE__);
+  /* a partly used segment is not idle: its free block stays whatever the limit */
+  void *p = ts_cache_alloc(c, 5 * MB, 0), *q = ts_cache_alloc(c, 5 * MB, 0); /* one 20 MiB segment... */
+  EQ(f.mallocs, 6);                                                         /* ...carved from b's or d's */
+  EQ(ts_cache_idle_bytes(c), 30 * MB);
+  ts_cache_free(c, p);
+  EQ(ts_cache_idle_bytes(c), 30 * MB);
+  /* new bounds apply to what is idle now */
+  ts_cache_set_idle_limits(c, 32 * MB, 0);
+  EQ(ts_cache_idle_bytes(c), 0);
+  EQ(stats(c).reserved_bytes[TS_POOL_ALL].current, 30 * MB);
+  ts_cache_free(c, q);
+  EQ(stats(c).reserved_bytes[TS_POOL_ALL].current, 0);
+  /* the small pool's 2 MiB segments count too */
+  ts_cache_set_idle_limits(c, SIZE_MAX, 3 * MB);
+  void *s1 = ts_cache_alloc(c, 600, 0), *s2 = ts_cache_alloc(c, 600, 1); /* two streams: two segments */
+  ts_cache_free(c, s1);
+  EQ(ts_cache_idle_bytes(c), 2 * MB);
+  ts_cache_free(c, s2);
+  EQ(ts_cache_idle_bytes(c), 2 * MB);
+  check_inv(c, __LINE__);
+  fake_done(&f, c, __LINE__);
+}
+
+/* random allocations and frees under tight bounds: the invariants (ts_cache_check
+ * counts idle bytes and checks the limit) hold throughout */
+void test_cache_idle_stress(void) {
+  fake f;
+  ts_cache *c = fake_cache(&f, 2 * GB, true);
+  ts_cache_set_idle_limits(c, 16 * MB, 48 * MB);
+  enum { MAXLIVE = 64 };
+  live l[MAXLIVE];
+  int n = 0;
+  uint64_t r = 0x2605;
+  char why[300];
+  for (int step = 0; step < 20000; step++) {
+    if (rnd(&r) % 2 == 0 && n < MAXLIVE) {
+      size_t want = random_size(&r);
+      char *p = ts_cache_alloc(c, want, 1 + rnd(&r) % 2);
+      CHECK(p != NULL);
+      l[n++] = (live){p, want, ts_cache_block_size(c, p), 0};
+    } else if (n > 0) {
+      int i = (int)(rnd(&r) % (uint64_t)n);
+      ts_cache_free(c, l[i].p);
+      l[i] = l[--n];
+    }
+    if (step % 101 == 0 && !ts_cache_check(c, why, sizeof why)) {
+      t_fail(__FILE__, __LINE__, why);
+      break;
+    }
+  }
+  while (n > 0) ts_cache_free(c, l[--n].p);
+  CHECK(ts_cache_idle_bytes(c) <= 48 * MB);
+  EQ(stats(c).reserved_bytes[TS_POOL_ALL].current, ts_cache_idle_bytes(c));
+  check_inv(c, __LINE__);
+  fake_done(&f, c, __LINE__);
+}
+
 /* ---- threads: the mutex keeps the cache whole ------------------------------ */
 
 typedef struct worker { ts_cache *c; uintptr_t stream; uint64_t seed; bool ok; } worker;

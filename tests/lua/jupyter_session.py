@@ -44,7 +44,10 @@ def main():
             req = json.loads(line)
             kind = req["kind"]
             if kind == "execute":
-                msg_id = kc.execute(req["code"])
+                # an interrupted cell ends in an error, and ipykernel then aborts what
+                # arrives until its stop_on_error timer runs (a race under load that
+                # aborted the next cell): the interrupt cases ask it not to
+                msg_id = kc.execute(req["code"], stop_on_error=not req.get("interrupt_after"))
                 if req.get("interrupt_after"):
                     time.sleep(req["interrupt_after"])
                     if req.get("wrapper_only"):  # the wrapper alone gets it: it passes it on

@@ -34,9 +34,10 @@ local function backward_dispatches(y, g)
 end
 
 -- ReLU's backward is one kernel (threshold_backward), checked here against
--- its definition computed in Lua: y > 0 passes g, anything else (0, -0, a
--- negative, NaN) gives +0; g contiguous, strided and expanded (stride 0)
-test("relu's gradient is y > 0 ? g : 0 in one kernel: every floating dtype, strided and expanded gradients, NaN, -0, inf", function()
+-- its definition computed in Lua, ATen's: y <= 0 (0, -0, a negative) gives
+-- +0, anything else (a positive, NaN) passes g; g contiguous, strided and
+-- expanded (stride 0)
+test("relu's gradient is y <= 0 ? 0 : g in one kernel: every floating dtype, strided and expanded gradients, NaN, -0, inf", function()
   local vals = {-2, -0.0, 0.0, 1e-3, 3, 0 / 0, math.huge, -math.huge, 0.5, -1e-3, 7, -7}
   local n = #vals
   for _, dt in ipairs({"float32", "float64", "float16", "bfloat16"}) do
@@ -55,7 +56,7 @@ test("relu's gradient is y > 0 ? g : 0 in one kernel: every floating dtype, stri
       eq(ran("where"), 0, what .. ": no where")
       local yl, gl, got = y:double():tolist(), g:double():tolist(), x.grad:double():tolist()
       for i = 1, n do
-        local want = yl[i] > 0 and gl[i] or 0.0
+        local want = yl[i] <= 0 and 0.0 or gl[i]
         if got[i] ~= want or 1 / got[i] ~= 1 / want then
           eq(got[i], want, ("%s: element %d (x = %s, g = %s)"):format(what, i, tostring(vals[i]), tostring(gl[i])))
         end

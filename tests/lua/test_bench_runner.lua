@@ -175,6 +175,45 @@ bench.case("alloc", function(ctx) local y = ctx.a + ctx.a end, {setup = function
   os.execute("rm -rf '" .. dir .. "'")
 end)
 
+test("a setup that stores tensors in its params, a failing case: each in its row, the run goes on", function()
+  local dir = tmpdir()
+  -- cases run in registration order: the failing ones first, a good one last
+  write(dir .. "/bench_params.lua", [[
+bench.case("stores", function(p) local _ = p.a + p.a end,
+  {params = {n = {4}}, setup = function(p) p.a = torch.randn(p.n, p.n); return p end})
+bench.case("no_return", function(p) local _ = p.a + 1 end, {setup = function(p) p.a = torch.ones(3) end})
+bench.case("fails", function() error("the case broke") end)
+bench.case("declared", function(p) local _ = p.t + 1 end, {params = {t = {torch.ones(2, 3, {dtype = torch.float64})}}})
+bench.case("last", function() local _ = 1 + 1 end)
+]])
+  local p = io.popen(("cd '%s' && '%s' bench . --json out.jsonl --min-run-time 0.01 2>&1; echo \"exit=$?\"")
+    :format(dir, build .. "/tensh"))
+  local text = p:read("a")
+  p:close()
+  eq(tonumber(text:match("exit=(%d+)%s*$")), 2, "a failing case exits 2: " .. text)
+  ok(not text:find("cannot encode", 1, true), "no JSON error: " .. text)
+  ok(text:find("| fails |", 1, true) and text:find("error: [^|]*the case broke"), "the failure in its row: " .. text)
+  local recs = {}
+  for line in (read(dir .. "/out.jsonl") or ""):gmatch("[^\n]+") do
+    local r = json.decode(line)
+    recs[r.case] = r
+  end
+  local stores = recs["stores[n=4]"]
+  ok(stores and recs.no_return and recs.last, "the other cases were measured: " .. text)
+  ok(not recs.fails, "no line for the failed case")
+  for k in pairs(stores.params) do eq(k, "n", "the grid point's only key: setup's tensor stays out") end
+  eq(stores.params.n, 4, "its value")
+  local declared
+  for name, r in pairs(recs) do if name:find("^declared") then declared = r end end
+  ok(declared, "a tensor in the grid: " .. text)
+  eq(T.fmt(declared.params.t.shape), T.fmt({2, 3}), "described by its shape")
+  eq(declared.params.t.dtype, "torch.float64", "and dtype")
+  local jp = runner.json_params({n = 1, s = "x", f = false, fn = print, l = {1}})
+  for k in pairs(jp) do ok(k == "n" or k == "s" or k == "f", "functions and tables left out, not " .. k) end
+  ok(jp.n == 1 and jp.s == "x" and jp.f == false, "numbers, strings, booleans kept")
+  os.execute("rm -rf '" .. dir .. "'")
+end)
+
 test("make bench's files load and register their cases (tensh bench --list scripts/bench)", function()
   local exe, dir = build .. "/tensh", "../../scripts/bench"
   local function list(args)

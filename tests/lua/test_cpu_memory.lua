@@ -78,6 +78,61 @@ test("empty_cache unmaps the wholly free segments and keeps live buffers", funct
   eq(again:sum():item(), 4 * 1024 * 1024.0, "allocation after empty_cache")
 end)
 
+test("a dropped 200 MB tensor goes back to the system: resident memory returns without empty_cache", function()
+  -- above TENSH_CPU_CACHE_MAX_BLOCK (32 MiB) a buffer is unmapped when freed, as
+  -- glibc's malloc does above its mmap threshold; the cache kept two (400 MiB)
+  settle()
+  local before = rss_kb()
+  local n = 200 * 1000 * 1000 // 4
+  for _ = 1, 20 do
+    local x = torch.ones(n)
+    x = nil
+  end
+  settle()
+  local grown = rss_kb() - before
+  ok(grown < 32 * 1024, ("resident memory grew by %d kB after 20 cycles of 200 MB"):format(grown))
+  ok(cpu.memory_reserved() - cpu.memory_allocated() < 32 * 1024 * 1024, "no 200 MB segment is cached")
+  local keep = torch.ones(n) -- a live one is untouched
+  eq(keep[-1]:item(), 1.0, "a live big tensor")
+end)
+
+test("idle memory is bounded by TENSH_CPU_CACHE_LIMIT, big blocks by TENSH_CPU_CACHE_MAX_BLOCK", function()
+  -- a child process: the cache reads its bounds when it starts
+  local script = os.tmpname()
+  T.write_file(script, [[
+    local MiB = 1024 * 1024
+    local function reserved() return torch.cpu.memory_reserved() // MiB end
+    local live = {}
+    for i = 1, 10 do live[i] = torch.empty(3 * MiB) end -- 12 MiB each: a segment of its own
+    live = nil
+    print("limit", reserved())
+    local x = torch.empty(6 * MiB) -- 24 MiB, above the 16 MiB max block
+    x = nil
+    print("big", reserved())
+    for _ = 1, 20 do local y = torch.empty(3 * MiB) end -- one size again and again: reused
+    print("reuse", reserved(), torch.cpu.memory_stats()["num_device_alloc"])
+    for _ = 1, 20 do local y = torch.empty(3 * MiB) end
+    print("reuse", reserved(), torch.cpu.memory_stats()["num_device_alloc"])
+  ]])
+  local p = assert(io.popen(("TENSH_CPU_CACHE_LIMIT=40M TENSH_CPU_CACHE_MAX_BLOCK=16MiB %s/tensh %s 2>&1")
+    :format(build, script)))
+  local out = p:read("a")
+  p:close()
+  local got = {}
+  for k, v, m in out:gmatch("(%a+)\t(%d+)\t?(%d*)") do got[#got + 1] = {k, tonumber(v), tonumber(m)} end
+  os.remove(script)
+  eq(#got, 4, "the child's report (output: " .. out .. ")")
+  eq(got[1][2], 36, "ten idle 12 MiB segments trimmed to three (36 MiB <= 40 MiB)")
+  eq(got[2][2], 36, "a 24 MiB buffer is unmapped when freed")
+  ok(got[3][2] <= 40, "the loop stays within the limit")
+  eq(got[4][3], got[3][3], "no new mapping for 20 more rounds of the same size")
+  p = assert(io.popen(("TENSH_CPU_CACHE_LIMIT=lots %s/tensh -e 'torch.ones(1000)' 2>&1"):format(build)))
+  out = p:read("a")
+  p:close()
+  ok(out:find("TENSH_CPU_CACHE_LIMIT=lots is not a size such as 256M or 1G; using 256 MiB", 1, true),
+    "an unreadable setting is named, and the default used: " .. out)
+end)
+
 test("out of memory: a clear error, counters unchanged, the session goes on", function()
   settle()
   local allocated, ooms = cpu.memory_allocated(), stat("num_ooms")

@@ -417,7 +417,7 @@ test("batch_norm training and eval, forward and backward, match the CPU", functi
         torch.batch_norm(x:cuda(), mg, vg, w:cuda(), b:cuda(), training, 0.1, 1e-5)
         match(mg, mc, r, tw .. " running_mean")
         match(vg, vc, r, tw .. " running_var")
-        local _, sm, si2 = torch.batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5)
+        local _, sm, si2 = torch._nn.batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5)
         same(tw .. " backward", r * 10, function(g, xx, ww, m, s) return torch._backward.batch_norm(g, xx, ww, m, s, training) end,
              randn(xs, dt), x, w, sm, si2)
       end
@@ -429,13 +429,13 @@ end)
 test("batch_norm: statistics stay accurate far from zero, empty batches, large inputs", function()
   need_cuda()
   local x = torch.randn({64, 3, 50}):double() * 0.01 + 10000
-  local _, m1, s1 = torch.batch_norm(x:cuda(), nil, nil, nil, nil, true, 0.1, 0)
-  local _, m2, s2 = torch.batch_norm(x, nil, nil, nil, nil, true, 0.1, 0)
+  local _, m1, s1 = torch._nn.batch_norm(x:cuda(), nil, nil, nil, nil, true, 0.1, 0)
+  local _, m2, s2 = torch._nn.batch_norm(x, nil, nil, nil, nil, true, 0.1, 0)
   match(m1, m2, 1e-12, "mean far from zero")
   match(s1, s2, 1e-8, "invstd far from zero (Welford, not sum of squares)")
   local xf = x:float()
-  local _, m3, s3 = torch.batch_norm(xf:cuda(), nil, nil, nil, nil, true, 0.1, 0)
-  local _, m4, s4 = torch.batch_norm(xf, nil, nil, nil, nil, true, 0.1, 0)
+  local _, m3, s3 = torch._nn.batch_norm(xf:cuda(), nil, nil, nil, nil, true, 0.1, 0)
+  local _, m4, s4 = torch._nn.batch_norm(xf, nil, nil, nil, nil, true, 0.1, 0)
   match(m3, m4, 1e-6, "float32 mean far from zero")
   match(s3, s4, 1e-4, "float32 invstd far from zero")
   -- an empty batch: NaN statistics, an empty result
@@ -444,8 +444,8 @@ test("batch_norm: statistics stay accurate far from zero, empty batches, large i
   same("empty batch backward", 0, function(g, xx, ww, m, s) return torch._backward.batch_norm(g, xx, ww, m, s, true) end,
        randn({0, 3, 4}), randn({0, 3, 4}), randn({3}), randn({3}), torch.ones(3))
   local big = randn({16, 8, 96, 96})
-  local y1, bm1, bs1 = torch.batch_norm(big:cuda(), nil, nil, nil, nil, true, 0.1, 1e-5)
-  local y2, bm2, bs2 = torch.batch_norm(big, nil, nil, nil, nil, true, 0.1, 1e-5)
+  local y1, bm1, bs1 = torch._nn.batch_norm(big:cuda(), nil, nil, nil, nil, true, 0.1, 1e-5)
+  local y2, bm2, bs2 = torch._nn.batch_norm(big, nil, nil, nil, nil, true, 0.1, 1e-5)
   close_big(y1, y2, 1e-5, 1e-5, "batch_norm 16x8x96x96")
   close_big(bm1, bm2, 1e-5, 1e-6, "mean, large")
   close_big(bs1, bs2, 1e-5, 1e-6, "invstd, large")

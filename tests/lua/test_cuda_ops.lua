@@ -304,7 +304,7 @@ case({name = "layer_norm", ops = {"layer_norm", "layer_norm_backward"}, dtypes =
       shapes_of = function(shape, k) return k == 1 and shape or {shape[#shape]} end,
       fn = function(x, w, b)
         local D = x:size(-1)
-        local y, mean, rstd = torch.layer_norm(x, {D}, w, b, 1e-5)
+        local y, mean, rstd = torch._nn.layer_norm(x, {D}, w, b, 1e-5)
         local pattern = (torch.arange(x:numel(), {device = x.device}):to(x.dtype):view(x.shape) * 0.61):sin()
         return {y * pattern, mean, rstd}
       end, shapes = {{4, 3, 5}, {6, 1}, {0, 4}, {40, 300}}, layouts = {"contig", "strided"}})

@@ -583,7 +583,7 @@ test("batch_norm training: batch statistics, running stats updated as torch, 2-D
     local rm0, rv0 = rand_flat({C}), rand_flat({C}, 0.5, 2)
     local rm, rv = tensor(rm0, {C}), tensor(rv0, {C})
     local mom, eps = 0.3, 1e-3
-    local y, sm, si = torch.batch_norm(noncontig(x, xs), rm, rv, tensor(w, {C}), tensor(b, {C}), true, mom, eps)
+    local y, sm, si = torch._nn.batch_norm(noncontig(x, xs), rm, rv, tensor(w, {C}), tensor(b, {C}), true, mom, eps)
     local mean, var, M = channel_stats(x, xs)
     close(y, bn_apply(x, xs, mean, var, w, b, eps), 1e-10, 1e-12, "case " .. ci .. " output")
     local erm, erv, einv = {}, {}, {}
@@ -627,7 +627,7 @@ test("batch_norm backward matches finite differences, training and eval", functi
         return (torch.batch_norm(xt, not training and tensor(rm, {C}) or nil, not training and tensor(rv, {C}) or nil,
                                  wt, bt, training, 0.1, 1e-5))
       end
-      local y, sm, si = torch.batch_norm(tensor(x, xs), not training and tensor(rm, {C}) or nil,
+      local y, sm, si = torch._nn.batch_norm(tensor(x, xs), not training and tensor(rm, {C}) or nil,
                                          not training and tensor(rv, {C}) or nil, tensor(w, {C}), tensor(b, {C}), training, 0.1, 1e-5)
       local R = rand_flat(xs)
       local gx, gw, gb = torch._backward.batch_norm(tensor(R, xs), noncontig(x, xs), tensor(w, {C}), sm, si, training)
@@ -638,7 +638,7 @@ test("batch_norm backward matches finite differences, training and eval", functi
   local xs = {3, 2, 4}
   local x = rand_flat(xs)
   local f = function(xt) return (torch.batch_norm(xt, nil, nil, nil, nil, true, 0.1, 1e-5)) end
-  local _, sm, si = torch.batch_norm(tensor(x, xs), nil, nil, nil, nil, true, 0.1, 1e-5)
+  local _, sm, si = torch._nn.batch_norm(tensor(x, xs), nil, nil, nil, nil, true, 0.1, 1e-5)
   local R = rand_flat(xs)
   local gx = torch._backward.batch_norm(tensor(R, xs), tensor(x, xs), nil, sm, si, true)
   check_grads("batch_norm without weight", f, {x}, {xs}, R, {gx})
@@ -676,7 +676,7 @@ test("layer_norm forward and backward", function()
     local D = numel(ns)
     local M = numel(xs) // D
     local x, w, b = rand_flat(xs), rand_flat(ns), rand_flat(ns)
-    local y, mean, rstd = torch.layer_norm(noncontig(x, xs), c[2], tensor(w, ns), tensor(b, ns), 1e-5)
+    local y, mean, rstd = torch._nn.layer_norm(noncontig(x, xs), c[2], tensor(w, ns), tensor(b, ns), 1e-5)
     close(y, ln_ref(x, M, D, w, b, 1e-5), 1e-10, 1e-12, "layer_norm case " .. ci)
     local ms = {table.unpack(xs)}
     for d = #xs - #ns + 1, #xs do ms[d] = 1 end
@@ -701,7 +701,7 @@ test("layer_norm float32 on many rows against float64 loops", function()
   local M, D = 1031, 96
   local x, w, b, R = rand_flat({M, D}, -3, 5), rand_flat({D}), rand_flat({D}), rand_flat({M, D})
   local xt, wt, bt = tensor(x, {M, D}, "float32"), tensor(w, {D}, "float32"), tensor(b, {D}, "float32")
-  local y, mean, rstd = torch.layer_norm(xt, D, wt, bt, 1e-5)
+  local y, mean, rstd = torch._nn.layer_norm(xt, D, wt, bt, 1e-5)
   close(y, ln_ref(x, M, D, w, b, 1e-5), 1e-4, 1e-4, "forward")
   -- references in Lua doubles: gw = sum go * xhat, gb = sum go, gx per row
   local rgw, rgb, rgx = {}, {}, {}

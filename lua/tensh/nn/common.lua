@@ -47,7 +47,9 @@ end
 -- is a tuple. The text is built in one buffer (linear in its size, however
 -- deep the nesting); a table inside itself prints as (...), as Python's
 -- repr prints a list inside itself, and so does nesting past 100 levels
--- (Python's repr would stop at its recursion limit).
+-- (Python's repr would stop at its recursion limit). An object (a table whose
+-- metatable has __tostring: a dataset, a module) prints as it prints, and a
+-- list is read raw, so a table that raises on indexing prints anyway.
 local MAX_REPR_DEPTH = 100
 local function pyval_into(v, out, open, depth)
   if type(v) ~= "table" then
@@ -62,12 +64,14 @@ local function pyval_into(v, out, open, depth)
     return
   end
   if open[v] or depth >= MAX_REPR_DEPTH then out[#out + 1] = "(...)" return end
+  local mt = getmetatable(v)
+  if type(mt) == "table" and rawget(mt, "__tostring") ~= nil then out[#out + 1] = tostring(v) return end
   open[v] = true
   out[#out + 1] = "("
   local i = 1
-  while v[i] ~= nil do -- as ipairs
+  while rawget(v, i) ~= nil do -- as ipairs, without __index
     if i > 1 then out[#out + 1] = ", " end
-    pyval_into(v[i], out, open, depth + 1)
+    pyval_into(rawget(v, i), out, open, depth + 1)
     i = i + 1
   end
   out[#out + 1] = i == 2 and ",)" or ")"

@@ -55,7 +55,8 @@ local function append(self, m)
   self:add_module(tostring(len(self)), m)
   return self
 end
-local function extend(self, list)
+local function extend(self, list) -- not checked by tensh.classes: "extend" is also Module.extend's name
+  check_module("ModuleList:extend", self)
   if type(list) ~= "table" then raise("%s:extend: expected a list of modules, got %s", self:_get_name(), type(list)) end
   local items = {}
   if nn.is_module(list) then for _, m in pairs(list) do items[#items + 1] = m end
@@ -156,7 +157,7 @@ function ModuleList:__tostring()
   if #od.keys == 0 then return self:_get_name() .. "()" end
   local blocks = {}
   for i, k in ipairs(od.keys) do
-    local r = tostring(od.vals[k])
+    local r = C.module_repr(od.vals[k]) -- not tostring(): see nn.lua's printing
     local last = blocks[#blocks]
     if last and last.repr == r then last.stop = i - 1
     else blocks[#blocks + 1] = {start = i - 1, stop = i - 1, repr = r} end

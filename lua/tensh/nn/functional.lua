@@ -35,7 +35,15 @@ function F.relu6(x, ...)
   check_tensor("relu6", x)
   local a = args("relu6", {"inplace"}, ...)
   if a.inplace then return x:clamp_(0, 6) end
-  return x:clamp(0, 6)
+  if not x:is_floating_point() then return x:clamp(0, 6) end
+  -- PyTorch's gradient passes strictly inside (0, 6) only: not at the kinks (clamp's
+  -- does) nor at NaN (its vectorised hardtanh_backward masks with 0 < x < 6)
+  local inside
+  do
+    local _ <close> = torch.no_grad()
+    inside = x:gt(0):logical_and(x:lt(6))
+  end
+  return torch.where(inside, x, x:detach():clamp(0, 6))
 end
 
 function F.leaky_relu(x, ...)

@@ -91,6 +91,45 @@ end
 
 -- ---- the layers -----------------------------------------------------------------------
 
+-- The attributes a layer's constructor set and its methods compute with. A
+-- user may set one to nil or to anything (m.hidden_size = nil, as Python's
+-- del m.hidden_size); each method checks them where it starts, so the error
+-- names the attribute instead of coming from deep inside ("bad argument #1
+-- to 'sqrt'"). {name, what: "int" (with a minimum) or "number" or "mode"}
+local LAYER_ATTRS = {{"mode", "mode"}, {"input_size", "int", 0}, {"hidden_size", "int", 1}, {"num_layers", "int", 1},
+  {"proj_size", "int", 0}, {"dropout", "number"}}
+local CELL_ATTRS = {{"mode", "mode"}, {"input_size", "int", 0}, {"hidden_size", "int", 1}}
+
+local function check_attrs(self, method, spec)
+  local attrs = rawget(self, "_attrs")
+  for _, s in ipairs(spec) do
+    local k, what, min = s[1], s[2], s[3]
+    local v = attrs[k]
+    local good, want
+    if what == "int" then
+      good, want = math.type(v) == "integer" and v >= min, ("an integer >= %d"):format(min)
+    elseif what == "number" then
+      good, want = type(v) == "number", "a number"
+    else
+      good, want = GATES[v] ~= nil, "one of 'RNN_TANH', 'RNN_RELU', 'LSTM', 'GRU'"
+    end
+    if not good then
+      raise("%s:%s: attribute '%s' is %s, expected %s (the constructor sets it; was it changed by hand?)",
+        self:_get_name(), method, k, require("tensh.args").show(v), want)
+    end
+  end
+end
+
+-- the parameters forward computes with: each must still be a tensor
+local function check_weights(self, names)
+  for _, name in ipairs(names) do
+    if not is_tensor(self[name]) then
+      raise("%s:forward: parameter '%s' is %s; the layer needs it (was it set to nil?)", self:_get_name(), name,
+        require("tensh.args").show(self[name]))
+    end
+  end
+end
+
 local RNNBase = Module:extend("RNNBase")
 M.RNNBase = RNNBase
 
@@ -161,12 +200,14 @@ end
 
 function RNNBase:reset_parameters()
   check_module("reset_parameters", self)
+  check_attrs(self, "reset_parameters", LAYER_ATTRS)
   local stdv = 1 / math.sqrt(self.hidden_size)
   for _, name in ipairs(self._flat_weights_names) do init.uniform_(self[name], -stdv, stdv) end
 end
 
 function RNNBase:extra_repr()
   check_module("extra_repr", self)
+  check_attrs(self, "extra_repr", LAYER_ATTRS)
   local s = ("%d, %d"):format(self.input_size, self.hidden_size)
   if self.proj_size ~= 0 then s = s .. (", proj_size=%d"):format(self.proj_size) end
   if self.num_layers ~= 1 then s = s .. (", num_layers=%d"):format(self.num_layers) end
@@ -247,6 +288,8 @@ end
 
 function RNNBase:forward(input, hx)
   check_module("forward", self)
+  check_attrs(self, "forward", LAYER_ATTRS)
+  check_weights(self, rawget(self, "_flat_weights_names"))
   local name = self:_get_name()
   local lstm = self.mode == "LSTM"
   local dirs = self.bidirectional and 2 or 1
@@ -388,20 +431,25 @@ end
 
 function RNNCellBase:reset_parameters()
   check_module("reset_parameters", self)
+  check_attrs(self, "reset_parameters", CELL_ATTRS)
   local stdv = 1 / math.sqrt(self.hidden_size)
   for _, p in ipairs(self:parameters()) do init.uniform_(p, -stdv, stdv) end
 end
 
 function RNNCellBase:extra_repr()
   check_module("extra_repr", self)
+  check_attrs(self, "extra_repr", CELL_ATTRS)
   local s = ("%d, %d"):format(self.input_size, self.hidden_size)
   if self.bias ~= true then s = s .. ", bias=" .. pyval(self.bias) end
-  if self.nonlinearity and self.nonlinearity ~= "tanh" then s = s .. ", nonlinearity=" .. self.nonlinearity end
+  if self.nonlinearity and self.nonlinearity ~= "tanh" then s = s .. ", nonlinearity=" .. tostring(self.nonlinearity) end
   return s
 end
 
+local CELL_WEIGHTS = {"weight_ih", "weight_hh"}
 function RNNCellBase:forward(input, hx)
   check_module("forward", self)
+  check_attrs(self, "forward", CELL_ATTRS)
+  check_weights(self, CELL_WEIGHTS)
   local name = self:_get_name()
   local lstm = self.mode == "LSTM"
   if not is_tensor(input) then raise("%s: expected a tensor input, got %s", name, type(input)) end
