@@ -253,6 +253,12 @@ test("bad configurations and inputs are errors that say what is wrong", function
     "GPT: targets must have the shape of idx (2, 3), got (2, 2)")
   raises(function() m(torch.zeros(2, 0, {dtype = torch.int64})) end,
     "GPT: expected at least one token a row, got idx of shape (2, 0)")
+  raises(function() G.CausalSelfAttention({n_embd = 8, n_head = 2})(nil) end,
+    "CausalSelfAttention: expected a tensor input, got nil")
+  raises(function() G.Block({n_embd = 8, n_head = 2})(torch.zeros(2, 8)) end,
+    "Block: expected an input of shape (B, T, 8), got (2, 8)")
+  raises(function() G.MLP({n_embd = 8, n_head = 2})(torch.zeros(1, 2, 4)) end,
+    "MLP: expected an input of shape (B, T, 8), got (1, 2, 4)")
   raises(function() m("tokens") end, "GPT: expected a tensor input, got string")
   local idx = torch.zeros(1, 2, {dtype = torch.int64})
   raises(function() m:generate(idx, 2, {temperature = 0}) end, "generate: temperature must be positive, got 0")

@@ -60,7 +60,16 @@ function CausalSelfAttention:init(config)
   self.resid_dropout = nn.Dropout(c.dropout)
   self.n_head, self.n_embd, self.dropout = c.n_head, c.n_embd, c.dropout
 end
+-- x (B, T, n_embd) -> the same shape, or an error naming the layer
+local function check_sequence(name, x, n_embd)
+  C.check_input(name, x)
+  if x:dim() ~= 3 or x.shape[2] ~= n_embd then
+    raise("%s: expected an input of shape (B, T, %d), got %s", name, n_embd, shape_str(x))
+  end
+end
+
 function CausalSelfAttention:forward(x)
+  check_sequence("CausalSelfAttention", x, self.n_embd)
   local B, T, Cd = x.shape[0], x.shape[1], x.shape[2]
   local nh = self.n_head
   local q, k, v = table.unpack(self.c_attn(x):split(self.n_embd, 2))
@@ -83,8 +92,10 @@ function MLP:init(config)
   self.gelu = nn.GELU()
   self.c_proj = nn.Linear(4 * c.n_embd, c.n_embd, {bias = c.bias})
   self.dropout = nn.Dropout(c.dropout)
+  self.n_embd = c.n_embd
 end
 function MLP:forward(x)
+  check_sequence("MLP", x, self.n_embd)
   return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
 end
 
@@ -97,8 +108,10 @@ function Block:init(config)
   self.attn = CausalSelfAttention(c)
   self.ln_2 = nn.LayerNorm(c.n_embd, {bias = c.bias})
   self.mlp = MLP(c)
+  self.n_embd = c.n_embd
 end
 function Block:forward(x)
+  check_sequence("Block", x, self.n_embd)
   x = x + self.attn(self.ln_1(x))
   return x + self.mlp(self.ln_2(x))
 end
