@@ -101,6 +101,18 @@ static bool raw_event_done(void *ctx, void *ev) {
 static void raw_event_wait(void *ctx, void *ev) { cudaEventSynchronize((cudaEvent_t)ev); }
 static void raw_event_destroy(void *ctx, void *ev) { cudaEventDestroy((cudaEvent_t)ev); }
 
+#ifdef TSIM_SIMULATED
+// The simulated device checks each access against the blocks handed out
+// (sim/check.cc), not only against cudaMalloc's segments.
+static void raw_mark(void *ctx, void *p, size_t size, size_t live, uintptr_t stream) {
+  tsc_device_guard g((int)(intptr_t)ctx); // stream 0 is the device's own default stream
+  if (!g.st) tsim_mark_block(p, size, live, (cudaStream_t)stream);
+}
+#define TSC_RAW_MARK raw_mark
+#else
+#define TSC_RAW_MARK NULL
+#endif
+
 static ts_cache *caches[TSC_MAX_DEVICES];
 static pthread_mutex_t caches_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -110,8 +122,8 @@ static ts_cache *cache_of(int device) {
   if (c) return c;
   pthread_mutex_lock(&caches_lock);
   if (!caches[device]) {
-    ts_cache_raw raw = {raw_malloc, raw_free, raw_event_record, raw_event_done, raw_event_wait, raw_event_destroy,
-                        (void *)(intptr_t)device};
+    ts_cache_raw raw = {raw_malloc,          raw_free, raw_event_record, raw_event_done, raw_event_wait,
+                        raw_event_destroy,   (void *)(intptr_t)device, TSC_RAW_MARK};
     __atomic_store_n(&caches[device], ts_cache_new(raw, ts_cache_env_caching()), __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&caches_lock);

@@ -5,6 +5,14 @@
 // float32 with their inputs rounded to the type first, so results match a
 // GPU's to the accumulation order. Replaces cuda/cublas_loader.cu, which
 // loads the real libraries, in the simulated build.
+//
+// The rules the real libraries leave undefined are checked: an output that
+// overlaps an input (cuBLAS computes in place only C == D in cuBLASLt), an
+// operand not aligned to its element, and in cuBLASLt an operand less
+// aligned than the preference the algorithm was chosen under said
+// (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES). TENSH_SIM_LT_DECLINE=1 makes
+// cuBLASLt find no algorithm for any matmul, as it may for a shape or
+// alignment it has no kernel for, so the caller's fallback runs.
 #include "sim.h"
 
 #include <cublasLt.h>
@@ -20,6 +28,9 @@ struct cublasContext {
   cudaStream_t stream = 0;
 };
 struct cublasLtContext {};
+struct lt_pref {
+  uint32_t align[4] = {256, 256, 256, 256}; // A, B, C, D: cuBLASLt's defaults
+};
 struct lt_desc {
   cublasComputeType_t compute;
   int32_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
@@ -71,6 +82,28 @@ struct mat {
   int64_t rows, cols, ld, bs; // stored shape, leading dim, batch stride (elements)
 };
 
+// The bytes the stored matrices of all batch entries span: [*lo, *lo + *n).
+static void mat_span(const mat &m, int64_t nb, const char **lo, size_t *n) {
+  *lo = m.p, *n = 0;
+  if (m.rows == 0 || m.cols == 0 || nb == 0) return;
+  int64_t first = 0, last = (m.cols - 1) * m.ld + m.rows; // element range of entry 0
+  if (m.bs >= 0) last += (nb - 1) * m.bs;
+  else first += (nb - 1) * m.bs;
+  size_t es = elem_size(m.type);
+  *lo = m.p + first * (int64_t)es, *n = (size_t)(last - first) * es;
+}
+
+// When the call runs: each matrix inside a live block of the caching allocator.
+static bool blocks_ok(const mat *ms, int count, int64_t nb, const char *what) {
+  for (int i = 0; i < count; i++) {
+    const char *lo;
+    size_t n;
+    mat_span(ms[i], nb, &lo, &n);
+    if (n && check_block_range(lo, n, what)) return false;
+  }
+  return true;
+}
+
 // The stored matrix of each batch entry must lie in one device allocation.
 static bool mat_ok(const mat &m, int64_t nb, const char *what) {
   if (m.ld < (m.rows > 1 ? m.rows : 1)) {
@@ -78,12 +111,29 @@ static bool mat_ok(const mat &m, int64_t nb, const char *what) {
          (long long)m.ld, (long long)m.rows);
     return false;
   }
-  if (m.rows == 0 || m.cols == 0 || nb == 0) return true;
-  int64_t lo = 0, hi = (m.cols - 1) * m.ld + m.rows; // element range of entry 0
-  if (m.bs >= 0) hi += (nb - 1) * m.bs;
-  else lo += (nb - 1) * m.bs;
-  size_t es = elem_size(m.type);
-  return check_device_range(m.p + lo * (int64_t)es, (size_t)(hi - lo) * es, -1, what) == cudaSuccess;
+  const char *lo;
+  size_t n;
+  mat_span(m, nb, &lo, &n);
+  return !n || check_device_range(lo, n, -1, what) == cudaSuccess;
+}
+
+// An operand not aligned to its element size: CUDA's misaligned address in the library's kernel.
+static bool aligned_to(const char *p, size_t align, const char *what) {
+  if (!((uintptr_t)p & (align - 1))) return true;
+  fail(cudaErrorMisalignedAddress, true, "%s at 0x%lx is not aligned to %zu bytes", what, (unsigned long)p, align);
+  return false;
+}
+
+// The output's bytes must not overlap an input's (an in-place product is undefined).
+static bool apart(const mat &out, const mat &in, int64_t nb, const char *what) {
+  const char *o, *i;
+  size_t on, in_n;
+  mat_span(out, nb, &o, &on);
+  mat_span(in, nb, &i, &in_n);
+  if (!on || !in_n || o + on <= i || i + in_n <= o) return true;
+  fail(cudaErrorInvalidValue, false, "%s: the output [0x%lx, +%zu) overlaps an input [0x%lx, +%zu)", what,
+       (unsigned long)o, on, (unsigned long)i, in_n);
+  return false;
 }
 
 // D = alpha op(A) op(B) + beta C for each batch entry, on the host.
@@ -162,12 +212,19 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t tr
   mat b{(const char *)B, Btype, tb ? n : k, tb ? k : n, ldb, strideB};
   mat c{(const char *)C, Ctype, m, n, ldc, strideC};
   if (!mat_ok(a, batch, "cublasGemmStridedBatchedEx A") || !mat_ok(b, batch, "cublasGemmStridedBatchedEx B") ||
-      !mat_ok(c, batch, "cublasGemmStridedBatchedEx C"))
+      !mat_ok(c, batch, "cublasGemmStridedBatchedEx C") || !apart(c, a, batch, "cublasGemmStridedBatchedEx") ||
+      !apart(c, b, batch, "cublasGemmStridedBatchedEx"))
     return CUBLAS_STATUS_INVALID_VALUE;
+  size_t es = elem_size(Ctype);
+  if (!aligned_to((const char *)A, es, "cublasGemmStridedBatchedEx A") ||
+      !aligned_to((const char *)B, es, "cublasGemmStridedBatchedEx B") ||
+      !aligned_to((const char *)C, es, "cublasGemmStridedBatchedEx C"))
+    return CUBLAS_STATUS_EXECUTION_FAILED;
   double al = scalar(alpha, f64), be = scalar(beta, f64);
   bool tf32 = compute == CUBLAS_COMPUTE_32F_FAST_TF32;
   cudaError_t e = enqueue_host(h->stream, "cublasGemmStridedBatchedEx", [=] {
-    gemm_host(ta, tb, m, n, k, al, a, b, be, c, c, batch, f64, tf32);
+    const mat ms[] = {a, b, c};
+    if (blocks_ok(ms, 3, batch, "cublasGemmStridedBatchedEx")) gemm_host(ta, tb, m, n, k, al, a, b, be, c, c, batch, f64, tf32);
   });
   return e ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;
 }
@@ -222,18 +279,42 @@ cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t l, cublas
 }
 
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p) {
-  *p = (cublasLtMatmulPreference_t) new uint64_t[8]();
+  *p = (cublasLtMatmulPreference_t) new lt_pref();
   return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) {
-  delete[] (uint64_t *)p;
+  delete (lt_pref *)p;
   return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
                                                     cublasLtMatmulPreferenceAttributes_t a, const void *buf, size_t n) {
-  return n == 4 || n == 8 ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+  if (n != 4 && n != 8) return CUBLAS_STATUS_INVALID_VALUE;
+  static const cublasLtMatmulPreferenceAttributes_t aligns[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; i++)
+    if (a == aligns[i]) {
+      uint32_t v;
+      if (n != 4) return CUBLAS_STATUS_INVALID_VALUE;
+      memcpy(&v, buf, 4);
+      if (!v || (v & (v - 1))) return CUBLAS_STATUS_INVALID_VALUE;
+      ((lt_pref *)p)->align[i] = v;
+    }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// What the emulated heuristic puts in an algorithm: the alignment (bytes) of
+// A, B, C and D its kernel needs: what the preference promised, up to 16.
+static void algo_alignments(const cublasLtMatmulAlgo_t &algo, uint32_t out[4]) { memcpy(out, algo.data, 16); }
+
+static bool lt_declines() {
+  static bool on = [] {
+    const char *v = getenv("TENSH_SIM_LT_DECLINE");
+    return v && !strcmp(v, "1");
+  }();
+  return on;
 }
 
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t Ad,
@@ -242,7 +323,12 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
                                               int requested, cublasLtMatmulHeuristicResult_t results[],
                                               int *returned) {
   if (!h || requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
+  *returned = 0;
+  if (lt_declines()) return CUBLAS_STATUS_NOT_SUPPORTED; // as cuBLASLt says when it has no algorithm
   memset(&results[0], 0, sizeof results[0]);
+  uint32_t need[4];
+  for (int i = 0; i < 4; i++) need[i] = ((const lt_pref *)pref)->align[i] < 16 ? ((const lt_pref *)pref)->align[i] : 16;
+  memcpy(results[0].algo.data, need, sizeof need);
   results[0].state = CUBLAS_STATUS_SUCCESS;
   results[0].wavesCount = 1.0f;
   *returned = 1;
@@ -272,10 +358,26 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
   mat c{(const char *)C, lc->type, (int64_t)lc->rows, (int64_t)lc->cols, lc->ld, lc->batch_stride};
   mat d{(const char *)D, ld->type, (int64_t)ld->rows, (int64_t)ld->cols, ld->ld, ld->batch_stride};
   if (!mat_ok(a, nb, "cublasLtMatmul A") || !mat_ok(b, nb, "cublasLtMatmul B") || !mat_ok(c, nb, "cublasLtMatmul C") ||
-      !mat_ok(d, nb, "cublasLtMatmul D"))
+      !mat_ok(d, nb, "cublasLtMatmul D") || !apart(d, a, nb, "cublasLtMatmul") || !apart(d, b, nb, "cublasLtMatmul") ||
+      ((const char *)C != (const char *)D && !apart(d, c, nb, "cublasLtMatmul")))
     return CUBLAS_STATUS_INVALID_VALUE;
+  if (!algo) return CUBLAS_STATUS_INVALID_VALUE;
+  // every batch entry as aligned as the algorithm was chosen for
+  uint32_t need[4];
+  algo_alignments(*algo, need);
+  const mat *ms[4] = {&a, &b, &c, &d};
+  static const char *names[4] = {"cublasLtMatmul A", "cublasLtMatmul B", "cublasLtMatmul C", "cublasLtMatmul D"};
+  for (int i = 0; i < 4; i++) {
+    size_t es = elem_size(ms[i]->type);
+    for (int64_t e = 0; e < (nb > 1 ? 2 : 1); e++) // entry 0 and 1: the stride's alignment shows in the second
+      if (!aligned_to(ms[i]->p + e * ms[i]->bs * (int64_t)es, need[i] > es ? need[i] : es, names[i]))
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+  }
   double al = *(const float *)alpha, be = *(const float *)beta;
-  cudaError_t e = enqueue_host(s, "cublasLtMatmul", [=] { gemm_host(ta, tb, m, n, k, al, a, b, be, c, d, nb, false, false); });
+  cudaError_t e = enqueue_host(s, "cublasLtMatmul", [=] {
+    const mat ms[] = {a, b, c, d};
+    if (blocks_ok(ms, 4, nb, "cublasLtMatmul")) gemm_host(ta, tb, m, n, k, al, a, b, be, c, d, nb, false, false);
+  });
   return e ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;
 }
 

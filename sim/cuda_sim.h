@@ -9,9 +9,16 @@
 // fibers (Boost.Context). A thread runs until it reaches a barrier or a warp
 // operation, then the next one runs; sim/exec.cc releases a barrier when all
 // threads of the block are there and reports it when some cannot arrive.
-// __shared__ variables are thread_local statics: one copy per worker thread,
-// shared by the fibers of the block it is running.
+// __shared__ variables live in the block's shared memory (an arena of the
+// worker thread): tools/simlaunch.c rewrites each declaration into a
+// reference to tsim::shared_var, filled with 0xff bytes when a block starts.
+// Every load and store of a kernel is checked (sim/check.cc, through the
+// compiler's -fsanitize=thread instrumentation): races, alignment, bytes
+// outside a live block of the caching allocator.
 #pragma once
+
+// Code that talks to the simulator (cuda/backend.cu's allocator hook) asks this.
+#define TSIM_SIMULATED 1
 
 #define __host__
 #define __device__
@@ -32,8 +39,7 @@
 #define dlopen tsim_dlopen
 #define dlsym tsim_dlsym
 
-#undef __shared__
-#define __shared__ static thread_local
+#undef __shared__ // rewritten by tools/simlaunch.c; left in a file it did not see, it fails to compile
 #undef __launch_bounds__
 #define __launch_bounds__(...)
 #undef __forceinline__
@@ -63,10 +69,18 @@ struct thread_state {
   uint3 tid;
   int linear; // threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)
   block_state *blk;
+  // For the race checks: 1 + (the block's linear index mod 2^22) << 10 | linear,
+  // so a thread's block and warp are bit fields (blocks 2^22 apart look alike).
+  uint32_t serial;
 };
 struct block_view {
   uint3 bid;
   dim3 bdim, gdim;
+  uint64_t linear; // blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z)
+  // What orders two accesses of one block (sim/check.cc): the barriers the
+  // block has passed, and per warp its completed warp operations.
+  uint16_t barriers;
+  uint16_t warp_syncs[32];
 };
 extern thread_local thread_state *cur;
 extern thread_local block_view *cur_block;
@@ -109,20 +123,50 @@ template <class L, class... A> void launch(const site &s, const launch_cfg &c, L
   enqueue_kernel(s, c, new kernel_body_of<decltype(call)>(std::move(call)), ptrs, n);
 }
 
+} // namespace tsim
+
+// The caching allocator's hook (cuda/backend.cu), as a custom allocator tells
+// AddressSanitizer: [p, p + size) is one block of which the first `live`
+// bytes are handed out (0: none, the block is free or cached). Applied in the
+// order of the work queued on `stream` (a block freed on the host may still
+// be used by work queued before), it poisons the rest for the access checks
+// and fills the live bytes with 0xff, as new memory is.
+extern "C" void tsim_mark_block(void *p, size_t size, size_t live, cudaStream_t stream);
+
+namespace tsim {
+
+// ---- shared memory (sim/exec.cc) ----
+// The block's copy of one __shared__ declaration (`key` tells declarations
+// apart): placed in the block's shared memory by the first thread that
+// reaches it, filled with 0xff bytes (NaN, -1), so a read of a slot no
+// thread wrote gives garbage instead of a lucky 0.
+void *shared_alloc(const void *key, size_t size, size_t align);
+template <class T> inline T &shared_var(const void *key) { return *(T *)shared_alloc(key, sizeof(T), alignof(T)); }
+
 // ---- barriers and warp operations (sim/exec.cc) ----
-void syncthreads();
-void syncwarp(unsigned mask);
+// `file` and `line` are the call site: threads meeting at a barrier or a warp
+// operation must all have reached the same one.
+void syncthreads(const char *file, int line);
+void syncwarp(unsigned mask, const char *file, int line);
 void launch_bounds(int max_threads, int min_blocks = 0);
 // Publishes `n` bytes of this thread's value to its warp and waits until the
 // lanes of `mask` have all published; returns the warp's 32 values (16 bytes
 // a lane) as they were when the last lane arrived.
-const unsigned char *warp_exchange(unsigned mask, const void *v, size_t n, const char *what);
+const unsigned char *warp_exchange(unsigned mask, const void *v, size_t n, const char *what, const char *file,
+                                   int line);
 void warp_lane_check(unsigned mask, int src_lane, const char *what);
+// Fails the launch: a shuffle width that is not a power of two in [1, 32].
+void warp_width_check(int width, const char *what);
 
 enum shfl_kind { SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_XOR };
-template <class T> T shfl(unsigned mask, T v, shfl_kind kind, int arg, int width, const char *what) {
+template <class T>
+T shfl(unsigned mask, T v, shfl_kind kind, int arg, int width, const char *what, const char *file, int line) {
   static_assert(sizeof(T) <= 16, "a shuffled value has at most 16 bytes");
-  const unsigned char *snap = warp_exchange(mask, &v, sizeof(T), what);
+  if (width < 1 || width > 32 || (width & (width - 1))) {
+    warp_width_check(width, what);
+    width = 32;
+  }
+  const unsigned char *snap = warp_exchange(mask, &v, sizeof(T), what, file, line);
   int lane = cur->linear & 31;
   int base = lane & ~(width - 1), src = lane;
   switch (kind) {
@@ -160,23 +204,31 @@ template <class T, class F> inline T atomic_update(T *p, F f) {
 // warpSize: the header's extern const int, defined as 32 in sim/exec.cc
 #define TSIM_LAUNCH_BOUNDS(...) ::tsim::launch_bounds(__VA_ARGS__)
 
-inline void __syncthreads() { ::tsim::syncthreads(); }
-inline void __syncwarp(unsigned mask = 0xffffffffu) { ::tsim::syncwarp(mask); }
+// the call site comes with each barrier and warp operation (GCC evaluates
+// __builtin_FILE/LINE in a default argument at the caller)
+inline void __syncthreads(const char *f = __builtin_FILE(), int l = __builtin_LINE()) { ::tsim::syncthreads(f, l); }
+inline void __syncwarp(unsigned mask = 0xffffffffu, const char *f = __builtin_FILE(), int l = __builtin_LINE()) {
+  ::tsim::syncwarp(mask, f, l);
+}
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
-template <class T> inline T __shfl_sync(unsigned m, T v, int src, int w = 32) {
-  return ::tsim::shfl(m, v, ::tsim::SHFL_IDX, src, w, "__shfl_sync");
+template <class T>
+inline T __shfl_sync(unsigned m, T v, int src, int w = 32, const char *f = __builtin_FILE(), int l = __builtin_LINE()) {
+  return ::tsim::shfl(m, v, ::tsim::SHFL_IDX, src, w, "__shfl_sync", f, l);
 }
-template <class T> inline T __shfl_up_sync(unsigned m, T v, unsigned d, int w = 32) {
-  return ::tsim::shfl(m, v, ::tsim::SHFL_UP, (int)d, w, "__shfl_up_sync");
+template <class T>
+inline T __shfl_up_sync(unsigned m, T v, unsigned d, int w = 32, const char *f = __builtin_FILE(), int l = __builtin_LINE()) {
+  return ::tsim::shfl(m, v, ::tsim::SHFL_UP, (int)d, w, "__shfl_up_sync", f, l);
 }
-template <class T> inline T __shfl_down_sync(unsigned m, T v, unsigned d, int w = 32) {
-  return ::tsim::shfl(m, v, ::tsim::SHFL_DOWN, (int)d, w, "__shfl_down_sync");
+template <class T>
+inline T __shfl_down_sync(unsigned m, T v, unsigned d, int w = 32, const char *f = __builtin_FILE(), int l = __builtin_LINE()) {
+  return ::tsim::shfl(m, v, ::tsim::SHFL_DOWN, (int)d, w, "__shfl_down_sync", f, l);
 }
-template <class T> inline T __shfl_xor_sync(unsigned m, T v, int x, int w = 32) {
-  return ::tsim::shfl(m, v, ::tsim::SHFL_XOR, x, w, "__shfl_xor_sync");
+template <class T>
+inline T __shfl_xor_sync(unsigned m, T v, int x, int w = 32, const char *f = __builtin_FILE(), int l = __builtin_LINE()) {
+  return ::tsim::shfl(m, v, ::tsim::SHFL_XOR, x, w, "__shfl_xor_sync", f, l);
 }
 
 // Integer atomics: the hardware's wrapping arithmetic.

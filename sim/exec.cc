@@ -7,12 +7,19 @@
 // waits at __syncthreads the barrier opens. A barrier or warp operation that
 // can never complete (some threads returned, or wait elsewhere) is reported
 // with the kernel, block and thread, and the launch fails as a hung kernel
-// would. Launches alternate between running threads (and blocks) in forward
-// and reverse order (TENSH_SIM_SCHEDULE), so a missing barrier changes the
-// result instead of hiding behind one lucky order.
+// would; so is a barrier or warp operation whose threads wait at different
+// call sites. Launches alternate between running threads (and blocks) in
+// forward and reverse order (TENSH_SIM_SCHEDULE), so a missing barrier
+// changes the result instead of hiding behind one lucky order; the access
+// checks (sim/check.cc) report the race itself.
+//
+// __shared__ memory: each worker thread has an arena (memory.cc places it in
+// the checked window); a block's declarations are placed in it as its
+// threads first reach them, filled with 0xff bytes.
 #include "sim.h"
 
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +68,8 @@ struct pooled_stack {
 };
 
 // ---- one block ----
-enum thread_wait { RUNNABLE, AT_BARRIER, AT_WARP, DONE };
+// FAULTED: stopped for good by a failed access check; unwound with its block
+enum thread_wait { RUNNABLE, AT_BARRIER, AT_WARP, DONE, FAULTED };
 
 struct fiber_slot;
 
@@ -71,6 +79,8 @@ struct sim_thread {
   thread_wait wait = RUNNABLE;
   unsigned mask = 0;
   const char *what = "";
+  const char *file = ""; // the barrier or warp operation it waits at
+  int line = 0;
   unsigned char value[16];
 };
 
@@ -82,12 +92,21 @@ struct fiber_slot {
   sim_thread *assigned = nullptr;
 };
 
+struct shared_decl {
+  const void *key;
+  size_t offset;
+};
+
 struct block_state {
   const kernel_launch *k;
   block_view view;
   std::vector<sim_thread> threads;
   unsigned char snapshot[32][32 * 16]; // per warp: the lanes' values at the last exchange
-  char error[512];
+  unsigned char *shared;               // this worker's arena
+  size_t shared_used;
+  std::vector<shared_decl> shared_decls; // the block's __shared__ variables so far
+  cudaError_t code;                      // of the error: cudaErrorLaunchFailure unless an access check says
+  char error[768];
 };
 
 static thread_local sim_thread *me;
@@ -130,19 +149,63 @@ void fault_where(char *buf, size_t n) {
   else snprintf(buf, n, "(no thread)");
 }
 
-void syncthreads() { yield(AT_BARRIER); }
+void syncthreads(const char *file, int line) {
+  me->file = file, me->line = line;
+  yield(AT_BARRIER);
+}
 
-const unsigned char *warp_exchange(unsigned mask, const void *v, size_t n, const char *what) {
+const unsigned char *warp_exchange(unsigned mask, const void *v, size_t n, const char *what, const char *file,
+                                   int line) {
   me->mask = mask;
   me->what = what;
+  me->file = file, me->line = line;
   memcpy(me->value, v, n);
   yield(AT_WARP);
   return me->ts.blk->snapshot[me->ts.linear / 32];
 }
 
-void syncwarp(unsigned mask) {
+void syncwarp(unsigned mask, const char *file, int line) {
   int zero = 0;
-  warp_exchange(mask, &zero, sizeof zero, "__syncwarp");
+  warp_exchange(mask, &zero, sizeof zero, "__syncwarp", file, line);
+}
+
+void block_fail(cudaError_t code, const char *fmt, ...) {
+  block_state &b = *me->ts.blk;
+  if (b.error[0]) return;
+  char where[96];
+  where_string(b, *me, where, sizeof where);
+  int n = snprintf(b.error, sizeof b.error, "%s: ", where);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(b.error + n, sizeof b.error - n, fmt, ap);
+  va_end(ap);
+  b.code = code;
+}
+
+void abandon_thread() {
+  yield(FAULTED);
+  abort(); // never resumed: run_block unwinds the fiber
+}
+
+void warp_width_check(int width, const char *what) {
+  block_fail(cudaErrorLaunchFailure, "%s with width %d: the width must be a power of two from 1 to 32", what, width);
+}
+
+void *shared_alloc(const void *key, size_t size, size_t align) {
+  block_state &b = *me->ts.blk;
+  for (const shared_decl &d : b.shared_decls)
+    if (d.key == key) return b.shared + d.offset;
+  if (align < 16) align = 16;
+  size_t off = (b.shared_used + align - 1) / align * align;
+  if (off + size > SHARED_STATIC_MAX) {
+    block_fail(cudaErrorLaunchOutOfResources, "the kernel's __shared__ variables need more than %zu bytes (48 KiB)",
+               SHARED_STATIC_MAX);
+    abandon_thread();
+  }
+  memset(b.shared + off, 0xff, size); // poisoned: what no thread of this block wrote reads as NaN / -1
+  b.shared_decls.push_back({key, off});
+  b.shared_used = off + size;
+  return b.shared + off;
 }
 
 void warp_lane_check(unsigned mask, int src, const char *what) {
@@ -161,6 +224,10 @@ void launch_bounds(int max_threads, int) {
   unsigned n = b.view.bdim.x * b.view.bdim.y * b.view.bdim.z;
   if ((int)n > max_threads && !b.error[0])
     snprintf(b.error, sizeof b.error, "launched with %u threads a block, past its __launch_bounds__(%d)", n, max_threads);
+}
+
+static bool same_site(const sim_thread &a, const sim_thread &b) {
+  return a.line == b.line && (a.file == b.file || !strcmp(a.file, b.file));
 }
 
 // One round's bookkeeping: completes warp operations and barriers, or says
@@ -183,8 +250,22 @@ static bool release(block_state &b) {
         if (lanes[l].wait == AT_WARP) arrived |= 1u << l, mask |= lanes[l].mask;
       if (!arrived) continue;
       if ((mask & arrived) == mask) { // every lane named by the masks is here
+        int first = __builtin_ctz(arrived);
+        for (int l = first + 1; l < nl; l++)
+          if (arrived >> l & 1 && !same_site(lanes[first], lanes[l])) {
+            char a[96], c[96];
+            where_string(b, lanes[first], a, sizeof a);
+            where_string(b, lanes[l], c, sizeof c);
+            snprintf(b.error, sizeof b.error,
+                     "warp operations at different call sites meet: %s is at %s (%s:%d), %s at %s (%s:%d) "
+                     "(a warp operation in divergent code)",
+                     a, lanes[first].what, lanes[first].file, lanes[first].line, c, lanes[l].what, lanes[l].file,
+                     lanes[l].line);
+            return false;
+          }
         for (int l = 0; l < nl; l++)
           if (arrived >> l & 1) memcpy(b.snapshot[w] + 16 * l, lanes[l].value, 16), lanes[l].wait = RUNNABLE;
+        b.view.warp_syncs[w]++;
         progress = true;
         continue;
       }
@@ -202,7 +283,18 @@ static bool release(block_state &b) {
     if (progress) return true;
   }
   if (at_barrier == n) {
+    for (const sim_thread &t : b.threads)
+      if (!same_site(t, b.threads[0])) {
+        char a[96], c[96];
+        where_string(b, b.threads[0], a, sizeof a);
+        where_string(b, t, c, sizeof c);
+        snprintf(b.error, sizeof b.error,
+                 "__syncthreads at different call sites: %s waits at %s:%d, %s at %s:%d (a barrier in divergent code)",
+                 a, b.threads[0].file, b.threads[0].line, c, t.file, t.line);
+        return false;
+      }
     for (sim_thread &t : b.threads) t.wait = RUNNABLE;
+    b.view.barriers++;
     return true;
   }
   const sim_thread *waiter = nullptr;
@@ -228,6 +320,11 @@ static void run_block(block_state &b, bool reverse) {
   cur_body = b.k->body;
   for (sim_thread &t : b.threads) t.wait = RUNNABLE, t.slot = nullptr;
   cur_block = &b.view;
+  b.view.barriers = 0;
+  memset(b.view.warp_syncs, 0, sizeof b.view.warp_syncs);
+  b.shared_used = 0;
+  b.shared_decls.clear();
+  check_block_start(b.shared, SHARED_STATIC_MAX);
   do {
     for (int j = 0; j < n && !b.error[0]; j++) {
       sim_thread &t = b.threads[reverse ? n - 1 - j : j];
@@ -261,6 +358,7 @@ struct job {
   std::atomic<int> active{0};
   std::mutex err_lock;
   std::string error;
+  cudaError_t code = cudaErrorLaunchFailure;
 };
 
 static void work_on(job &j) {
@@ -278,17 +376,21 @@ static void work_on(job &j) {
     t.ts.linear = i;
     t.ts.blk = b.get();
   }
+  b->shared = shared_arena();
   fault_site = &k.where;
   for (;;) {
     uint64_t i = j.next.fetch_add(1);
     if (i >= j.nblocks) break;
     uint64_t id = j.reverse ? j.nblocks - 1 - i : i;
     b->view.bid = make_uint3((unsigned)(id % g.x), (unsigned)(id / g.x % g.y), (unsigned)(id / ((uint64_t)g.x * g.y)));
+    b->view.linear = id;
+    for (int t = 0; t < n; t++) b->threads[t].ts.serial = (uint32_t)((id & 0x3fffff) << 10 | t) + 1;
     b->error[0] = 0;
+    b->code = cudaErrorLaunchFailure;
     run_block(*b, j.reverse);
     if (b->error[0]) {
       std::lock_guard<std::mutex> gl(j.err_lock);
-      if (j.error.empty()) j.error = b->error;
+      if (j.error.empty()) j.error = b->error, j.code = b->code;
       j.next = j.nblocks; // the launch has failed: no more blocks
     }
   }
@@ -389,11 +491,13 @@ void run_kernel(const kernel_launch &k) {
   j.k = &k;
   j.nblocks = (uint64_t)k.cfg.grid.x * k.cfg.grid.y * k.cfg.grid.z;
   j.reverse = reverse;
-  if (j.nblocks == 1 || worker_count() == 1) work_on(j);
+  bool concurrent = j.nblocks > 1 && worker_count() > 1 && check_blocks_concurrently();
+  check_launch_begin(k);
+  if (!concurrent) work_on(j);
   else pool_of_workers()->run(j);
+  check_launch_end();
   if (!j.error.empty())
-    fail(cudaErrorLaunchFailure, true, "kernel %s (%s:%d) failed: %s", k.where.kernel, k.where.file, k.where.line,
-         j.error.c_str());
+    fail(j.code, true, "kernel %s (%s:%d) failed: %s", k.where.kernel, k.where.file, k.where.line, j.error.c_str());
 }
 
 } // namespace tsim

@@ -1,7 +1,8 @@
 // Device and page-locked memory of the simulated device.
 //
-// Each device reserves one large range of address space, so a device pointer
-// is never a host pointer. An allocation is placed so that its end (rounded
+// One large range of address space (the window the access checks of
+// check.cc watch) holds the shared-memory arenas of the worker threads, then
+// a range per device, so a device pointer is never a host pointer. An allocation is placed so that its end (rounded
 // to 256 bytes, cudaMalloc's alignment) touches an inaccessible guard page;
 // the few bytes between its exact end and the guard hold a canary checked
 // after every kernel. Freed memory stays inaccessible and its addresses are
@@ -20,12 +21,14 @@
 #include <unistd.h>
 
 #include <map>
+#include <mutex>
 #include <vector>
 
 namespace tsim {
 
 static const size_t PAGE = 4096;
 static const size_t RESERVE = (size_t)256 << 30; // address space per device
+static const size_t ARENA = 64 << 10;             // a worker's shared memory: 48 KiB, then a guard
 static const unsigned char CANARY = 0xa5, FILL = 0xff;
 
 struct allocation {
@@ -46,31 +49,72 @@ struct device_mem {
 };
 
 static device_mem devs[16];
+static uintptr_t window_lo, devices_lo;
 static std::map<uintptr_t, size_t> pinned; // page-locked host blocks: base -> size
 static std::vector<std::pair<uintptr_t, bool>> lent; // pages the fault handler opened during a kernel (page, was live)
 
 thread_local const site *fault_site;
 
-static device_mem &dev(int d) {
-  device_mem &m = devs[d];
-  if (!m.start) {
-    void *p = mmap(NULL, RESERVE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+// The window, reserved at the first use of device or shared memory.
+static void reserve_window() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int n = device_count() > 0 ? device_count() : 1;
+    size_t len = SHARED_REGION + (size_t)n * RESERVE;
+    void *p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
-      fprintf(stderr, "tensh-sim: cannot reserve address space for device %d\n", d);
+      fprintf(stderr, "tensh-sim: cannot reserve address space for the simulated devices\n");
       abort();
     }
-    m.start = m.next = (uintptr_t)p;
+    window_lo = (uintptr_t)p, devices_lo = window_lo + SHARED_REGION;
+    for (int d = 0; d < n; d++) devs[d].start = devs[d].next = devices_lo + d * RESERVE;
+    check_window(window_lo, len);
     install_fault_handler();
+  });
+}
+
+static device_mem &dev(int d) {
+  if (!devs[d].start) reserve_window();
+  return devs[d];
+}
+
+// Shared-memory arenas: one for each thread that runs blocks, given back
+// when the thread ends.
+static std::mutex arenas_lock;
+static std::vector<int> free_arenas;
+static int arenas_made;
+struct arena_slot {
+  int index = -1;
+  ~arena_slot() {
+    if (index < 0) return;
+    std::lock_guard<std::mutex> g(arenas_lock);
+    free_arenas.push_back(index);
   }
-  return m;
+};
+static thread_local arena_slot my_arena;
+
+unsigned char *shared_arena() {
+  if (my_arena.index < 0) {
+    reserve_window();
+    std::lock_guard<std::mutex> g(arenas_lock);
+    if (!free_arenas.empty()) my_arena.index = free_arenas.back(), free_arenas.pop_back();
+    else if (arenas_made < (int)(SHARED_REGION / ARENA)) {
+      my_arena.index = arenas_made++;
+      mprotect((void *)(window_lo + my_arena.index * ARENA), SHARED_STATIC_MAX, PROT_READ | PROT_WRITE);
+    } else {
+      fprintf(stderr, "tensh-sim: more than %zu threads ran kernels\n", SHARED_REGION / ARENA);
+      abort();
+    }
+  }
+  return (unsigned char *)(window_lo + my_arena.index * ARENA);
 }
 
 static uintptr_t round_up(uintptr_t v, uintptr_t a) { return (v + a - 1) / a * a; }
 
 static int device_of(uintptr_t p) {
-  for (int d = 0; d < 16; d++)
-    if (devs[d].start && p >= devs[d].start && p < devs[d].start + RESERVE) return d;
-  return -1;
+  if (!devices_lo || p < devices_lo) return -1;
+  size_t d = (p - devices_lo) / RESERVE;
+  return d < 16 && devs[d].start ? (int)d : -1;
 }
 
 // The allocation whose accessible pages hold p, or the nearest one below p.
@@ -98,7 +142,7 @@ mem_kind classify(const void *vp, int *device, uintptr_t *base, size_t *size) {
 }
 
 // "N bytes past the end of a live allocation of M bytes at X", etc.
-static void describe(uintptr_t p, char *buf, size_t n) {
+void describe_device(uintptr_t p, char *buf, size_t n) {
   int d = device_of(p);
   if (d < 0) {
     snprintf(buf, n, "0x%lx is host memory", (unsigned long)p);
@@ -126,12 +170,12 @@ cudaError_t check_device_range(const void *vp, size_t n, int device, const char 
   int d;
   char where[256];
   if (classify(vp, &d, &base, &size) != MEM_DEVICE || (device >= 0 && d != device)) {
-    describe(p, where, sizeof where);
+    describe_device(p, where, sizeof where);
     return fail(cudaErrorInvalidValue, false, "%s: expected memory of device %d, but %s", what,
                 device >= 0 ? device : current_device(), where);
   }
   if (!size || p + n > base + size) {
-    describe(size ? p + n - 1 : p, where, sizeof where);
+    describe_device(size ? p + n - 1 : p, where, sizeof where);
     return fail(cudaErrorInvalidValue, false, "%s of %zu bytes at 0x%lx: the range leaves its allocation (%s)", what,
                 n, (unsigned long)p, where);
   }
@@ -236,7 +280,7 @@ cudaError_t cudaFree(void *p) {
   allocation *a = d >= 0 ? find_live(d, (uintptr_t)p) : NULL;
   if (!a) {
     char where[256];
-    describe((uintptr_t)p, where, sizeof where);
+    describe_device((uintptr_t)p, where, sizeof where);
     return fail(cudaErrorInvalidValue, false, "cudaFree(0x%lx): not the start of a live allocation (%s)%s",
                 (unsigned long)p, where, d >= 0 && devs[d].allocs.count((uintptr_t)p) ? ": freed twice" : "");
   }
@@ -246,6 +290,7 @@ cudaError_t cudaFree(void *p) {
   devs[d].used -= a->size;
   mprotect((void *)a->map, a->map_len, PROT_NONE);
   madvise((void *)a->map, a->map_len, MADV_DONTNEED);
+  check_forget(a->map, a->map_len);
   if (++devs[d].freed_kept > 100000) { // forget the oldest freed records
     for (auto it = devs[d].allocs.begin(); it != devs[d].allocs.end() && devs[d].freed_kept > 50000;)
       if (!it->second.live) it = devs[d].allocs.erase(it), devs[d].freed_kept--;
@@ -289,17 +334,29 @@ cudaError_t cudaFreeHost(void *p) {
 // ---- the fault handler ----
 
 static struct sigaction previous;
+static std::mutex fault_lock; // workers may fault at once
 
 static void on_fault(int sig, siginfo_t *si, void *uc) {
   uintptr_t p = (uintptr_t)si->si_addr;
   int d = device_of(p);
+  if (d < 0 && fault_site && window_lo && p - window_lo < SHARED_REGION) { // past a block's 48 KiB of shared memory
+    std::lock_guard<std::mutex> g(fault_lock);
+    char thread[96];
+    fault_where(thread, sizeof thread);
+    fail(cudaErrorIllegalAddress, true, "kernel %s (%s:%d) %s touched shared memory %zu bytes past the 48 KiB of a block",
+         fault_site->kernel, fault_site->file, fault_site->line, thread, (size_t)((p - window_lo) % ARENA - SHARED_STATIC_MAX));
+    uintptr_t page = p & ~(PAGE - 1);
+    mmap((void *)page, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    lent.push_back({page, false});
+    return;
+  }
   if (d < 0) { // not ours: what would have happened without us
     sigaction(SIGSEGV, &previous, NULL);
     return;
   }
   bool is_write = (((ucontext_t *)uc)->uc_mcontext.gregs[REG_ERR] & 2) != 0;
   char where[256];
-  describe(p, where, sizeof where);
+  describe_device(p, where, sizeof where);
   if (!fault_site) {
     char msg[512];
     int n = snprintf(msg, sizeof msg,
@@ -313,7 +370,6 @@ static void on_fault(int sig, siginfo_t *si, void *uc) {
   uintptr_t page = p & ~(PAGE - 1);
   const allocation *a = near_alloc(devs[d], p);
   bool live_page = a && a->live && page >= a->map && page < a->map + a->map_len;
-  static std::mutex fault_lock; // workers may fault at once
   std::lock_guard<std::mutex> g(fault_lock);
   char thread[96];
   fault_where(thread, sizeof thread);

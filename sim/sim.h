@@ -5,6 +5,8 @@
 //   stream.cc   streams, events, copies: work is queued and runs only when
 //               the host must wait for it, in stream order
 //   exec.cc     kernels: blocks on worker threads, threads as fibers
+//   check.cc    every access of a kernel: alignment, the caching allocator's
+//               block bounds, races between its threads
 //   cublas.cc, include/cub/: the libraries, emulated on the CPU
 #pragma once
 
@@ -36,6 +38,11 @@ cudaError_t sticky_error();
 int current_device();
 
 // ---- memory ----
+// Shared memory: each thread that runs blocks has an arena of 64 KiB at the
+// start of the window, of which a block may use the first 48 KiB.
+const size_t SHARED_REGION = (size_t)256 << 16;
+const size_t SHARED_STATIC_MAX = 48 << 10;
+unsigned char *shared_arena(); // the calling thread's
 enum mem_kind { MEM_HOST, MEM_PINNED, MEM_DEVICE };
 // What p points into; for device memory, its device and the live allocation's
 // [base, base + size) (size 0 when p is in no live allocation).
@@ -49,6 +56,8 @@ void device_access(int device, bool on);
 // must be untouched; restores pages the fault handler lent to a kernel.
 void after_kernel(const site &s);
 void install_fault_handler();
+// "0x... is N bytes past the end of a live allocation of M bytes ..." for a device address.
+void describe_device(uintptr_t p, char *buf, size_t n);
 // The kernel and simulated thread a worker is running, for fault reports.
 extern thread_local const site *fault_site;
 // "block (x,y,z) thread (x,y,z)" of the simulated thread running on this worker.
@@ -62,6 +71,18 @@ stream_t *stream_of(cudaStream_t s, cudaError_t *err); // 0 and the legacy handl
 cudaError_t enqueue_host(cudaStream_t s, const char *what, std::function<void()> fn);
 void drain_device(int device); // runs every queued work item of the device
 
+// ---- the access checks (check.cc) ----
+void check_window(uintptr_t lo, size_t len);      // maps the shadow memory of the window
+void check_forget(uintptr_t p, size_t n);         // cudaFree: the range's marks and shadow go
+void apply_mark(void *p, size_t size, size_t live); // a caching allocator's mark, in stream order
+// Host work (a copy, a library call) touching [p, p + n): cudaSuccess, or a
+// sticky illegal address when bytes lie outside the live blocks.
+cudaError_t check_block_range(const void *p, size_t n, const char *what);
+// The name of the host work (a copy, a library call) this thread runs, or NULL.
+extern thread_local const char *host_work;
+// The block and the caching allocator's view of an address, for reports.
+void describe_address(uintptr_t p, char *buf, size_t n);
+
 // ---- kernels ----
 struct kernel_launch {
   site where;
@@ -73,5 +94,14 @@ struct kernel_launch {
 // Checks a launch's configuration as CUDA does (cudaErrorInvalidConfiguration ...).
 cudaError_t check_config(const kernel_launch &k);
 void run_kernel(const kernel_launch &k); // runs all blocks; failures set the sticky error
+void check_launch_begin(const kernel_launch &k);
+bool check_blocks_concurrently(); // false: the checks need the blocks of a launch on one worker
+void check_launch_end();
+void check_block_start(unsigned char *arena, size_t n); // a block starts on this worker
+// In a simulated thread: fails its block (the first failure explains the
+// launch), with `code` as the launch's error; "block (..) thread (..): " first.
+void block_fail(cudaError_t code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// Stops the calling simulated thread for good (its block has failed).
+[[noreturn]] void abandon_thread();
 
 } // namespace tsim

@@ -15,6 +15,10 @@ SIM_SHELL_OBJ := $(SHELL_SRC:%.c=$(SIM_BUILD)/%.o)
 # -ffp-contract=off: a*b+c stays two roundings, as CUDA's __*_rn and the CPU kernels
 SIM_CXXFLAGS := -std=c++17 -O2 -g -MMD -MP -fPIC -ffp-contract=off -fno-strict-aliasing -w -pthread \
                 -include sim/cuda_sim.h -Isim/include -Isim -I$(dir $(SIM_CUDA_INC)) -Isrc -Icuda $(BLAS_INC)
+# The CUDA sources (not sim/ itself) get GCC's ThreadSanitizer instrumentation
+# without its runtime: each load, store and atomic calls sim/check.cc first.
+# Volatile accesses are told apart (PTX makes them relaxed atomics).
+SIM_CHECK_FLAGS := -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 --param=tsan-distinguish-volatile=1
 SIM_CFLAGS := $(filter-out $(LTO) -DTS_HAVE_CUDA,$(CFLAGS)) -DTS_HAVE_CUDA -DTS_SIM_DEVICE
 SIM_LIBS   := $(filter-out -lcudart_static -L$(CUDA_HOME)/lib64 $(CUDA_WRAP),$(LDLIBS)) -lboost_context -lstdc++ -ldl \
               $(CUDA_WRAP)
@@ -33,7 +37,7 @@ SIM_CC_OBJ := $(SIM_CU:cuda/%.cu=$(SIM_BUILD)/gen/cuda/%.o) $(SIM_RT:%.cc=$(SIM_
 ifeq ($(SIM)$(filter clean deps,$(MAKECMDGOALS)),1)
 -include $(SIM_C_OBJ:.o=.d) $(SIM_CC_OBJ:.o=.d)
 $(SIM_C_OBJ): $(call flags_file,$(SIM_BUILD)/.flags-cc,SIM_CFLAGS)
-$(SIM_CC_OBJ): $(call flags_file,$(SIM_BUILD)/.flags-cxx,SIM_CXXFLAGS)
+$(SIM_CC_OBJ): $(call flags_file,$(SIM_BUILD)/.flags-cxx,SIM_CXXFLAGS) $(call flags_file,$(SIM_BUILD)/.flags-check,SIM_CHECK_FLAGS)
 endif
 
 $(SIM_BUILD)/simlaunch: tools/simlaunch.c
@@ -50,7 +54,7 @@ $(SIM_BUILD)/gen/cuda/%.cc: cuda/%.cu $(SIM_BUILD)/simlaunch
 
 # every generated .cuh first: the compiler's dependency list only exists after a first compile
 $(SIM_BUILD)/gen/cuda/%.o: $(SIM_BUILD)/gen/cuda/%.cc $(SIM_GEN_CUH)
-	$(call say,CXX-SIM,cuda/$*.cu)$(CXX) $(SIM_CXXFLAGS) -c $< -o $@
+	$(call say,CXX-SIM,cuda/$*.cu)$(CXX) $(SIM_CXXFLAGS) $(SIM_CHECK_FLAGS) -c $< -o $@
 
 $(SIM_BUILD)/sim/%.o: sim/%.cc
 	@mkdir -p $(dir $@)
@@ -78,12 +82,19 @@ $(SIM_BUILD)/gen/tests/sim/%.cc: tests/sim/%.cu $(SIM_BUILD)/simlaunch
 	$(call say,SIMLAUNCH,$<)$(SIM_BUILD)/simlaunch $< $@
 
 $(SIM_BUILD)/gen/tests/sim/%.o: $(SIM_BUILD)/gen/tests/sim/%.cc sim/cuda_sim.h
-	$(call say,CXX-SIM,tests/sim/$*.cu)$(CXX) $(SIM_CXXFLAGS) -O0 -c $< -o $@
+	$(call say,CXX-SIM,tests/sim/$*.cu)$(CXX) $(SIM_CXXFLAGS) $(SIM_CHECK_FLAGS) -O0 -c $< -o $@
 
-$(SIM_BUILD)/sim_selftest: $(SIM_BUILD)/gen/tests/sim/selftest.o $(SIM_RT_OBJ)
+$(SIM_BUILD)/sim_selftest: $(SIM_BUILD)/gen/tests/sim/selftest.o $(SIM_BUILD)/gen/tests/sim/checks.o $(SIM_RT_OBJ)
 	$(call say,LINK,$@)$(CXX) -pthread -o $@ $^ $(BLAS_LIBS) -lboost_context
 
 ifeq ($(SIM),1)
 sim: $(SIM_BUILD)/sim_selftest
 endif
 .PRECIOUS: $(SIM_BUILD)/gen/tests/sim/%.cc
+
+# Mutation testing of the simulator, not part of `make test`: known GPU bugs
+# put into cuda/ one at a time must each fail the tests that cover them
+# (scripts/sim_mutants.sh; MUTANTS="name ..." runs some).
+.PHONY: sim-mutants
+sim-mutants: sim
+	bash scripts/sim_mutants.sh $(MUTANTS)

@@ -116,7 +116,9 @@ static void execute(stream_t *s, work &w) {
   case work::HOST:
     if (sticky_error()) break;
     open_device(s->device);
+    host_work = w.what;
     w.fn();
+    host_work = nullptr;
     break;
   case work::KERNEL:
     if (!sticky_error()) {
@@ -362,10 +364,17 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
   if (kind == cudaMemcpyHostToDevice && sk == MEM_HOST) {
     // pageable source: staged now, so the caller may reuse it on return
     auto staged = std::make_shared<std::vector<char>>((const char *)src, (const char *)src + n);
-    push(s, work{work::HOST, {}, [dst, staged] { memcpy(dst, staged->data(), staged->size()); }, "cudaMemcpyAsync"});
+    push(s, work{work::HOST, {}, [dst, staged] {
+                   if (!check_block_range(dst, staged->size(), "cudaMemcpyAsync destination"))
+                     memcpy(dst, staged->data(), staged->size());
+                 }, "cudaMemcpyAsync"});
     return cudaSuccess;
   }
-  push(s, work{work::HOST, {}, [dst, src, n] { memcpy(dst, src, n); }, "cudaMemcpyAsync"});
+  push(s, work{work::HOST, {}, [dst, src, n, d_dev, s_dev] {
+                 if (d_dev && check_block_range(dst, n, "cudaMemcpyAsync destination")) return;
+                 if (s_dev && check_block_range(src, n, "cudaMemcpyAsync source")) return;
+                 memcpy(dst, src, n);
+               }, "cudaMemcpyAsync"});
   if (kind == cudaMemcpyDeviceToHost && dk == MEM_HOST) drain(s); // pageable destination: returns when done
   return sticky_error();
 }
@@ -386,6 +395,9 @@ cudaError_t cudaMemcpyPeerAsync(void *dst, int dd, const void *src, int sd, size
   if ((err = check_device_range(dst, n, dd, "cudaMemcpyPeerAsync destination"))) return err;
   if ((err = check_device_range(src, n, sd, "cudaMemcpyPeerAsync source"))) return err;
   push(s, work{work::HOST, {}, [dst, dd, src, sd, n] {
+                 if (check_block_range(dst, n, "cudaMemcpyPeerAsync destination") ||
+                     check_block_range(src, n, "cudaMemcpyPeerAsync source"))
+                   return;
                  device_access(dd, true), device_access(sd, true); // both ends open for the copy
                  memcpy(dst, src, n);
                  if (dd != accessible_device) device_access(dd, false);
@@ -401,8 +413,12 @@ cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t sh) {
   if (!s) return err;
   if (n == 0) return cudaSuccess;
   if ((err = check_device_range(p, n, -1, "cudaMemsetAsync"))) return err;
-  push(s, work{work::HOST, {}, [p, v, n] { memset(p, v, n); }, "cudaMemsetAsync"});
+  push(s, work{work::HOST, {}, [p, v, n] {
+                 if (!check_block_range(p, n, "cudaMemsetAsync")) memset(p, v, n);
+               }, "cudaMemsetAsync"});
   return cudaSuccess;
 }
+
+cudaError_t cudaMemset(void *p, int v, size_t n) { return cudaMemsetAsync(p, v, n, 0); }
 
 } // extern "C"

@@ -248,6 +248,11 @@ static block *map_take(ts_cache *c, uintptr_t p) {
 
 /* ---- segments ----------------------------------------------------------- */
 
+/* Tells a checking device (raw.mark) which bytes of a block are live. */
+static void mark(ts_cache *c, const block *b, size_t live) {
+  if (c->raw.mark) c->raw.mark(c->raw.ctx, (void *)b->ptr, b->size, live, b->stream);
+}
+
 static size_t round_size(size_t n) {
   if (n == 0) n = 1;
   return (n + MIN_BLOCK - 1) / MIN_BLOCK * MIN_BLOCK;
@@ -273,6 +278,7 @@ static block *segment_new(ts_cache *c, int pool, uintptr_t stream, size_t seg) {
   b->size = b->seg_size = seg;
   b->stream = stream;
   b->pool = pool;
+  mark(c, b, 0); /* nothing handed out yet */
   b->seg_next = c->segments;
   if (c->segments) c->segments->seg_prev = b;
   c->segments = b;
@@ -355,6 +361,7 @@ static void trim_idle(ts_cache *c) {
 static void block_free(ts_cache *c, block *b) {
   stat_pool(c->st.active, b->pool, -1);
   stat_pool(c->st.active_bytes, b->pool, -(int64_t)b->size);
+  mark(c, b, 0);
   if (!c->caching) { /* each block is its own segment */
     segment_release(c, b);
     return;
@@ -508,6 +515,7 @@ static void *alloc_locked(ts_cache *c, size_t n, uintptr_t stream) {
   maybe_split(c, b, size);
   b->allocated = true;
   b->requested = n;
+  mark(c, b, n);
   map_put(c, b);
   stat_pool(c->st.allocation, b->pool, 1);
   stat_pool(c->st.allocated_bytes, b->pool, (int64_t)b->size);

@@ -31,6 +31,12 @@ typedef struct ts_cache_raw {          /* the injected device: cudaMalloc etc. o
   void (*event_wait)(void *ctx, void *ev);          /* blocks until done (for OOM retry / empty_cache) */
   void (*event_destroy)(void *ctx, void *ev);
   void *ctx;
+  /* Optional (NULL: none), for a device that checks accesses (the simulated
+   * one), as AddressSanitizer's poisoning interface: [p, p + size) is one
+   * block whose first `live` bytes are handed out; live == 0: it is free
+   * (cached), or a new segment not carved yet. `stream` is the block's: a
+   * block freed now may still be used by work queued there before. */
+  void (*mark)(void *ctx, void *p, size_t size, size_t live, uintptr_t stream);
 } ts_cache_raw;
 
 typedef struct ts_cache ts_cache;

@@ -65,7 +65,17 @@ static ts_status run_kernel(const ts_call *c, const ts_tensor *ref) {
   ts_status st = check_operand_devices(c, ref);
   if (st) return st;
   if (be->prepare) {
+    /* a device guard, as PyTorch's ops run under: the op's device is current
+     * while it runs, and the caller's is again after (the user's set_device,
+     * where later tensors and ops without a device go) */
+    int prev = be->current_device ? be->current_device() : -1;
     if ((st = be->prepare(ref->device)) != TS_OK) return st;
+    st = k(c);
+    if (prev >= 0 && prev != ref->device.index) {
+      ts_status back = be->prepare((ts_device){ref->device.type, (int8_t)prev});
+      if (!st) st = back;
+    }
+    return st;
   } else { /* the host: wait for non-blocking copies still landing in an operand */
     for (int i = 0; i < c->nin; i++)
       if (c->in[i]->storage->pending && (st = ts_storage_sync(c->in[i]->storage))) return st;

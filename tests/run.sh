@@ -82,6 +82,10 @@ if [ -n "$sim_build" ] && [ -x "$root/$sim_build/tensh" ]; then
     case "$f" in */test_cuda_*|*/test_seeds.lua) continue ;; esac # the seeds pick their device themselves
     run_lua "$sim_build" "sim cuda" "$f" "${sim_env[@]}" TENSH_TEST_DEVICE=cuda
   done
+  # the matmuls again with cuBLASLt declining every one: the cuBLAS fallback
+  run_lua "$sim_build" "sim lt-decline" "$root/tests/lua/test_cuda_linalg.lua" "${sim_env[@]}" TENSH_SIM_LT_DECLINE=1
+  run_lua "$sim_build" "sim cuda lt-decline" "$root/tests/lua/test_linalg.lua" "${sim_env[@]}" TENSH_SIM_LT_DECLINE=1 \
+    TENSH_TEST_DEVICE=cuda
 elif [ -n "$sim_build" ]; then
   echo "SKIP the simulated CUDA device: $sim_build/tensh was not built (make sim says why)"
   skipped=$((skipped + 1))

@@ -6,7 +6,14 @@
  *                       [](auto... tsim_a) { k<T>(tsim_a...); }, a, b)
  *   __global__ void __launch_bounds__(N) k(...) {
  *     -> ... k(...) { TSIM_LAUNCH_BOUNDS(N);
+ *   __shared__ T a[N][M], b;
+ *     -> static char tsim_sk1[2]; T (&a)[N][M] = ::tsim::shared_var<TSIM_REF(a)>(tsim_sk1 + 0),
+ *                                   (&b) = ::tsim::shared_var<TSIM_REF(b)>(tsim_sk1 + 1);
  *
+ * __shared__ variables become references into the block's shared memory
+ * (sim/exec.cc places them, poisoned, when a block starts), so every block
+ * sees its own and the access checks know them for shared memory. The key
+ * (a static local) tells declarations apart, per template instance too.
  * The arguments are evaluated at the launch, as CUDA does, and the kernel is
  * called once per simulated thread with its own copies. Newlines are kept
  * where they were and the output starts with a #line naming the source, so
@@ -62,6 +69,83 @@ static void die(const char *in, size_t at, const char *what) {
 
 static void put(FILE *out, size_t from, size_t to) { fwrite(src + from, 1, to - from, out); }
 
+static bool is_ident(char c) { return isalnum((unsigned char)c) || c == '_'; }
+
+/* The end of the statement starting at i: its ';' outside brackets. */
+static size_t statement_end(size_t i) {
+  int depth = 0;
+  while (i < len) {
+    size_t j = skip_literal(i);
+    if (j != i) { i = j; continue; }
+    char c = src[i];
+    if (c == '(' || c == '[' || c == '{') depth++;
+    else if (c == ')' || c == ']' || c == '}') depth--;
+    else if (c == ';' && depth == 0) return i;
+    i++;
+  }
+  return len;
+}
+
+/* The declarators of `__shared__ T d1, d2;` in [from, to): the commas that
+ * separate them (outside (), [] and template <>), at most 16. */
+static int split_declarators(size_t from, size_t to, size_t *cut, int max) {
+  int n = 0, paren = 0, angle = 0;
+  for (size_t i = from; i < to;) {
+    size_t j = skip_literal(i);
+    if (j != i) { i = j; continue; }
+    char c = src[i];
+    if (c == '(' || c == '[') paren++;
+    else if (c == ')' || c == ']') paren--;
+    else if (paren == 0 && c == '<') angle++;
+    else if (paren == 0 && c == '>' && angle > 0) angle--;
+    else if (paren == 0 && angle == 0 && c == ',' && n < max) cut[n++] = i;
+    i++;
+  }
+  return n;
+}
+
+/* The declared name in a declarator [from, to): the identifier before its
+ * first '[' outside parentheses, else its last identifier. */
+static void declarator_name(size_t from, size_t to, size_t *name, size_t *name_end) {
+  size_t end = to;
+  int paren = 0;
+  for (size_t i = from; i < to; i++) {
+    if (src[i] == '(') paren++;
+    else if (src[i] == ')') paren--;
+    else if (src[i] == '[' && paren == 0) { end = i; break; }
+  }
+  while (end > from && !is_ident(src[end - 1])) end--;
+  size_t b = end;
+  while (b > from && is_ident(src[b - 1])) b--;
+  *name = b, *name_end = end;
+}
+
+/* Writes the rewritten `__shared__ ...;` whose text after the keyword is
+ * [from, semi). Newlines stay where they were. */
+static void rewrite_shared(FILE *out, const char *in, size_t from, size_t semi, int *keys) {
+  size_t cut[17];
+  int n = split_declarators(from, semi, cut, 16);
+  cut[n] = semi;
+  int key = ++*keys;
+  fprintf(out, "static char tsim_sk%d[%d];", key, n + 1);
+  size_t start = from;
+  for (int d = 0; d <= n; d++) {
+    size_t name, name_end;
+    declarator_name(start, cut[d], &name, &name_end);
+    if (name == name_end) die(in, start, "a __shared__ declaration without a name");
+    put(out, start, name);
+    fputs("(&", out);
+    put(out, name, name_end);
+    fputs(")", out);
+    put(out, name_end, cut[d]);
+    fprintf(out, " = ::tsim::shared_var<std::remove_reference_t<decltype(");
+    put(out, name, name_end);
+    fprintf(out, ")>>(tsim_sk%d + %d)", key, d);
+    if (d < n) fputc(',', out);
+    start = cut[d] + 1;
+  }
+}
+
 /* Start of the kernel expression ending just before `end` (a name with
  * optional template arguments and namespace qualifiers). */
 static size_t kernel_start(size_t end) {
@@ -96,9 +180,22 @@ int main(int argc, char **argv) {
   if (!out) return perror(argv[2]), 1;
   fprintf(out, "#line 1 \"%s\"\n", argv[1]);
   size_t done = 0; /* src[0, done) is written */
+  int shared_keys = 0;
   for (size_t i = 0; i < len;) {
     size_t j = skip_literal(i);
     if (j != i) { i = j; continue; }
+    if (!strncmp(src + i, "__shared__", 10) && (i == 0 || !is_ident(src[i - 1])) && !is_ident(src[i + 10])) {
+      size_t k = i;
+      while (k > 0 && (src[k - 1] == ' ' || src[k - 1] == '\t')) k--;
+      if (k >= 6 && !strncmp(src + k - 6, "extern", 6))
+        die(argv[1], i, "extern __shared__ (dynamic shared memory) is not simulated yet");
+      size_t semi = statement_end(i + 10);
+      if (semi >= len) die(argv[1], i, "a __shared__ declaration without ';'");
+      put(out, done, i);
+      rewrite_shared(out, argv[1], i + 10, semi, &shared_keys);
+      done = i = semi; /* the ';' is written with what follows */
+      continue;
+    }
     if (!strncmp(src + i, "<<<", 3)) {
       size_t k0 = kernel_start(i);
       size_t cfg = i + 3;

@@ -123,7 +123,7 @@ static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
 static void cpu_cache_init(void) {
   const char *v = getenv("TENSH_NO_CPU_CACHING");
   cpu_raw.caching = !v || !*v || strcmp(v, "0") == 0;
-  ts_cache_raw raw = {raw_malloc, raw_free, no_event, event_done, event_nop, event_nop, &cpu_raw};
+  ts_cache_raw raw = {raw_malloc, raw_free, no_event, event_done, event_nop, event_nop, &cpu_raw, NULL};
   cpu_cache = ts_cache_new(raw, cpu_raw.caching);
   if (cpu_cache)
     ts_cache_set_idle_limits(cpu_cache, env_size("TENSH_CPU_CACHE_MAX_BLOCK", DEFAULT_MAX_BLOCK),

@@ -119,7 +119,7 @@ static ts_cache *fake_cache(fake *f, size_t budget, bool caching) {
   memset(f, 0, sizeof *f);
   f->budget = budget;
   ts_cache_raw raw = {fake_malloc, fake_free, fake_event_record, fake_event_done,
-                      fake_event_wait, fake_event_destroy, f};
+                      fake_event_wait, fake_event_destroy, f, NULL};
   ts_cache *c = ts_cache_new(raw, caching);
   CHECK(c != NULL);
   return c;
@@ -1058,4 +1058,147 @@ void test_cpu_cache_poison(void) {
     return;
   }
   ts_cpu_cache_free(p);
+}
+
+/* ---- the marks a checking device gets (raw.mark) ----------------------------- */
+
+/* A model of what a device that checks accesses (the simulated one) knows:
+ * per byte of every raw allocation, live (handed out) or not, from the marks
+ * alone; and the marks in order, for the exact sequence cases. */
+typedef struct mark_rec { void *p; size_t size, live; uintptr_t stream; } mark_rec;
+typedef struct mark_seg { uintptr_t base; size_t size; unsigned char *live; } mark_seg;
+typedef struct marks {
+  mark_rec log[64];
+  int n;
+  mark_seg seg[64];
+  int nseg;
+  int bad; /* marks outside every raw allocation */
+} marks;
+static marks the_marks;
+
+static void fake_mark(void *ctx, void *p, size_t size, size_t live, uintptr_t stream) {
+  marks *m = &the_marks;
+  if (m->n < 64) m->log[m->n] = (mark_rec){p, size, live, stream};
+  m->n++;
+  fake *f = ctx;
+  for (fake_alloc *a = f->allocs; a; a = a->next) { /* a new segment: its model */
+    bool known = false;
+    for (int i = 0; i < m->nseg; i++) known |= m->seg[i].base == ADDR(a->p);
+    if (!known && m->nseg < 64) m->seg[m->nseg++] = (mark_seg){ADDR(a->p), a->n, calloc(a->n, 1)};
+  }
+  for (int i = 0; i < m->nseg; i++) {
+    if (ADDR(p) >= m->seg[i].base && ADDR(p) + size <= m->seg[i].base + m->seg[i].size) {
+      unsigned char *s = m->seg[i].live + (ADDR(p) - m->seg[i].base);
+      memset(s, 1, live);
+      memset(s + live, 0, size - live);
+      return;
+    }
+  }
+  m->bad++;
+}
+
+static ts_cache *marking_cache(fake *f, bool caching) {
+  memset(&the_marks, 0, sizeof the_marks);
+  memset(f, 0, sizeof *f);
+  f->budget = GB;
+  ts_cache_raw raw = {fake_malloc,        fake_free, fake_event_record, fake_event_done, fake_event_wait,
+                      fake_event_destroy, f,         fake_mark};
+  return ts_cache_new(raw, caching);
+}
+
+static void marks_free(void) {
+  for (int i = 0; i < the_marks.nseg; i++) free(the_marks.seg[i].live);
+}
+
+#define MARK(k, P, SIZE, LIVE, STREAM)                                                                  \
+  do {                                                                                                  \
+    EQ(ADDR(the_marks.log[k].p), ADDR(P));                                                              \
+    EQ(the_marks.log[k].size, SIZE);                                                                    \
+    EQ(the_marks.log[k].live, LIVE);                                                                    \
+    EQ(the_marks.log[k].stream, STREAM);                                                                \
+  } while (0)
+
+void test_cache_marks(void) {
+  fake f;
+  ts_cache *c = marking_cache(&f, true);
+  CHECK(c != NULL);
+  void *a = ts_cache_alloc(c, 100, 7);
+  EQ(the_marks.n, 2);
+  MARK(0, a, 2 * MB, 0, 7); /* the new segment: nothing handed out */
+  MARK(1, a, 512, 100, 7);  /* the block: its 100 bytes */
+  void *b = ts_cache_alloc(c, 1000, 7);
+  EQ(ADDR(b), ADDR(a) + 512);
+  MARK(2, b, 1024, 1000, 7);
+  ts_cache_free(c, a);
+  MARK(3, a, 512, 0, 7); /* cached: poisoned */
+  void *a2 = ts_cache_alloc(c, 200, 7);
+  EQ(ADDR(a2), ADDR(a));
+  MARK(4, a, 512, 200, 7); /* handed out again: marked again */
+  /* a block used on another stream is marked free only when that work is done */
+  CHECK_OK(ts_cache_record_stream(c, b, 9));
+  ts_cache_free(c, b);
+  EQ(the_marks.n, 5);
+  fake_sync(&f, 9);
+  void *d = ts_cache_alloc(c, 10, 7);
+  MARK(5, b, 1024, 0, 7);
+  MARK(6, d, 512, 10, 7);
+  EQ(the_marks.bad, 0);
+  ts_cache_free(c, a2);
+  ts_cache_free(c, d);
+  fake_done(&f, c, __LINE__);
+  marks_free();
+
+  /* caching off: each block is its own raw allocation of exactly n bytes */
+  c = marking_cache(&f, false);
+  void *e = ts_cache_alloc(c, 100, 3);
+  EQ(the_marks.n, 2);
+  MARK(0, e, 100, 0, 3);
+  MARK(1, e, 100, 100, 3);
+  ts_cache_free(c, e);
+  MARK(2, e, 100, 0, 3);
+  fake_done(&f, c, __LINE__);
+  marks_free();
+}
+
+/* Random allocations and frees: after each, the bytes the marks say are live
+ * are exactly the requested bytes of the live blocks. */
+void test_cache_marks_model(void) {
+  fake f;
+  ts_cache *c = marking_cache(&f, true);
+  CHECK(c != NULL);
+  enum { N = 64 };
+  void *p[N] = {0};
+  size_t n[N] = {0};
+  uint64_t r = 12345;
+  for (int step = 0; step < 3000; step++) {
+    r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+    int k = (int)(r >> 33) % N;
+    if (p[k]) {
+      ts_cache_free(c, p[k]);
+      p[k] = NULL;
+    } else {
+      size_t sizes[] = {0, 1, 3, 511, 512, 513, 4000, 70000, 2 * MB, 3 * MB + 5};
+      n[k] = sizes[(r >> 20) % 10];
+      p[k] = ts_cache_alloc(c, n[k], (r >> 50) % 2);
+      CHECK(p[k] != NULL);
+    }
+    if (step % 100 != 99) continue;
+    size_t want = 0, got = 0;
+    for (int i = 0; i < N; i++) {
+      if (!p[i]) continue;
+      want += n[i];
+      for (int s = 0; s < the_marks.nseg; s++)
+        if (ADDR(p[i]) >= the_marks.seg[s].base && ADDR(p[i]) < the_marks.seg[s].base + the_marks.seg[s].size)
+          for (size_t j = 0; j < n[i]; j++) CHECK(the_marks.seg[s].live[ADDR(p[i]) - the_marks.seg[s].base + j]);
+    }
+    for (int s = 0; s < the_marks.nseg; s++)
+      for (fake_alloc *a = f.allocs; a; a = a->next)
+        if (ADDR(a->p) == the_marks.seg[s].base)
+          for (size_t j = 0; j < the_marks.seg[s].size; j++) got += the_marks.seg[s].live[j];
+    EQ(got, want);
+    EQ(the_marks.bad, 0);
+  }
+  for (int i = 0; i < N; i++) ts_cache_free(c, p[i]);
+  fake_done(&f, c, __LINE__);
+  marks_free();
 }

@@ -1,5 +1,5 @@
 -- The simulated CUDA device tests itself: each case of tests/sim/selftest.cu
--- is a small broken CUDA program, run in a process of its own
+-- and tests/sim/checks.cu is a small broken CUDA program, run in a process of its own
 -- ($TENSH_BUILD/sim_selftest), and the simulator must report the fault
 -- clearly (kernel, file and line, what was wrong) or, for a race, make it
 -- change the result. Skips where there is no sim_selftest (a build that is not simulated).
@@ -53,7 +53,70 @@ local reports = {
   {"with_stream_wait", "with the event wait between the streams the data is there", {"with_stream_wait value=5"}},
   {"event_other_device", "an event recorded on another device's stream is CUDA's invalid resource handle",
    {"RESULT event_other_device cudaErrorInvalidResourceHandle"}},
+  -- the access checks (sim/check.cc) and call sites (tests/sim/checks.cu); each has a right twin below
+  {"lost_update", "threads adding to one counter without an atomic: the race, with both threads",
+   {"RESULT lost_update cudaErrorLaunchFailure", "kernel count_up<false> (tests/sim/checks.cu:",
+    "block (0,0,0) thread (1,0,0): data race: this thread read 4 bytes that block (0,0,0) thread (0,0,0) wrote"}},
+  {"shared_race", "a shared slot read before its writer reached the barrier that is missing",
+   {"RESULT shared_race cudaErrorLaunchFailure", "data race", "shared memory, byte 4 of the block's __shared__",
+    "with no __syncthreads between them"}},
+  {"global_race", "the same through device memory within a block", {"RESULT global_race cudaErrorLaunchFailure",
+   "data race", "4 bytes into a live allocation of 256 bytes"}},
+  {"across_blocks", "blocks reading what other blocks of the launch write",
+   {"RESULT across_blocks cudaErrorLaunchFailure", "in another block of the same launch"}},
+  {"write_after_read", "a slot rewritten while other threads still read it (the second barrier missing)",
+   {"RESULT write_after_read cudaErrorLaunchFailure", "data race"}},
+  {"misaligned_vector", "a float4 load 4 bytes past a 16-byte boundary: CUDA's misaligned address, reported",
+   {"RESULT misaligned_vector cudaErrorMisalignedAddress", "kernel load_vec (tests/sim/checks.cu:",
+    "block (0,0,0) thread (0,0,0): read 16 bytes at 0x", "a misaligned address"}},
+  {"unwritten_shared", "a shared slot no thread wrote reads as NaN, not 0", {"RESULT unwritten_shared sum=-nan"}},
+  {"barriers_apart", "__syncthreads at two call sites in divergent code",
+   {"RESULT barriers_apart cudaErrorLaunchFailure", "__syncthreads at different call sites",
+    "block (0,0,0) thread (0,0,0) waits at tests/sim/checks.cu:", "block (0,0,0) thread (16,0,0) at tests/sim/checks.cu:"}},
+  {"shuffles_apart", "a shuffle at two call sites", {"RESULT shuffles_apart cudaErrorLaunchFailure",
+   "warp operations at different call sites meet"}},
+  {"shuffle_width_3", "a shuffle width that is not a power of two", {"RESULT shuffle_width_3 cudaErrorLaunchFailure",
+   "__shfl_down_sync with width 3: the width must be a power of two"}},
+  {"block_overrun", "a write one float past a cached block's 140 bytes, inside its segment",
+   {"RESULT block_overrun cudaErrorIllegalAddress", "kernel store_at",
+    "0 bytes past the end of a block of 140 bytes at 0x", "from the caching allocator"}},
+  {"cached_block_read", "a read of a block the caching allocator holds free",
+   {"RESULT cached_block_read cudaErrorIllegalAddress", "12 bytes into a block of 512 bytes",
+    "that the caching allocator holds free"}},
+  {"reused_block", "a block handed out again reads as 0xff bytes, not as what it held", {"first=0xffffffff"}},
+  {"copy_past_block", "a copy running past a cached block's end",
+   {"RESULT copy_past_block cudaErrorIllegalAddress", "cudaMemcpyAsync destination of 144 bytes",
+    "0 bytes past the end of a block of 140 bytes"}},
+  -- the emulated cuBLAS's rules: alignment as promised, no output over an input
+  {"lt_misaligned", "cuBLASLt given an operand less aligned than its preference said",
+   {"RESULT lt_misaligned matmul CUBLAS_STATUS_EXECUTION_FAILED", "cudaErrorMisalignedAddress",
+    "cublasLtMatmul A at 0x", "is not aligned to 16 bytes"}},
+  {"lt_in_place", "cuBLASLt writing D over its A", {"RESULT lt_in_place matmul CUBLAS_STATUS_INVALID_VALUE",
+   "cublasLtMatmul: the output", "overlaps an input"}},
+  {"gemm_in_place", "cuBLAS writing C over its A", {"RESULT gemm_in_place CUBLAS_STATUS_INVALID_VALUE",
+   "cublasGemmStridedBatchedEx: the output", "overlaps an input"}},
 }
+
+-- what must pass quietly: the checks above report only what is wrong
+local quiet = {
+  {"atomic_update", "atomicAdd from every thread of every block", "count=256"},
+  {"shared_ordered", "the shared exchange with its barrier", "RESULT shared_ordered cudaSuccess"},
+  {"global_ordered", "the device-memory exchange with its barrier", "RESULT global_ordered cudaSuccess"},
+  {"read_then_barrier", "the slot rewritten after a barrier", "RESULT read_then_barrier cudaSuccess"},
+  {"warp_ordered", "lanes exchanging through shared memory with __syncwarp between", "RESULT warp_ordered cudaSuccess"},
+  {"aligned_vector", "a float4 load at a 16-byte boundary", "RESULT aligned_vector cudaSuccess"},
+  {"shuffle_width_8", "a shuffle of width 8", "RESULT shuffle_width_8 cudaSuccess"},
+  {"block_last_byte", "a write to a cached block's last float", "RESULT block_last_byte cudaSuccess"},
+  {"with_barrier", "the rotation with its barrier, in both thread orders", "wrong_forward=0 wrong_reverse=0"},
+  {"lt_product", "a cuBLASLt product with aligned operands", "RESULT lt_product matmul CUBLAS_STATUS_SUCCESS"},
+}
+for _, q in ipairs(quiet) do
+  test(q[1] .. ": " .. q[2] .. " passes without a report", function()
+    local out = run(q[1])
+    has(out, q[3], q[1])
+    ok(not out:find("tensh-sim:", 1, true), q[1] .. ": the simulator reported something:\n" .. out)
+  end)
+end
 for _, r in ipairs(reports) do
   test(r[1] .. ": " .. r[2], function()
     local out = run(r[1])
@@ -61,12 +124,29 @@ for _, r in ipairs(reports) do
   end)
 end
 
-test("a missing __syncthreads changes the result in one of the two thread orders", function()
+test("TENSH_SIM_LT_DECLINE=1: cuBLASLt finds no algorithm, as it may for a shape it has no kernel for", function()
+  need_sim()
+  local p = assert(io.popen("TENSH_SIM_LT_DECLINE=1 TENSH_SIM_DEVICES=2 " .. exe .. " lt_product 2>&1"))
+  local out = p:read("a")
+  p:close()
+  has(out, "RESULT lt_product heuristic CUBLAS_STATUS_NOT_SUPPORTED returned=0", "lt_product declined")
+end)
+
+test("a missing __syncthreads is reported as the race it is", function()
   local bad = run("missing_barrier")
-  local f, r = bad:match("wrong_forward=(%d+) wrong_reverse=(%d+)")
-  ok(f and tonumber(f) + tonumber(r) > 0, "the race stayed hidden: " .. bad)
-  local good = run("with_barrier")
-  has(good, "wrong_forward=0 wrong_reverse=0", "with the barrier both orders are right")
+  has(bad, "kernel rotate<false> (tests/sim/selftest.cu:", "missing_barrier")
+  has(bad, "data race: this thread wrote 4 bytes that block (0,0,0) thread (0,0,0) read, with no __syncthreads",
+      "missing_barrier")
+end)
+
+test("TENSH_SIM_RACES=0: no race report, and the alternating thread order still shows the missing barrier", function()
+  need_sim()
+  local p = assert(io.popen("TENSH_SIM_RACES=0 TENSH_SIM_DEVICES=2 " .. exe .. " missing_barrier 2>&1"))
+  local out = p:read("a")
+  p:close()
+  ok(not out:find("data race", 1, true), "TENSH_SIM_RACES=0 still reported a race:\n" .. out)
+  local f, r = out:match("wrong_forward=(%d+) wrong_reverse=(%d+)")
+  ok(f and tonumber(f) + tonumber(r) > 0, "the race stayed hidden: " .. out)
 end)
 
 test("host code that reads device memory is stopped and told why", function()
