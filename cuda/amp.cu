@@ -16,7 +16,7 @@ __global__ void unscale_kernel(T *x, int64_t n, const float *inv_scale, float *f
     bad |= !isfinite(v);
     x[j] = tsc_conv<T>::from(v * inv);
   }
-  if (bad) *found_inf = 1.0f; // every writer writes the same value
+  if (bad) atomicExch(found_inf, 1.0f); // many threads may: plain stores would race
 }
 
 template <>
@@ -27,7 +27,7 @@ __global__ void unscale_kernel<double>(double *x, int64_t n, const float *inv_sc
     bad |= !isfinite(x[j]);
     x[j] *= inv;
   }
-  if (bad) *found_inf = 1.0f;
+  if (bad) atomicExch(found_inf, 1.0f);
 }
 
 template <typename T> static ts_status launch(ts_tensor *t, const float *inv, float *found) {

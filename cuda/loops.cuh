@@ -130,6 +130,10 @@ __device__ __forceinline__ void tsc_ew_dense_body(int64_t n, const F &f, Out *ou
 // (a): V elements per operand per step; with V == 1, plain loads.
 template <int V, typename Out, typename F, typename... In>
 __global__ void __launch_bounds__(TSC_THREADS) tsc_ew_dense_kernel(int64_t n, F f, Out *out, tsc_in<In>... in) {
+  // a thread with no element reads no operand: a broadcast device scalar may
+  // be out itself (in place), and its read would race with the thread that writes it
+  const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, nvec = n / V;
+  if (tid >= nvec && tid >= n - nvec * V) return;
   tsc_ew_dense_body<V>(n, f, out, tsc_resolve(in)...);
 }
 
