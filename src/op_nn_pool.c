@@ -119,7 +119,7 @@ ts_status ts_max_pool2d_backward(ts_tensor *grad_out, ts_tensor *indices, ts_ten
   for (int d = 0; d < nd - 2; d++) P *= x->sizes[d];
   tmps k = {.n = 0};
   ts_tensor **gc = tmp(&k), **g2 = tmp(&k), **i2 = tmp(&k), **r = tmp(&k), **rv = tmp(&k);
-  TRY(to_compute(grad_out, gc));
+  TRY(ts_to_dtype(grad_out, compute_dtype(x->dtype), gc)); /* the kernel reads it as the output's type */
   TRY(ts_contiguous(*gc, g2));
   TRY(ts_contiguous(indices, i2));
   TRY(ts_tensor_empty(2, (int64_t[]){P, HW}, compute_dtype(x->dtype), x->device, r));
