@@ -60,6 +60,7 @@ enum { W_ATOMIC = 0x10, R_ATOMIC = 0x10, R_MULTI = 0x20, R_BLOCKS = 0x40 };
 
 static unsigned char *poison_shadow;
 static cell *cells;
+static const size_t DROP_CELLS_MIN = 16 << 20;
 
 // The launch being run (one at a time: run_kernel holds the simulator's lock).
 static const kernel_launch *cur_launch;
@@ -113,7 +114,9 @@ void apply_mark(void *vp, size_t size, size_t live) {
   if (p - check_lo >= check_len || size > check_len - (p - check_lo)) return;
   set_poison(p, size, live);
   if (live) memset(vp, 0xff, live); // a reused block reads as NaN / -1 again, as new memory does
-  else drop_pages(cells + (p - check_lo) / 4, size / 4 * sizeof(cell));
+  // a large block's cells go when it is freed (their pages would stay, 4 bytes a byte); a small one's
+  // stay for its next use, which would otherwise fault them in again (epochs make them stale)
+  else if (size >= DROP_CELLS_MIN) drop_pages(cells + (p - check_lo) / 4, size / 4 * sizeof(cell));
   std::lock_guard<std::mutex> g(blocks_lock);
   blocks.erase(blocks.lower_bound(p), blocks.lower_bound(p + size)); // merged or split before
   blocks[p] = {size, live};
@@ -263,16 +266,21 @@ static bool ordered(uint32_t other, uint32_t me, uint16_t other_phase, uint16_t 
 // be missed then, but a cell always holds one real access of the epoch, so
 // no race is reported that did not happen. Without AVX, blocks run on one
 // worker while the checks are on (check_blocks_concurrently).
+// Built from and into two 64-bit words in registers (the fields' order in
+// struct cell, little-endian): composing the cell in memory and loading it
+// as one vector stalled every store.
 static inline cell load_cell(const cell *p) {
   __m128i v = _mm_load_si128((const __m128i *)p);
+  uint64_t lo = (uint64_t)_mm_cvtsi128_si64(v), hi = (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(v, v));
   cell c;
-  memcpy(&c, &v, sizeof c);
+  c.epoch = (uint16_t)lo, c.wphase = (uint16_t)(lo >> 16), c.writer = (uint32_t)(lo >> 32);
+  c.reader = (uint32_t)hi, c.rphase = (uint16_t)(hi >> 32), c.wflags = (uint8_t)(hi >> 48), c.rflags = (uint8_t)(hi >> 56);
   return c;
 }
 static inline void store_cell(cell *p, const cell &c) {
-  __m128i v;
-  memcpy(&v, &c, sizeof c);
-  _mm_store_si128((__m128i *)p, v);
+  uint64_t lo = c.epoch | (uint64_t)c.wphase << 16 | (uint64_t)c.writer << 32;
+  uint64_t hi = c.reader | (uint64_t)c.rphase << 32 | (uint64_t)c.wflags << 48 | (uint64_t)c.rflags << 56;
+  _mm_store_si128((__m128i *)p, _mm_set_epi64x((long long)hi, (long long)lo));
 }
 
 bool check_blocks_concurrently() {
@@ -280,66 +288,117 @@ bool check_blocks_concurrently() {
   return whole || !races_on;
 }
 
-static void race_check(uintptr_t a, size_t n, int flags, bool shared) {
+// One granule g already touched this epoch (the slow path: the checks).
+static __attribute__((noinline)) void race_granule(size_t g, uint8_t mask, uintptr_t a, size_t n, int flags,
+                                                   uint32_t me, uint16_t phase, cell c) {
+  bool write = flags & A_WRITE, atomic = flags & A_ATOMIC;
+  uint8_t kept_atomic = atomic ? R_ATOMIC : 0;
+  if (!write && c.reader == me && !c.writer && (c.rflags & mask) == mask && c.rphase == phase &&
+      (c.rflags & R_ATOMIC) == kept_atomic)
+    return; // read again as before: nothing changes
+  if (c.writer && c.writer != me && (c.wflags & mask) && !(atomic && (c.wflags & W_ATOMIC)) &&
+      !ordered(c.writer, me, c.wphase, phase, false))
+    report_race(a, n, flags, c.writer, A_WRITE | (c.wflags & W_ATOMIC ? A_ATOMIC : 0), false);
+  else if (write && c.reader && (c.rflags & mask) && !(atomic && (c.rflags & R_ATOMIC)) &&
+           (c.rflags & R_BLOCKS || (c.reader != me || c.rflags & R_MULTI) &&
+                                       !ordered(c.reader, me, c.rphase, phase, c.rflags & R_MULTI)))
+    report_race(a, n, flags, c.reader, c.rflags & R_ATOMIC ? A_ATOMIC : A_READ, c.rflags & R_MULTI);
+  if (write) {
+    c.writer = me, c.wphase = phase, c.wflags = (uint8_t)(mask | (atomic ? W_ATOMIC : 0));
+    c.reader = 0, c.rflags = 0;
+  } else if (!c.reader || (!(c.rflags & R_BLOCKS) && ordered(c.reader, me, c.rphase, phase, true))) {
+    // the first reader, or every earlier read is before a barrier this one is after: it alone matters
+    c.reader = me, c.rphase = phase, c.rflags = (uint8_t)(mask | kept_atomic);
+  } else if (c.reader == me) {
+    c.rflags = (uint8_t)((c.rflags & (0x0f | R_MULTI | R_BLOCKS | kept_atomic)) | mask);
+    c.rphase = phase;
+  } else {
+    bool other_block = !same_block_as(c.reader, me);
+    c.rflags = (uint8_t)((c.rflags & (0x0f | R_BLOCKS | kept_atomic)) | mask | R_MULTI | (other_block ? R_BLOCKS : 0));
+    c.reader = me, c.rphase = phase;
+  }
+  store_cell(&cells[g], c);
+}
+
+// Inlined into every entry point: a granule first touched this epoch (most
+// of a streaming kernel's) only gets its new cell.
+static inline __attribute__((always_inline)) void race_check(uintptr_t a, size_t n, int flags, bool shared) {
   size_t off = a - check_lo;
   uint16_t epoch = shared ? shared_epoch : device_epoch;
   uint32_t me = cur->serial;
-  uint16_t phase = (uint16_t)((cur_block->barriers & 1023) << 6 | (cur_block->warp_syncs[cur->linear / 32] & 63));
-  bool write = flags & A_WRITE, atomic = flags & A_ATOMIC;
-  uint8_t kept_atomic = atomic ? R_ATOMIC : 0;
+  uint16_t phase = cur->phase;
+  bool write = flags & A_WRITE;
+  uint8_t atomic_bit = flags & A_ATOMIC ? W_ATOMIC : 0; // W_ATOMIC == R_ATOMIC
   for (size_t g = off / 4; g * 4 < off + n; g++) {
     unsigned lo = g * 4 < off ? (unsigned)(off - g * 4) : 0, hi = (g + 1) * 4 > off + n ? (unsigned)(off + n - g * 4) : 4;
     uint8_t mask = (uint8_t)(((1u << hi) - 1) & ~((1u << lo) - 1));
-    cell c = load_cell(&cells[g]);
-    if (c.epoch != epoch) memset(&c, 0, sizeof c), c.epoch = epoch;
-    else if (!write && c.reader == me && !c.writer && (c.rflags & mask) == mask && c.rphase == phase &&
-             (c.rflags & R_ATOMIC) == kept_atomic)
-      continue; // read again as before: nothing changes
-    if (c.writer && c.writer != me && (c.wflags & mask) && !(atomic && (c.wflags & W_ATOMIC)) &&
-        !ordered(c.writer, me, c.wphase, phase, false))
-      report_race(a, n, flags, c.writer, A_WRITE | (c.wflags & W_ATOMIC ? A_ATOMIC : 0), false);
-    else if (write && c.reader && (c.rflags & mask) && !(atomic && (c.rflags & R_ATOMIC)) &&
-             (c.rflags & R_BLOCKS || (c.reader != me || c.rflags & R_MULTI) &&
-                                         !ordered(c.reader, me, c.rphase, phase, c.rflags & R_MULTI)))
-      report_race(a, n, flags, c.reader, c.rflags & R_ATOMIC ? A_ATOMIC : A_READ, c.rflags & R_MULTI);
-    if (write) {
-      c.writer = me, c.wphase = phase, c.wflags = (uint8_t)(mask | (atomic ? W_ATOMIC : 0));
-      c.reader = 0, c.rflags = 0;
-    } else if (!c.reader || (!(c.rflags & R_BLOCKS) && ordered(c.reader, me, c.rphase, phase, true))) {
-      // the first reader, or every earlier read is before a barrier this one is after: it alone matters
-      c.reader = me, c.rphase = phase, c.rflags = (uint8_t)(mask | kept_atomic);
-    } else if (c.reader == me) {
-      c.rflags = (uint8_t)((c.rflags & (0x0f | R_MULTI | R_BLOCKS | kept_atomic)) | mask);
-      c.rphase = phase;
-    } else {
-      bool other_block = !same_block_as(c.reader, me);
-      c.rflags = (uint8_t)((c.rflags & (0x0f | R_BLOCKS | kept_atomic)) | mask | R_MULTI | (other_block ? R_BLOCKS : 0));
-      c.reader = me, c.rphase = phase;
+    __m128i v = _mm_load_si128((const __m128i *)&cells[g]);
+    if ((uint16_t)_mm_cvtsi128_si32(v) == epoch) {
+      race_granule(g, mask, a, n, flags, me, phase, load_cell(&cells[g]));
+      continue;
     }
+    cell c = cell{}; // the first access this epoch: nothing to race with
+    c.epoch = epoch;
+    if (write) c.writer = me, c.wphase = phase, c.wflags = (uint8_t)(mask | atomic_bit);
+    else c.reader = me, c.rphase = phase, c.rflags = (uint8_t)(mask | atomic_bit);
     store_cell(&cells[g], c);
   }
 }
 
 // ---- one access ----
 
+// A word-sized atomic may cover, beside the element it updates, bytes past
+// its block's end: the compare-and-swap loops that emulate 1- and 2-byte
+// atomics on the aligned 4-byte word (as PyTorch's) do. Inside the block's
+// rounding, as here, a GPU raises no fault; in a free block it would race.
+static bool word_atomic_ok(uintptr_t a, size_t n) {
+  if (n > 8) return false;
+  size_t off = a - check_lo;
+  bool some_live = false;
+  for (size_t i = off; i < off + n; i++) {
+    unsigned char s = poison_shadow[i / 8];
+    if (!s || (!(s & 0x80) && i % 8 < s)) some_live = true;
+    else if (s & 0x80 && s != POISON_PAST_END) return false;
+  }
+  return some_live;
+}
+
 thread_local const char *host_work;
 
-static void check_access(uintptr_t a, size_t n, int flags) {
-  if (!cur) { // host code: the emulated CUB's work, in stream order, is checked against the blocks
-    if (host_work && n && a - check_lo >= SHARED_REGION) check_block_range((void *)a, n, host_work);
+static __attribute__((noinline)) void host_access(uintptr_t a, size_t n) {
+  if (host_work && n && a - check_lo >= SHARED_REGION) check_block_range((void *)a, n, host_work);
+}
+
+static __attribute__((noinline)) void poisoned_access(uintptr_t a, size_t n, int flags) {
+  uintptr_t bad = first_poisoned(a, n);
+  if (bad && !(flags & A_ATOMIC && word_atomic_ok(a, n)))
+    report_fault(bad, n - (bad - a), flags, "outside every live block", cudaErrorIllegalAddress);
+}
+
+static inline __attribute__((always_inline)) void check_access(uintptr_t a, size_t n, int flags) {
+  // (inlined into check_fixed: N and FLAGS are constants there)
+  if (__builtin_expect(!cur, 0)) { // host code: the emulated CUB's work, in stream order, is checked against the blocks
+    host_access(a, n);
     return;
   }
   if (!cur_launch || !n) return;
-  bool shared = a - check_lo < SHARED_REGION;
+  size_t off = a - check_lo;
+  bool shared = off < SHARED_REGION;
   if (flags & A_ALIGNED && n > 1 && (a & (n - 1)))
     report_fault(a, n, flags, "a misaligned address (a vector access needs an address that is a multiple of its size)",
                  cudaErrorMisalignedAddress);
-  if (!shared && poison_shadow) {
-    uintptr_t bad = first_poisoned(a, n);
-    if (bad) report_fault(bad, n - (bad - a), flags, "outside every live block", cudaErrorIllegalAddress);
+  if (!shared) { // up to 16 bytes over two clean granules (the common case) need no more
+    size_t g0 = off / 8, g1 = (off + n - 1) / 8;
+    if (g1 - g0 > 1 || (poison_shadow[g0] | poison_shadow[g1])) poisoned_access(a, n, flags);
   }
   if (races_on) race_check(a, n, flags, shared);
 }
+
+// One kind of access, out of line: the entry points stay a comparison and a
+// jump, so the many accesses outside the window (a thread's own variables)
+// save no registers.
+template <size_t N, int FLAGS> __attribute__((noinline)) void check_fixed(uintptr_t a) { check_access(a, N, FLAGS); }
+static __attribute__((noinline)) void check_range(uintptr_t a, size_t n, int flags) { check_access(a, n, flags); }
 
 } // namespace tsim
 
@@ -365,29 +424,29 @@ void __tsan_vptr_read(void **) {}
 
 #define TSIM_PLAIN(N)                                                                                   \
   void __tsan_read##N(void *p) {                                                                        \
-    if (TSIM_IN_WINDOW(p)) check_access((uintptr_t)p, N, A_READ | A_ALIGNED);                           \
+    if (TSIM_IN_WINDOW(p)) check_fixed<N, A_READ | A_ALIGNED>((uintptr_t)p);                           \
   }                                                                                                     \
   void __tsan_write##N(void *p) {                                                                       \
-    if (TSIM_IN_WINDOW(p)) check_access((uintptr_t)p, N, A_WRITE | A_ALIGNED);                          \
+    if (TSIM_IN_WINDOW(p)) check_fixed<N, A_WRITE | A_ALIGNED>((uintptr_t)p);                          \
   }                                                                                                     \
   void __tsan_unaligned_read##N(void *p) {                                                              \
-    if (TSIM_IN_WINDOW(p)) check_access((uintptr_t)p, N, A_READ);                                       \
+    if (TSIM_IN_WINDOW(p)) check_fixed<N, A_READ>((uintptr_t)p);                                       \
   }                                                                                                     \
   void __tsan_unaligned_write##N(void *p) {                                                             \
-    if (TSIM_IN_WINDOW(p)) check_access((uintptr_t)p, N, A_WRITE);                                      \
+    if (TSIM_IN_WINDOW(p)) check_fixed<N, A_WRITE>((uintptr_t)p);                                      \
   }                                                                                                     \
   /* volatile accesses are what PTX makes of them: relaxed atomics */                                   \
   void __tsan_volatile_read##N(void *p) {                                                               \
-    if (TSIM_IN_WINDOW(p)) check_access((uintptr_t)p, N, A_READ | A_ATOMIC | A_ALIGNED);                \
+    if (TSIM_IN_WINDOW(p)) check_fixed<N, A_READ | A_ATOMIC | A_ALIGNED>((uintptr_t)p);                \
   }                                                                                                     \
   void __tsan_volatile_write##N(void *p) {                                                              \
-    if (TSIM_IN_WINDOW(p)) check_access((uintptr_t)p, N, A_WRITE | A_ATOMIC | A_ALIGNED);               \
+    if (TSIM_IN_WINDOW(p)) check_fixed<N, A_WRITE | A_ATOMIC | A_ALIGNED>((uintptr_t)p);               \
   }                                                                                                     \
   void __tsan_unaligned_volatile_read##N(void *p) {                                                     \
-    if (TSIM_IN_WINDOW(p)) check_access((uintptr_t)p, N, A_READ | A_ATOMIC);                            \
+    if (TSIM_IN_WINDOW(p)) check_fixed<N, A_READ | A_ATOMIC>((uintptr_t)p);                            \
   }                                                                                                     \
   void __tsan_unaligned_volatile_write##N(void *p) {                                                    \
-    if (TSIM_IN_WINDOW(p)) check_access((uintptr_t)p, N, A_WRITE | A_ATOMIC);                           \
+    if (TSIM_IN_WINDOW(p)) check_fixed<N, A_WRITE | A_ATOMIC>((uintptr_t)p);                           \
   }
 TSIM_PLAIN(1)
 TSIM_PLAIN(2)
@@ -397,21 +456,21 @@ TSIM_PLAIN(16)
 #undef TSIM_PLAIN
 
 void __tsan_read_range(void *p, unsigned long n) {
-  if (TSIM_IN_WINDOW(p)) check_access((uintptr_t)p, n, A_READ);
+  if (TSIM_IN_WINDOW(p)) check_range((uintptr_t)p, n, A_READ);
 }
 void __tsan_write_range(void *p, unsigned long n) {
-  if (TSIM_IN_WINDOW(p)) check_access((uintptr_t)p, n, A_WRITE);
+  if (TSIM_IN_WINDOW(p)) check_range((uintptr_t)p, n, A_WRITE);
 }
 
 // Atomics: checked as atomic accesses, then done (sequentially consistent,
 // whatever order was asked: the simulator does not model weaker ones).
 #define TSIM_ATOMICS(N, T)                                                                                       \
   T __tsan_atomic##N##_load(const volatile T *p, int) {                                                          \
-    if (TSIM_IN_WINDOW(p)) check_access((uintptr_t)p, N / 8, A_READ | A_ATOMIC | A_ALIGNED);                     \
+    if (TSIM_IN_WINDOW(p)) check_fixed<N / 8, A_READ | A_ATOMIC | A_ALIGNED>((uintptr_t)p);                     \
     return __atomic_load_n(p, __ATOMIC_SEQ_CST);                                                                 \
   }                                                                                                              \
   void __tsan_atomic##N##_store(volatile T *p, T v, int) {                                                       \
-    if (TSIM_IN_WINDOW(p)) check_access((uintptr_t)p, N / 8, A_WRITE | A_ATOMIC | A_ALIGNED);                    \
+    if (TSIM_IN_WINDOW(p)) check_fixed<N / 8, A_WRITE | A_ATOMIC | A_ALIGNED>((uintptr_t)p);                    \
     __atomic_store_n(p, v, __ATOMIC_SEQ_CST);                                                                    \
   }                                                                                                              \
   TSIM_RMW(N, T, exchange, __atomic_exchange_n)                                                                  \
@@ -422,7 +481,7 @@ void __tsan_write_range(void *p, unsigned long n) {
   TSIM_RMW(N, T, fetch_xor, __atomic_fetch_xor)                                                                  \
   TSIM_RMW(N, T, fetch_nand, __atomic_fetch_nand)                                                                \
   int __tsan_atomic##N##_compare_exchange_strong(volatile T *p, T *expected, T v, int, int) {                    \
-    if (TSIM_IN_WINDOW(p)) check_access((uintptr_t)p, N / 8, A_WRITE | A_ATOMIC | A_ALIGNED);                    \
+    if (TSIM_IN_WINDOW(p)) check_fixed<N / 8, A_WRITE | A_ATOMIC | A_ALIGNED>((uintptr_t)p);                    \
     return __atomic_compare_exchange_n(p, expected, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);               \
   }                                                                                                              \
   int __tsan_atomic##N##_compare_exchange_weak(volatile T *p, T *expected, T v, int mo, int fmo) {               \
@@ -434,7 +493,7 @@ void __tsan_write_range(void *p, unsigned long n) {
   }
 #define TSIM_RMW(N, T, op, builtin)                                                                              \
   T __tsan_atomic##N##_##op(volatile T *p, T v, int) {                                                           \
-    if (TSIM_IN_WINDOW(p)) check_access((uintptr_t)p, N / 8, A_WRITE | A_ATOMIC | A_ALIGNED);                    \
+    if (TSIM_IN_WINDOW(p)) check_fixed<N / 8, A_WRITE | A_ATOMIC | A_ALIGNED>((uintptr_t)p);                    \
     return builtin(p, v, __ATOMIC_SEQ_CST);                                                                      \
   }
 TSIM_ATOMICS(8, uint8_t)

@@ -70,8 +70,11 @@ struct thread_state {
   int linear; // threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)
   block_state *blk;
   // For the race checks: 1 + (the block's linear index mod 2^22) << 10 | linear,
-  // so a thread's block and warp are bit fields (blocks 2^22 apart look alike).
+  // so a thread's block and warp are bit fields (blocks 2^22 apart look alike);
+  // and what orders its accesses: (barriers its block passed mod 1024) << 6 |
+  // (warp operations its warp completed mod 64), kept by sim/exec.cc.
   uint32_t serial;
+  uint16_t phase;
 };
 struct block_view {
   uint3 bid;
@@ -82,8 +85,9 @@ struct block_view {
   uint16_t barriers;
   uint16_t warp_syncs[32];
 };
-extern thread_local thread_state *cur;
-extern thread_local block_view *cur_block;
+// __thread, not thread_local: no TLS wrapper call on each threadIdx (they need no constructor)
+extern __thread thread_state *cur;
+extern __thread block_view *cur_block;
 
 // The kernel as the runtime keeps it: called once per simulated thread.
 struct kernel_body {

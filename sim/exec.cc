@@ -36,8 +36,8 @@ namespace ctx = boost::context;
 
 namespace tsim {
 
-thread_local thread_state *cur;
-thread_local block_view *cur_block;
+__thread thread_state *cur;
+__thread block_view *cur_block;
 
 // ---- fiber stacks: mmap'ed with a guard page, reused across blocks ----
 static const size_t STACK = 256 << 10;
@@ -226,6 +226,10 @@ void launch_bounds(int max_threads, int) {
     snprintf(b.error, sizeof b.error, "launched with %u threads a block, past its __launch_bounds__(%d)", n, max_threads);
 }
 
+static uint16_t phase_of(const block_view &v, int warp) {
+  return (uint16_t)((v.barriers & 1023) << 6 | (v.warp_syncs[warp] & 63));
+}
+
 static bool same_site(const sim_thread &a, const sim_thread &b) {
   return a.line == b.line && (a.file == b.file || !strcmp(a.file, b.file));
 }
@@ -263,9 +267,11 @@ static bool release(block_state &b) {
                      lanes[l].line);
             return false;
           }
-        for (int l = 0; l < nl; l++)
-          if (arrived >> l & 1) memcpy(b.snapshot[w] + 16 * l, lanes[l].value, 16), lanes[l].wait = RUNNABLE;
         b.view.warp_syncs[w]++;
+        for (int l = 0; l < nl; l++) {
+          if (arrived >> l & 1) memcpy(b.snapshot[w] + 16 * l, lanes[l].value, 16), lanes[l].wait = RUNNABLE;
+          lanes[l].ts.phase = phase_of(b.view, w); // the warp's count, for every lane
+        }
         progress = true;
         continue;
       }
@@ -293,8 +299,8 @@ static bool release(block_state &b) {
                  a, b.threads[0].file, b.threads[0].line, c, t.file, t.line);
         return false;
       }
-    for (sim_thread &t : b.threads) t.wait = RUNNABLE;
     b.view.barriers++;
+    for (sim_thread &t : b.threads) t.wait = RUNNABLE, t.ts.phase = phase_of(b.view, t.ts.linear / 32);
     return true;
   }
   const sim_thread *waiter = nullptr;
@@ -318,7 +324,7 @@ static thread_local std::vector<fiber_slot *> free_slots;
 static void run_block(block_state &b, bool reverse) {
   int n = (int)b.threads.size();
   cur_body = b.k->body;
-  for (sim_thread &t : b.threads) t.wait = RUNNABLE, t.slot = nullptr;
+  for (sim_thread &t : b.threads) t.wait = RUNNABLE, t.slot = nullptr, t.ts.phase = 0;
   cur_block = &b.view;
   b.view.barriers = 0;
   memset(b.view.warp_syncs, 0, sizeof b.view.warp_syncs);
