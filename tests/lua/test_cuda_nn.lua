@@ -378,6 +378,37 @@ test("adaptive_avg_pool2d forward and backward, down and up sampling", function(
   end
 end)
 
+-- A grad_output of another float dtype than the input's is converted to the input's: the kernels read
+-- it as the input's compute type (max_pool2d's read a float16 grad as float32, past its block's end).
+-- The reference is the backward of the grad converted by hand to the input's dtype, on the CPU (as
+-- PyTorch's engine converts it; the half inputs compute in float32, hence their tolerance).
+test("pool backward with a float16 / bfloat16 grad_output of another dtype than the input's", function()
+  need_cuda()
+  local x4 = randn({2, 3, 7, 6})
+  local backward = {
+    max_pool2d = function(g, xx, idx) return torch._backward.max_pool2d(g, idx, xx) end,
+    avg_pool2d = function(g, xx) return torch._backward.avg_pool2d(g, xx, 3, {stride = 2, padding = 1}) end,
+    adaptive_avg_pool2d = function(g, xx) return torch._backward.adaptive_avg_pool2d(g, xx) end,
+  }
+  for _, xdt in ipairs({"float32", "float64", "float16", "bfloat16"}) do
+    local x = x4:to(xdt)
+    local _, idx = torch.max_pool2d(x, 2, {return_indices = true})
+    local out_size = {max_pool2d = idx:size(), avg_pool2d = torch.avg_pool2d(x, 3, {stride = 2, padding = 1}):size(),
+                      adaptive_avg_pool2d = torch.adaptive_avg_pool2d(x, {3, 4}):size()}
+    for _, gdt in ipairs({"float16", "bfloat16"}) do
+      if gdt ~= xdt then
+        for name, bw in pairs(backward) do
+          local g = randn(out_size[name], gdt)
+          local what = ("%s backward, %s input, %s grad"):format(name, xdt, gdt)
+          local want = bw(g:to(xdt), x, idx)
+          close(bw(g, x, idx):double(), want:double(), TOL[xdt], TOL[xdt], what .. " on the cpu")
+          same(what, TOL[xdt], bw, g, x, idx)
+        end
+      end
+    end
+  end
+end)
+
 test("pooling over a large input (over 2^20 elements)", function()
   need_cuda()
   local x = randn({8, 32, 64, 80})
