@@ -16,16 +16,20 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 [ -x "$root/build-sim/tensh" ] || { echo "sim_mutants: build-sim/tensh is missing: run make sim first" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "sim_mutants: needs python3 (to apply the mutants)" >&2; exit 2; }
 
-# name | file | exact text (one line, must occur once) | its replacement | tests
+# name | file | exact text (must occur once; \n joins lines) | its replacement | tests
+# A mutant must be a bug a GPU would show: the barriers before a grid-stride
+# loop's next round (reduce_row_k, softmax_block_k) are not, since their grids
+# cover every line in one round, so the missing barriers are the ones before
+# the first warp reads what every warp wrote.
 # tests: FILE[@FILTER] run on the simulated device; cuda:FILE[@FILTER] runs a
 # device-neutral test file with its tensors on cuda (TENSH_TEST_DEVICE).
 mutants=(
   "dropped-atomic|cuda/nn_pool.cu|    atomicAdd(out + (int64_t)(i / L) * HW + ix, go[i]);|    out[(int64_t)(i / L) * HW + ix] += go[i];|test_cuda_nn.lua@max_pool2d backward"
   "bound-off-by-one|cuda/copy.cu|  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {|  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i <= n; i += step) {|test_cuda_ops.lua"
-  "alignment-test-index|cuda/index.cu|    if (es == 1 && ts_is_contiguous(x) && ((uintptr_t)xp & 15) == 0) {|    if (es == 1 && ts_is_contiguous(x) && ((uintptr_t)xp & 7) == 0) {|test_cuda_sim_offsets.lua@count_nonzero"
+  "alignment-test-index|cuda/index.cu|    if (es == 1 && ts_is_contiguous(x) && ((uintptr_t)xp & 15) == 0) {|    if (es == 1 && ts_is_contiguous(x) && ((uintptr_t)xp & 7) == 0) {|test_cuda_sim_offsets.lua@nonzero and masked_select"
   "alignment-test-optim|cuda/optim.cu|static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }|static bool aligned16(const void *p) { return ((uintptr_t)p & 3) == 0; }|test_cuda_sim_offsets.lua@Adam"
-  "missing-syncthreads-reduce|cuda/reduce.cu|    __syncthreads(); // sm is reused by the next line|    // (the barrier before sm is reused: dropped)|test_cuda_reduce.lua"
-  "missing-syncthreads-softmax|cuda/softmax.cu|    __syncthreads(); // the shared slots are reused by the next row|    // (the barrier before the next row: dropped)|test_cuda_reduce.lua"
+  "missing-syncthreads-reduce|cuda/reduce.cu|    if (lane == 0) sm[warp] = s;\n    __syncthreads();|    if (lane == 0) sm[warp] = s;|test_cuda_reduce.lua"
+  "missing-syncthreads-softmax|cuda/softmax.cu|  if (lane == 0) smf[warp] = s;\n  __syncthreads();|  if (lane == 0) smf[warp] = s;|test_cuda_reduce.lua@softmax"
   "wrong-stride|cuda/linalg.cu|    dst[b * d0 + r * d1 + c * d2] = src[b * s0 + r * s1 + c * s2];|    dst[b * d0 + r * d1 + c * d2] = src[b * s0 + r * s2 + c * s1];|test_cuda_linalg.lua"
 )
 
@@ -93,7 +97,7 @@ for m in "${chosen[@]}"; do
   cp -p "$gen.cc" "$gen.o" "$scratch/saved/"
   if ! python3 - "$scratch/$file" "$from" "$to" <<'EOF'; then
 import sys
-path, old, new = sys.argv[1:]
+path, old, new = (a.replace("\\n", "\n") for a in sys.argv[1:])
 text = open(path).read()
 if text.count(old) != 1:
     sys.exit(f"sim_mutants: expected the text once in {path}, found it {text.count(old)} times: {old!r}")

@@ -5,7 +5,7 @@
 -- multiple of the vector width; each result against the CPU's on the same
 -- views. The paths: loops.cuh's dense elementwise kernel (inputs and an output
 -- view), batch norm's elementwise kernels (nn.cu), the fused optimizer step
--- (optim.cu), reductions along a contiguous line (reduce.cu), count_nonzero of
+-- (optim.cu), reductions along a contiguous line (reduce.cu), nonzero of
 -- bytes, cat and index_add / index_copy rows (index.cu). On the simulated
 -- device a misaligned vector access fails the launch with a report
 -- (sim/check.cc), so a wrong alignment test fails here. Runs only with a GPU.
@@ -87,15 +87,19 @@ test("reductions (reduce.cu): sum, max, argmax, mean along a contiguous line at 
   end
 end)
 
-test("count_nonzero of bool and uint8 (index.cu's 16-byte loads) at every offset", function()
+-- (index.cu counts the non-zero bytes first, to size the result; torch.count_nonzero is a sum)
+test("nonzero and masked_select of bool and uint8 (index.cu's 16-byte counting loads) at every offset", function()
   need_cuda()
   for _, dt in ipairs({"bool", "uint8"}) do
     for _, n in ipairs({15, 16, 17, 100, 1000}) do
-      local a = values(dt, n + 16)
-      local ga = a:cuda()
+      local a, x = values(dt, n + 16), torch.randn(n)
+      local ga, gx = a:cuda(), x:cuda()
       for _, o in ipairs(OFFSETS) do
-        match(torch.count_nonzero(at(ga, o, n)), torch.count_nonzero(at(a, o, n)), 0,
-              ("count_nonzero %s n=%d offset %d"):format(dt, n, o))
+        local what = ("%s n=%d offset %d"):format(dt, n, o)
+        match(torch.nonzero(at(ga, o, n)), torch.nonzero(at(a, o, n)), 0, "nonzero " .. what)
+        if dt == "bool" then
+          match(gx:masked_select(at(ga, o, n)), x:masked_select(at(a, o, n)), 0, "masked_select " .. what)
+        end
       end
     end
   end
