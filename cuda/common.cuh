@@ -211,6 +211,19 @@ template <typename F> ts_status tsc_dispatch_float(ts_dtype dt, const char *op, 
 
 template <typename T> inline T *tsc_ptr(const ts_tensor *t) { return (T *)ts_data(t); } // host side: the device address
 
+// A store that other threads of the launch may make to the same address by
+// design: scatter and index_put with a repeated index leave one of the values
+// (PyTorch documents the result as nondeterministic). A plain store on a GPU;
+// the simulated device checks it as a relaxed atomic store, which races with
+// no other such store (a plain store there would be reported as a race).
+template <typename T> __device__ __forceinline__ void tsc_store_any(T *p, const T &v) {
+#ifdef TSIM_SIMULATED
+  tsim_store_any(p, &v, sizeof v);
+#else
+  *p = v;
+#endif
+}
+
 // ---- strided offsets ------------------------------------------------------
 // Element offsets of N operands that share operand 0's shape (broadcast
 // inputs have stride 0), as the CPU iterator: size-1 dims dropped, dims

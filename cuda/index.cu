@@ -271,7 +271,7 @@ __global__ void index_copy_kernel(E *a, const int64_t *idx, const E *b, tsc_offs
       bad(j, size);
       continue;
     }
-    if (SCATTER) a[(int64_t)off[0] + v * dstride] = b[off[2]];
+    if (SCATTER) tsc_store_any(&a[(int64_t)off[0] + v * dstride], b[off[2]]); // repeated indices: one value stays
     else a[off[0]] = b[(int64_t)off[2] + v * dstride];
   }
 }
@@ -298,7 +298,10 @@ __global__ void index_rows_kernel(char *a, const int64_t *idx, const char *b, ts
     const char *src = b + (int64_t)off[2] * es;
     if (SCATTER) dst += v * dstride;
     else src += v * dstride;
-    for (int64_t u = lane; u < units; u += 32) ((U *)dst)[u] = ((const U *)src)[u];
+    if (SCATTER) // repeated indices: each unit is one of the rows'
+      for (int64_t u = lane; u < units; u += 32) tsc_store_any(&((U *)dst)[u], ((const U *)src)[u]);
+    else
+      for (int64_t u = lane; u < units; u += 32) ((U *)dst)[u] = ((const U *)src)[u];
   }
 }
 

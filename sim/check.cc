@@ -42,7 +42,7 @@ namespace tsim {
 uintptr_t check_lo, check_len; // the window; 0, 0 until memory.cc reserves it
 
 enum { POISON_FREE = 0x81, POISON_PAST_END = 0x82 };
-enum access_flags { A_READ = 0, A_WRITE = 1, A_ATOMIC = 2, A_ALIGNED = 4 };
+enum access_flags { A_READ = 0, A_WRITE = 1, A_ATOMIC = 2, A_ALIGNED = 4, A_STORE_ANY = 8 };
 
 // One 4-byte granule in the current epoch. Phases order accesses of one
 // block: (barriers passed mod 1024) << 6 | (warp operations of the thread's
@@ -223,6 +223,7 @@ static void thread_of(uint32_t serial, char *buf, size_t n) {
 }
 
 static const char *verb(int flags) {
+  if (flags & A_STORE_ANY) return "stored (any store may win)";
   return flags & A_ATOMIC ? (flags & A_WRITE ? "updated atomically" : "read atomically")
                           : (flags & A_WRITE ? "wrote" : "read");
 }
@@ -371,7 +372,7 @@ static __attribute__((noinline)) void host_access(uintptr_t a, size_t n) {
 
 static __attribute__((noinline)) void poisoned_access(uintptr_t a, size_t n, int flags) {
   uintptr_t bad = first_poisoned(a, n);
-  if (bad && !(flags & A_ATOMIC && word_atomic_ok(a, n)))
+  if (bad && !(flags & A_ATOMIC && !(flags & A_STORE_ANY) && word_atomic_ok(a, n)))
     report_fault(bad, n - (bad - a), flags, "outside every live block", cudaErrorIllegalAddress);
 }
 
@@ -414,6 +415,11 @@ void tsim_mark_block(void *p, size_t size, size_t live, cudaStream_t stream) {
   std::lock_guard<std::recursive_mutex> g(lock());
   if (cudaError_t e = enqueue_host(stream, "the caching allocator's mark", [=] { apply_mark(p, size, live); }))
     fprintf(stderr, "tensh-sim: a mark of the caching allocator was lost: %s\n", cudaGetErrorName(e));
+}
+
+void tsim_store_any(void *p, const void *v, size_t n) {
+  if (TSIM_IN_WINDOW(p)) check_range((uintptr_t)p, n, A_WRITE | A_ATOMIC | A_ALIGNED | A_STORE_ANY);
+  memcpy(p, v, n);
 }
 
 void __tsan_init(void) {}

@@ -137,6 +137,11 @@ template <class L, class... A> void launch(const site &s, const launch_cfg &c, L
 // and fills the live bytes with 0xff, as new memory is.
 extern "C" void tsim_mark_block(void *p, size_t size, size_t live, cudaStream_t stream);
 
+// A store kernels let other threads of the launch make to the same bytes
+// (cuda/common.cuh's tsc_store_any): checked as a relaxed atomic store, so
+// it races with no other one (reads and plain stores still race with it).
+extern "C" void tsim_store_any(void *p, const void *v, size_t n);
+
 namespace tsim {
 
 // ---- shared memory (sim/exec.cc) ----

@@ -217,6 +217,34 @@ test("cuda scatter and scatter_: dtypes, dims, value form, strided, rows", funct
     "0-dim CPU source")
 end)
 
+-- A repeated index makes threads store into one element: the same value (a scalar, index_fill) gives the
+-- CPU's result; different ones leave one of them (PyTorch: nondeterministic). The simulated device's
+-- access checks must take these stores as meeting by design, not as a race (cuda/common.cuh, tsc_store_any).
+test("cuda scatter, index_copy, x[idx] = v and index_fill with repeated indices", function()
+  need_cuda()
+  for _, dt in ipairs({"float32", "float64", "float16", "int64", "int16", "uint8", "bool"}) do
+    local x, one = rnd({5, 6}, dt), dt == "bool" and true or 1
+    local idx = torch.tensor({{1, 3, 1, 1, 0, 3}, {1, 3, 1, 4, 0, 3}, {1, 1, 1, 1, 1, 1}})
+    same(x:cuda():scatter(0, idx:cuda(), one), x:scatter(0, idx, one), dt .. " scatter of a value")
+    local rows = rnd({1, 6}, dt):expand(3, 6) -- one value per column: repeated targets get equal values
+    same(x:cuda():scatter(0, idx:cuda(), rows:cuda()), x:scatter(0, idx, rows), dt .. " scatter of equal values")
+    same(x:cuda():index_fill(1, torch.tensor({4, 0, 4, 4}):cuda(), one), x:index_fill(1, torch.tensor({4, 0, 4, 4}), one),
+         dt .. " index_fill")
+  end
+  local got = torch.zeros(4):cuda():scatter(0, torch.tensor({2, 2, 2}):cuda(), torch.tensor({10.0, 20.0, 30.0}):cuda()):cpu()
+  local v2 = got[2]:item()
+  T.ok(v2 == 10 or v2 == 20 or v2 == 30, "scatter of different values: one of them, got " .. v2)
+  close(got[{{0, 2}}], torch.zeros(2), 0, 0, "scatter of different values: the rest untouched")
+  got = torch.zeros(5):cuda():index_copy(0, torch.tensor({1, 1}):cuda(), torch.tensor({7.0, 8.0}):cuda()):cpu()
+  T.ok(got[1]:item() == 7 or got[1]:item() == 8, "index_copy of different values: one of them")
+  -- whole rows (the row kernel): each element from one of the rows
+  local x, v = torch.zeros(8, 300):cuda(), torch.randn(3, 300)
+  x[torch.tensor({5, 2, 5}):cuda()] = v:cuda()
+  local r5 = x[5]:cpu()
+  T.ok(torch.logical_or(r5:eq(v[0]), r5:eq(v[2])):all():item(), "x[idx] = rows: row 5 from rows 0 and 2 of the values")
+  close(x[2]:cpu(), v[1], 0, 0, "x[idx] = rows: row 2")
+end)
+
 test("cuda scatter_add: wrapping integers, uint8 and bool bytes, half precisions, duplicates", function()
   need_cuda()
   for _, dt in ipairs(ALL) do

@@ -57,6 +57,9 @@ local reports = {
   {"lost_update", "threads adding to one counter without an atomic: the race, with both threads",
    {"RESULT lost_update cudaErrorLaunchFailure", "kernel count_up<false> (tests/sim/checks.cu:",
     "block (0,0,0) thread (1,0,0): data race: this thread read 4 bytes that block (0,0,0) thread (0,0,0) wrote"}},
+  {"stores_meet", "threads storing into one slot with plain stores: the race",
+   {"RESULT stores_meet cudaErrorLaunchFailure", "kernel store_one_slot<false> (tests/sim/checks.cu:",
+    "data race: this thread wrote 4 bytes that block (0,0,0) thread"}},
   {"shared_race", "a shared slot read before its writer reached the barrier that is missing",
    {"RESULT shared_race cudaErrorLaunchFailure", "data race", "shared memory, byte 4 of the block's __shared__",
     "with no __syncthreads between them"}},
@@ -100,6 +103,7 @@ local reports = {
 -- what must pass quietly: the checks above report only what is wrong
 local quiet = {
   {"atomic_update", "atomicAdd from every thread of every block", "count=256"},
+  {"stores_meet_any", "stores into one slot that meet by design (tsc_store_any)", "RESULT stores_meet_any one_of_them=1"},
   {"shared_ordered", "the shared exchange with its barrier", "RESULT shared_ordered cudaSuccess"},
   {"global_ordered", "the device-memory exchange with its barrier", "RESULT global_ordered cudaSuccess"},
   {"read_then_barrier", "the slot rewritten after a barrier", "RESULT read_then_barrier cudaSuccess"},

@@ -23,6 +23,15 @@ template <bool ATOMIC> __global__ void count_up(int *count) {
   else *count += 1; // a lost update on a GPU
 }
 
+// Every thread stores its index into one slot: plain stores race; stores
+// marked as meeting by design (cuda/common.cuh's tsc_store_any, for a scatter
+// with repeated indices) leave one of the values and do not.
+template <bool ANY> __global__ void store_one_slot(int *slot) {
+  int v = threadIdx.x;
+  if (ANY) tsim_store_any(slot, &v, sizeof v);
+  else *slot = v;
+}
+
 // Thread t writes slot t of shared memory, then reads its neighbour's.
 template <bool BARRIER> __global__ void neighbour(int *out) {
   __shared__ int s[64];
@@ -169,6 +178,13 @@ int check_case(const char *c) {
     cudaError_t e = cudaDeviceSynchronize();
     report(c, e);
     if (!e) printf("RESULT %s count=%d\n", c, get(n));
+  } else if (!strcmp(c, "stores_meet") || !strcmp(c, "stores_meet_any")) {
+    int *s = ints(1, -1);
+    if (!strcmp(c, "stores_meet")) store_one_slot<false><<<1, 64>>>(s);
+    else store_one_slot<true><<<1, 64>>>(s);
+    cudaError_t e = cudaDeviceSynchronize();
+    report(c, e);
+    if (!e) printf("RESULT %s one_of_them=%d\n", c, get(s) >= 0 && get(s) < 64);
   } else if (!strcmp(c, "shared_race") || !strcmp(c, "shared_ordered")) {
     int *o = ints(64, 0);
     if (!strcmp(c, "shared_race")) neighbour<false><<<1, 64>>>(o);
