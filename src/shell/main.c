@@ -403,6 +403,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "tensh: cannot create Lua state: not enough memory\n");
     return EXIT_FAILURE;
   }
+  ts_shell_pool_allocator(L);
   lua_pushcfunction(L, argc > 1 && strcmp(argv[1], "--jupyter") == 0 ? pjupyter : pmain);
   lua_pushinteger(L, argc);
   lua_pushlightuserdata(L, argv);
@@ -411,6 +412,7 @@ int main(int argc, char **argv) {
   int code = st == LUA_OK && lua_isinteger(L, -1) ? (int)lua_tointeger(L, -1) : ok ? EXIT_SUCCESS : EXIT_FAILURE;
   report(L, st);
   lua_close(L);
+  ts_shell_pool_release();
   if (code != EXIT_SUCCESS) ts_dist_abort(code); /* a rank that failed ends the job: the others never wait for it */
   return code;
 }

@@ -24,5 +24,9 @@ void ts_shell_complete_init(lua_State *L);
  * is_function}, the names that complete the last part of word). */
 int ts_shell_msghandler(lua_State *L);
 int ts_shell_completions(lua_State *L);
+/* The shell's Lua allocator (lua_alloc.c): small blocks on free lists. Set
+ * right after luaL_newstate; the lists are freed after lua_close. */
+void ts_shell_pool_allocator(lua_State *L);
+void ts_shell_pool_release(void);
 
 #endif
