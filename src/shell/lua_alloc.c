@@ -13,6 +13,7 @@
 #include "repl.h"
 
 #include <malloc.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +26,7 @@ typedef struct free_block { struct free_block *next; } free_block;
 static struct {
   free_block *list[NCLASS];
   size_t count[NCLASS];
+  bool closing; /* lua_close frees the whole heap: to malloc, not to the lists */
 } pool;
 
 /* class of a size of 1..256 bytes, -1 above (0 bytes is no block) */
@@ -55,7 +57,7 @@ static void *pool_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   (void)ud;
   int oc = ptr ? size_class(osize) : -1, nc = size_class(nsize);
   if (nsize == 0) {
-    if (oc >= 0) give_back(ptr, oc);
+    if (oc >= 0 && !pool.closing) give_back(ptr, oc);
     else free(ptr);
     return NULL;
   }
@@ -73,7 +75,9 @@ static void *pool_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
 
 void ts_shell_pool_allocator(lua_State *L) { lua_setallocf(L, pool_alloc, NULL); }
 
-void ts_shell_pool_release(void) {
+void ts_shell_pool_close(lua_State *L) {
+  pool.closing = true;
+  lua_close(L);
   for (int c = 0; c < NCLASS; c++) {
     while (pool.list[c]) {
       free_block *b = pool.list[c];

@@ -25,8 +25,9 @@ void ts_shell_complete_init(lua_State *L);
 int ts_shell_msghandler(lua_State *L);
 int ts_shell_completions(lua_State *L);
 /* The shell's Lua allocator (lua_alloc.c): small blocks on free lists. Set
- * right after luaL_newstate; the lists are freed after lua_close. */
+ * right after luaL_newstate; ts_shell_pool_close closes the state (lua_close)
+ * and frees the lists. */
 void ts_shell_pool_allocator(lua_State *L);
-void ts_shell_pool_release(void);
+void ts_shell_pool_close(lua_State *L);
 
 #endif
