@@ -491,10 +491,11 @@ test("float32 softmax rows of the vectorised kernel's lengths: tails, flushed ex
     close(x:softmax(1), {softmax_ref(lf), softmax_ref(lf)}, 1e-5, 1e-30, "softmax of " .. n)
     close(x:log_softmax(1), {log_softmax_ref(lf), log_softmax_ref(lf)}, 1e-6, 1e-5, "log_softmax of " .. n)
   end
-  -- at x = 1000 log_softmax is (x - max) - log sum, as PyTorch's (max + log sum first loses 3e-5)
+  -- at x = 1000 log_softmax is (x - max) - log sum, as PyTorch's (max + log sum first loses 3e-5;
+  -- CUDA's kernel still does: tests/fixtures/ops/known_wrong.tsv, log_softmax/large@cuda)
   local big = {}
   for i = 1, 20 do big[i] = 1000 + i / 4 end
-  close(torch.tensor(big):log_softmax(0), log_softmax_ref(big), 0, 2e-6, "log_softmax at 1000")
+  close(torch.tensor(big, {device = "cpu"}):log_softmax(0), log_softmax_ref(big), 0, 2e-6, "log_softmax at 1000")
   local inf, nan = math.huge, 0 / 0
   local function row(v, at) -- 19 ones and v at position `at`
     local r = {}
