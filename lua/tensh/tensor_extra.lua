@@ -968,7 +968,6 @@ for _, name in ipairs({"type_as", "vdot", "new_tensor"}) do
   local f = methods[name]
   methods[name] = function(...) return user_level(f, ...) end
 end
-if rawget(_G, "nn") and nn.functional then nn.functional.cosine_similarity = torch.cosine_similarity end
 
 -- the methods above check their tensor: x.flip(0) for x:flip(0) says so, as the C methods
 require("tensh.classes").tensor_methods(methods)
