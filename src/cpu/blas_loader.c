@@ -81,23 +81,18 @@ static void load(void) {
 
 static inline void loaded(void) { pthread_once(&load_once, load); }
 
-HIDDEN void cblas_sgemm(OPENBLAS_CONST enum CBLAS_ORDER order, OPENBLAS_CONST enum CBLAS_TRANSPOSE ta,
-                        OPENBLAS_CONST enum CBLAS_TRANSPOSE tb, OPENBLAS_CONST blasint m, OPENBLAS_CONST blasint n,
-                        OPENBLAS_CONST blasint k, OPENBLAS_CONST float alpha, OPENBLAS_CONST float *a,
-                        OPENBLAS_CONST blasint lda, OPENBLAS_CONST float *b, OPENBLAS_CONST blasint ldb,
-                        OPENBLAS_CONST float beta, float *c, OPENBLAS_CONST blasint ldc) {
-  loaded();
-  blas.sgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
-HIDDEN void cblas_dgemm(OPENBLAS_CONST enum CBLAS_ORDER order, OPENBLAS_CONST enum CBLAS_TRANSPOSE ta,
-                        OPENBLAS_CONST enum CBLAS_TRANSPOSE tb, OPENBLAS_CONST blasint m, OPENBLAS_CONST blasint n,
-                        OPENBLAS_CONST blasint k, OPENBLAS_CONST double alpha, OPENBLAS_CONST double *a,
-                        OPENBLAS_CONST blasint lda, OPENBLAS_CONST double *b, OPENBLAS_CONST blasint ldb,
-                        OPENBLAS_CONST double beta, double *c, OPENBLAS_CONST blasint ldc) {
-  loaded();
-  blas.dgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
+/* cblas_sgemm and cblas_dgemm: the signature of cblas.h, T the element type */
+#define FORWARD_GEMM(NAME, T, FIELD)                                                                              \
+  HIDDEN void NAME(OPENBLAS_CONST enum CBLAS_ORDER order, OPENBLAS_CONST enum CBLAS_TRANSPOSE ta,                  \
+                   OPENBLAS_CONST enum CBLAS_TRANSPOSE tb, OPENBLAS_CONST blasint m, OPENBLAS_CONST blasint n,     \
+                   OPENBLAS_CONST blasint k, OPENBLAS_CONST T alpha, OPENBLAS_CONST T *a, OPENBLAS_CONST blasint lda, \
+                   OPENBLAS_CONST T *b, OPENBLAS_CONST blasint ldb, OPENBLAS_CONST T beta, T *c,                  \
+                   OPENBLAS_CONST blasint ldc) {                                                                  \
+    loaded();                                                                                                     \
+    blas.FIELD(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);                                      \
+  }
+FORWARD_GEMM(cblas_sgemm, float, sgemm)
+FORWARD_GEMM(cblas_dgemm, double, dgemm)
 
 HIDDEN char *openblas_get_corename(void) {
   loaded();
