@@ -64,6 +64,9 @@ ARCH_DIR  := $(shell gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)
 BLAS_OMP  := $(wildcard /usr/lib/$(ARCH_DIR)/openblas-openmp/libopenblas.so)
 BLAS_LIBS := $(if $(BLAS_OMP),-L/usr/lib/$(ARCH_DIR)/openblas-openmp -Wl$(comma)-rpath$(comma)/usr/lib/$(ARCH_DIR)/openblas-openmp) -lopenblas
 BLAS_INC  := -I/usr/include/$(ARCH_DIR)/openblas-$(if $(BLAS_OMP),openmp,pthread)
+# tensh opens it on first use (src/cpu/blas_loader.c; linked, its loading cost
+# 1.5 ms of every start-up): that library, by path; BLAS_LIBS links sim_selftest
+BLAS_LIB  := $(if $(BLAS_OMP),$(BLAS_OMP).0,libopenblas.so.0)
 
 # oneDNN (Debian's libdnnl-dev) runs CPU convolution when the build finds it:
 # the library PyTorch's CPU convolution uses, 2x im2col + OpenBLAS here.
@@ -78,9 +81,10 @@ endif
 LUA_CFLAGS := $(shell pkg-config --cflags $(LUA_PKG) 2>/dev/null)
 LUA_LIBS   := $(shell pkg-config --libs $(LUA_PKG) 2>/dev/null)
 CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fPIC -fopenmp -fno-math-errno -fno-trapping-math -fvect-cost-model=dynamic \
-            -MMD -MP $(OPT) $(LTO) -g $(SAN) $(LUA_CFLAGS) $(shell pkg-config --cflags libcjson 2>/dev/null) -Isrc $(BLAS_INC)
+            -MMD -MP $(OPT) $(LTO) -g $(SAN) $(LUA_CFLAGS) $(shell pkg-config --cflags libcjson 2>/dev/null) -Isrc $(BLAS_INC) \
+            -DTS_BLAS_LIB='"$(BLAS_LIB)"'
 LDFLAGS  += $(OPT) $(LTO)
-LDLIBS   += $(BLAS_LIBS) -lcjson -lreadline -lz -lm -lpthread -fopenmp $(SAN)
+LDLIBS   += -ldl -lcjson -lreadline -lz -lm -lpthread -fopenmp $(SAN)
 
 # ---- sources ----------------------------------------------------------------
 CORE_SRC  := $(wildcard src/*.c src/cpu/*.c src/data/*.c)

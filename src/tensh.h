@@ -44,13 +44,6 @@ const char *ts_status_name(ts_status s);
 extern volatile int ts_interrupt_flag;
 ts_status ts_check_interrupt(void);
 
-/* OpenBLAS chooses its kernels when it loads; on a CPU model it has no table
- * for (some VMs) it falls back to its generic Prescott kernels, 2-3x slower.
- * Then this names the OPENBLAS_CORETYPE that fits the CPU's instructions
- * ("SkylakeX", "Haswell"); NULL when OpenBLAS chose well (the shell restarts
- * itself once with it, since the choice is made at load time). */
-const char *ts_blas_better_coretype(void);
-
 /* ---- dtypes ------------------------------------------------------------ */
 
 typedef enum ts_dtype {

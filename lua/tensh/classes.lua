@@ -25,9 +25,12 @@ local CLASS_LEVEL = {extend = true, new = true, init = true}
 
 local typename = require("tensh.args").typename
 
--- A wrapper made here is known by its source, so a method copied from class
--- to class (Module.register_module = Module.add_module) is wrapped once.
-local function is_wrapper(f) return debug.getinfo(f, "S").source == debug.getinfo(1, "S").source end
+-- The wrappers made here, so that a method copied from class to class
+-- (Module.register_module = Module.add_module) is wrapped once. A set, not a
+-- look at the function's source: debug.getinfo for each of the library's
+-- ~700 methods was a fifth of the shell's start-up.
+local wrappers = setmetatable({}, {__mode = "k"})
+local function is_wrapper(f) return wrappers[f] ~= nil end
 
 -- v is an instance of cls: its metatable is cls or a class whose
 -- metatable's __index chain reaches cls (the classes' extend make them so)
@@ -109,6 +112,7 @@ local function wrap(spec, f, k)
     return f(self, ...)
   end
   if k == "init" then wrapped_inits[w] = f end
+  wrappers[w] = true
   return w
 end
 
@@ -165,13 +169,15 @@ function M.tensor_methods(methods)
       .. "as t:%s())", name, nargs == 0 and "no value" or typename(t), name)
   end
   local function wrap(f)
-    return function(t, ...)
+    local w = function(t, ...)
       if debug.getmetatable(t) ~= tensor_mt then bad_self((t == nil and select("#", ...) == 0) and 0 or 1, t) end
       return f(t, ...)
     end
+    wrappers[w] = true
+    return w
   end
   for name, f in pairs(methods) do
-    if type(name) == "string" and type(f) == "function" and debug.getinfo(f, "S").what == "Lua" and not is_wrapper(f) then
+    if type(name) == "string" and type(f) == "function" and not is_wrapper(f) and debug.getinfo(f, "S").what == "Lua" then
       methods[name] = wrap(f)
     end
   end

@@ -4,7 +4,7 @@
 -- reusable blocks they are made of (torchvision.ops' Conv2dNormActivation and
 -- SqueezeExcitation; MobileNetV3's InvertedResidual), and models.gpt, nanoGPT's
 -- GPT-2 style decoder. No weights are downloaded.
-local models = {}
+local models = require("tensh.lazy").claim("models") -- the table the global models holds from start-up
 
 for _, file in ipairs({"tensh.models.ops", "tensh.models.mobilenetv3"}) do
   for k, v in pairs(require(file)) do models[k] = v end

@@ -10,7 +10,7 @@ local classes = require "tensh.classes"
 local A = require "tensh.args"
 local raise, shape_str = util.raise, util.shape_str
 
-local nn = {}
+local nn = require("tensh.lazy").claim("nn") -- the table the global nn holds from start-up
 local is_tensor = torch.is_tensor
 
 -- Tensors made by nn.Parameter (or registered as parameters), weakly held:

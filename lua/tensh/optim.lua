@@ -3,7 +3,7 @@
 -- state_dict/load_state_dict in PyTorch's layout; optim.lr_scheduler comes
 -- from lua/tensh/optim/lr_scheduler.lua.
 -- Updates run under torch.no_grad(), so in-place ops on leaves are allowed.
-local optim = {}
+local optim = require("tensh.lazy").claim("optim") -- the table the global optim holds from start-up
 
 local A = require "tensh.args"
 local fail, typename, check_opts = A.raise, A.typename, A.check_opts

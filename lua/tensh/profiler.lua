@@ -32,7 +32,7 @@ local A = require "tensh.args"
 local json = require "tensh.json"
 local ATEN = require "tensh.profiler_aten"
 
-local profiler = {}
+local profiler = require("tensh.lazy").claim("profiler") -- the table the global profiler holds from start-up
 profiler.aten_names = ATEN -- kernel name -> "aten::..."
 profiler.ProfilerActivity = {CPU = "cpu", CUDA = "cuda"}
 

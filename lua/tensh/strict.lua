@@ -104,24 +104,18 @@ local function walk(t, path, named, found, depth)
   end
 end
 
-function M.install()
-  local reg = debug.getregistry()
-  reg["tensh.tensor_no_field"] = tensor_no_field
-  local tables = {
-    {torch, "torch"}, {rawget(_G, "nn"), "nn"}, {rawget(_G, "optim"), "optim"}, {rawget(_G, "data"), "data"},
-    {rawget(_G, "cuda"), "cuda", {version = true}}, {rawget(_G, "tb"), "tb"}, {rawget(_G, "amp"), "amp"},
-    {rawget(_G, "models"), "models"}, {rawget(_G, "dist"), "dist"}, {rawget(_G, "bench"), "bench"},
-    {rawget(_G, "profiler"), "profiler"},
-  }
-  local nn, optim, data = rawget(_G, "nn"), rawget(_G, "optim"), rawget(_G, "data")
-  if nn then
-    for _, sub in ipairs({"functional", "init", "utils"}) do tables[#tables + 1] = {rawget(nn, sub), "nn." .. sub} end
-  end
-  if optim then tables[#tables + 1] = {rawget(optim, "lr_scheduler"), "optim.lr_scheduler"} end
-  if data then tables[#tables + 1] = {rawget(data, "transforms"), "data.transforms"} end
-  local utils = rawget(torch, "utils")
-  if type(utils) == "table" then tables[#tables + 1] = {utils, "torch.utils"} end
-  -- every namespace below them, as "did you mean" works the same everywhere
+-- the namespaces below a library table that are protected by name
+local SUBS = {nn = {"functional", "init", "utils"}, optim = {"lr_scheduler"}, data = {"transforms"}}
+
+local function add(tables, t, name, optional)
+  tables[#tables + 1] = {t, name, optional}
+  if type(t) ~= "table" then return end
+  for _, sub in ipairs(SUBS[name] or {}) do tables[#tables + 1] = {rawget(t, sub), name .. "." .. sub} end
+end
+
+-- protects the tables ({table, name, optional}) and every namespace below them,
+-- as "did you mean" works the same everywhere
+local function protect_all(tables)
   local named, found = {}, {}
   for _, e in ipairs(tables) do if type(e[1]) == "table" then named[e[1]] = e[2] end end
   for _, e in ipairs(tables) do if type(e[1]) == "table" then walk(e[1], e[2], named, found, 1) end end
@@ -129,6 +123,28 @@ function M.install()
   for _, e in ipairs(tables) do
     if type(e[1]) == "table" then M.protect(e[1], e[2], e[3]) end
   end
+end
+
+-- a namespace loaded after install (tensh.lazy: nn, optim, ...)
+function M.protect_namespace(t, name)
+  local tables = {}
+  add(tables, t, name)
+  protect_all(tables)
+end
+
+function M.install()
+  local reg = debug.getregistry()
+  reg["tensh.tensor_no_field"] = tensor_no_field
+  local tables = {}
+  add(tables, torch, "torch")
+  -- the lazily loaded ones (a stub with its loader for a metatable) are protected as they load
+  for _, name in ipairs({"nn", "optim", "data", "cuda", "tb", "amp", "models", "dist", "bench", "profiler"}) do
+    local t, mt = rawget(_G, name), getmetatable(rawget(_G, name))
+    if not (type(mt) == "table" and rawget(mt, "__tensh_lazy")) then add(tables, t, name, name == "cuda" and {version = true} or nil) end
+  end
+  local utils = rawget(torch, "utils")
+  if type(utils) == "table" then tables[#tables + 1] = {utils, "torch.utils"} end
+  protect_all(tables)
 end
 
 return M

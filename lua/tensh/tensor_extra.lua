@@ -1027,7 +1027,6 @@ for _, name in ipairs({"type_as", "vdot", "new_tensor"}) do
   local f = methods[name]
   methods[name] = function(...) return user_level(f, ...) end
 end
-if rawget(_G, "nn") and nn.functional then nn.functional.cosine_similarity = torch.cosine_similarity end
 
 -- more functions composed in Lua, in their own files, with the helpers above
 local helpers = {both = both, user_level = user_level, wrap_dim = wrap_dim}

@@ -1,7 +1,8 @@
 -- Micro-benchmarks, the twin of ../shared/peers/ops_micro.py: per-op overhead
 -- (1000 1-element adds per run), elementwise bandwidth (an add of 16 Mi
 -- elements, 64 Mi on a GPU), matmul (float32 at 1024; on a GPU float32, tf32
--- and bfloat16 at 4096) and softmax over rows (1024 x 1024; 8192 x 4096).
+-- and bfloat16 at 4096) and softmax and log_softmax over rows (1024 x 1024;
+-- 8192 x 4096).
 -- Each run does what one call of the twin's timed function does.
 local common = dofile(debug.getinfo(1, "S").source:match("^@(.*)/") .. "/common.lua")
 local dev = common.device()
@@ -30,9 +31,11 @@ bench.case("matmul", function(c) local _ = torch.matmul(c.p, c.q) end, {device =
     return {p = torch.randn(n, n, {device = dev, dtype = dt}), q = torch.randn(n, n, {device = dev, dtype = dt})}
   end})
 
-bench.case("softmax_rows", function(c) local _ = c.s:softmax(-1) end, {device = dev, setup = function()
+local function rows_setup()
   torch.set_float32_matmul_precision("highest")
   local rows, cols = 1024, 1024
   if on_gpu then rows, cols = 8192, 4096 end
   return {s = torch.randn(rows, cols, {device = dev})}
-end})
+end
+bench.case("softmax_rows", function(c) local _ = c.s:softmax(-1) end, {device = dev, setup = rows_setup})
+bench.case("log_softmax_rows", function(c) local _ = c.s:log_softmax(-1) end, {device = dev, setup = rows_setup})

@@ -22,6 +22,10 @@ void ts_cpu_register_attention(ts_kernel *k);
 void ts_cpu_register_loss(ts_kernel *k);
 void ts_cpu_register_dnnl(ts_kernel *k); /* none without oneDNN */
 
+/* softmax (log_softmax when logsm) of one contiguous float32 row of R
+ * elements; y may be x (softmax_row.c) */
+void ts_cpu_softmax_row_f32(const float *x, float *y, int64_t R, bool logsm);
+
 /* Parameters handed to loops through the iterator's ctx. err is set (never
  * cleared) by a loop that meets an input it cannot compute, such as integer
  * division by zero. */

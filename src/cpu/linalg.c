@@ -14,7 +14,6 @@
 #include <cblas.h>
 #include <omp.h>
 #include <stdlib.h>
-#include <strings.h>
 
 /* ---- the blocked loop --------------------------------------------------- */
 
@@ -192,14 +191,3 @@ static ts_status k_bmm(const ts_call *c) {
 }
 
 void ts_cpu_register_linalg(ts_kernel *k) { k[TS_OP_BMM] = k_bmm; }
-
-const char *ts_blas_better_coretype(void) {
-  const char *core = openblas_get_corename();
-  if (!core || strcasecmp(core, "prescott") != 0) return NULL;
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512vl"))
-    return "SkylakeX";
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
-  return NULL;
-}

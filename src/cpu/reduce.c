@@ -615,60 +615,10 @@ static int scan_tile(const kx *k, char **ptr, int w, stage *sg) {
   return 0;
 }
 
-/* One float32 row of softmax or log_softmax (x and y may be the same row).
- * Eight independent lanes let the compiler vectorise the max and the sum
- * without reassociating a single float accumulator, which it may not do. */
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static void softmax_row_f32(const float *x, float *y, int64_t R, bool logsm) {
-  float ml[8], sl[8] = {0};
-  int nanl[8] = {0};
-  for (int q = 0; q < 8; q++) ml[q] = -__builtin_inff();
-  int64_t body = R & ~(int64_t)7;
-  for (int64_t i = 0; i < body; i += 8)
-    for (int q = 0; q < 8; q++) {
-      float v = x[i + q];
-      nanl[q] |= v != v;
-      ml[q] = v > ml[q] ? v : ml[q];
-    }
-  for (int64_t i = body; i < R; i++) {
-    nanl[0] |= x[i] != x[i];
-    ml[0] = x[i] > ml[0] ? x[i] : ml[0];
-  }
-  float m = ml[0];
-  int nan = nanl[0];
-  for (int q = 1; q < 8; q++) m = ml[q] > m ? ml[q] : m, nan |= nanl[q];
-  if (nan) m = __builtin_nanf("");
-  float shift = m == -__builtin_inff() ? 0.0f : m; /* a +inf max makes the row NaN, as torch */
-  if (logsm) {
-    for (int64_t i = 0; i < body; i += 8)
-      for (int q = 0; q < 8; q++) sl[q] += ts_expf(x[i + q] - shift);
-  } else {
-    for (int64_t i = 0; i < body; i += 8)
-      for (int q = 0; q < 8; q++) {
-        float e = ts_expf(x[i + q] - shift);
-        y[i + q] = e;
-        sl[q] += e;
-      }
-  }
-  for (int64_t i = body; i < R; i++) {
-    float e = ts_expf(x[i] - shift);
-    if (!logsm) y[i] = e;
-    sl[0] += e;
-  }
-  float sum = ((sl[0] + sl[1]) + (sl[2] + sl[3])) + ((sl[4] + sl[5]) + (sl[6] + sl[7]));
-  if (logsm) { /* (x - shift) - log(sum), as torch: x - (shift + log(sum)) loses a large x's small result */
-    float ls = logf(sum);
-    for (int64_t i = 0; i < R; i++) y[i] = (x[i] - shift) - ls;
-  } else {
-    float inv = 1.0f / sum;
-    for (int64_t i = 0; i < R; i++) y[i] *= inv;
-  }
-}
-
 /* softmax / log_softmax of float32 rows that are contiguous in the softmax
- * dim: the common case (the last dim of a dense tensor), done in float with
- * the vectorisable exp. The general engine above stages through double and
- * is several times slower here. */
+ * dim: the common case (the last dim of a dense tensor), done in float a
+ * row at a time (softmax_row.c). The general engine above stages through
+ * double and is several times slower here. */
 static bool softmax_rows_f32(const ts_call *c, const kx *k) {
   if ((c->op != TS_OP_SOFTMAX && c->op != TS_OP_LOG_SOFTMAX) || k->dt[0] != TS_FLOAT32 || k->dt[1] != TS_FLOAT32 ||
       k->rs != 1 || k->ors != 1 || k->R == 0)
@@ -685,7 +635,7 @@ static bool softmax_rows_f32(const ts_call *c, const kx *k) {
       rem /= k->sizes[q];
       off[0] += iq * k->st[0][q], off[1] += iq * k->st[1][q];
     }
-    softmax_row_f32((const float *)k->base[0] + off[0], (float *)k->base[1] + off[1], R, logsm);
+    ts_cpu_softmax_row_f32((const float *)k->base[0] + off[0], (float *)k->base[1] + off[1], R, logsm);
   }
   return !stop;
 }

@@ -17,7 +17,8 @@
 #define LT_DEVICE "torch.device"
 
 typedef struct lt_box {
-  ts_tensor *t; /* NULL until the op that fills it succeeds; NULL again after __gc */
+  ts_tensor *t;  /* NULL until the op that fills it succeeds; NULL again after __gc */
+  uintptr_t tag; /* what tells a tensor box from other userdata (ltensor.c, test_box) */
 } lt_box;
 
 /* luaL_error with C's printf formats (%lld, %g, %zu), which Lua's lacks; the

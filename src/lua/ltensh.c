@@ -162,8 +162,10 @@ int luaopen_tensh(lua_State *L) {
   lua_pushvalue(L, torch);
   lua_setglobal(L, "torch");
   /* the Lua library's namespaces, as globals the way the API names them
-   * (nn, optim, data, ...): each lua/tensh/<name>.lua that the build embedded */
-  static const char *const globals[] = {"nn", "optim", "data", "tb", "amp", "dist", "models", "bench", "profiler", NULL};
+   * (data, amp, ...): each lua/tensh/<name>.lua that the build embedded;
+   * nn, models, optim and profiler load on first use (lua/tensh/lazy.lua) */
+  install(L, "tensh.lazy");
+  static const char *const globals[] = {"data", "tb", "amp", "dist", "bench", NULL};
   for (int g = 0; globals[g]; g++) {
     char mod[64];
     snprintf(mod, sizeof mod, "tensh.%s", globals[g]);

@@ -7,6 +7,8 @@
  * __index only when it is itself a table. The one __index function we look
  * through is the tensor's, whose methods table is its upvalue (torch._methods);
  * tensor properties come from a fixed list, since reading them means a call.
+ * The one function called is tensh's own loader of a namespace that loads
+ * on first use (nn, optim, ...: lua/tensh/lazy.lua), so that its names show.
  * Inside a string literal, readline's filename completion takes over. */
 #include <lauxlib.h>
 #include <readline/readline.h>
@@ -81,10 +83,19 @@ static int push_index_table(lua_State *L, int idx) {
   return 0;
 }
 
+/* A namespace of tensh's that is still a stub (lua/tensh/lazy.lua) is loaded. */
+static void load_lazy(lua_State *L, int idx) {
+  if (lua_type(L, idx) != LUA_TTABLE) return;
+  int t = luaL_getmetafield(L, idx, "__tensh_lazy");
+  if (t == LUA_TNIL) return;
+  if (t != LUA_TFUNCTION || lua_pcall(L, 0, 0, 0) != LUA_OK) lua_pop(L, 1);
+}
+
 /* Pushes value[key] as a plain read would find it, without running code:
  * a raw read, then the __index table chain; a tensor gives its methods. */
 static void raw_field(lua_State *L, int idx, const char *key, size_t klen, int depth) {
   idx = lua_absindex(L, idx);
+  load_lazy(L, idx);
   if (lua_type(L, idx) == LUA_TTABLE) {
     lua_pushlstring(L, key, klen);
     if (lua_rawget(L, idx) != LUA_TNIL) return;
@@ -166,6 +177,7 @@ static void add_registries(lua_State *L, int idx, int out, const char *prefix, s
  * registries above. */
 static void add_fields(lua_State *L, int idx, int out, const char *prefix, size_t plen, int colon, int depth) {
   idx = lua_absindex(L, idx);
+  load_lazy(L, idx);
   if (lua_type(L, idx) == LUA_TTABLE) add_keys(L, idx, out, prefix, plen);
   if (depth >= MAX_DEPTH) return;
   if (push_tensor_methods(L, idx)) {

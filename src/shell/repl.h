@@ -24,5 +24,10 @@ void ts_shell_complete_init(lua_State *L);
  * is_function}, the names that complete the last part of word). */
 int ts_shell_msghandler(lua_State *L);
 int ts_shell_completions(lua_State *L);
+/* The shell's Lua allocator (lua_alloc.c): small blocks on free lists. Set
+ * right after luaL_newstate; ts_shell_pool_close closes the state (lua_close)
+ * and frees the lists. */
+void ts_shell_pool_allocator(lua_State *L);
+void ts_shell_pool_close(lua_State *L);
 
 #endif

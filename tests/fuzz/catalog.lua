@@ -48,6 +48,7 @@ end
 -- Returns the list of {path, fn, key, kind}.
 -- `objects` is a list of values whose metatables are walked too.
 function M.build(objects)
+  require("tensh.lazy").load_all() -- nn, optim, ... load on first use; walked raw below
   local entries, seen, seen_fn = {}, {}, {}
   for _, name in ipairs(STD) do
     if _G[name] then seen[_G[name]] = true end

@@ -228,8 +228,8 @@ test("make bench's files load and register their cases (tensh bench --list scrip
   eq(code, 0, "every file loads: " .. text)
   ok(not text:find("tensh bench:", 1, true), "no file failed: " .. text)
   -- the cases make bench pairs with the PyTorch twins (peers.py names them alike), and tensh's own
-  for _, case in ipairs({"op_overhead_add1", "add_bandwidth", "matmul[dtype=float32]", "softmax_rows", "mlp_seed003",
-                         "lstm_lm_train", "startup", "cnn_step", "amp_step[mode=amp]", "amp_step[mode=float32]"}) do
+  for _, case in ipairs({"op_overhead_add1", "add_bandwidth", "matmul[dtype=float32]", "softmax_rows", "log_softmax_rows",
+                         "mlp_seed003", "lstm_lm_train", "startup", "cnn_step", "amp_step[mode=amp]", "amp_step[mode=float32]"}) do
     ok(names[case], "registers " .. case .. ": " .. text)
   end
   eq(names.mlp_seed003, dir .. "/bench_mlp_seed003.lua", "with the file it came from")

@@ -140,6 +140,7 @@ test("help finds every documented function, in every namespace", function()
     end
     on_path[t] = nil
   end
+  require("tensh.lazy").load_all() -- nn, optim, ... load on first use; walked raw below
   for _, ns in ipairs({"torch", "nn", "optim", "data", "cuda", "amp", "dist", "bench", "profiler", "tb", "models"}) do
     local t = rawget(_G, ns)
     if type(t) == "table" then walk(ns, t, 1) end

@@ -417,6 +417,7 @@ test("every namespace raises on a missing name and suggests the nearest", functi
       end
     end
   end
+  require("tensh.lazy").load_all() -- nn, optim, ... load on first use; walked raw below
   for _, g in ipairs({"torch", "nn", "optim", "data", "cuda", "dist", "amp", "tb", "models", "bench", "profiler"}) do
     if rawget(_G, g) then walk(rawget(_G, g), g, 1) end
   end

@@ -16,6 +16,25 @@ test("a tensor's metamethods called by hand on something else raise instead of c
   eq(torch.ones(3):sum():item(), 3, "the session goes on")
 end)
 
+test("a userdata given the tensor metatable (debug.setmetatable) is still not a tensor", function()
+  -- a file handle is a userdata of a tensor box's size: the box's tag, not the
+  -- metatable, tells them apart (the metatable check read its FILE * as a tensor)
+  local mt, f = getmetatable(torch.zeros(1)), io.tmpfile()
+  local file_mt = debug.getmetatable(f)
+  debug.setmetatable(f, mt)
+  ok(not torch.is_tensor(f), "is_tensor")
+  raises(function() return f + 1 end, "tensor or number expected")
+  raises(function() return torch.ones(2) * f end, "tensor or number expected")
+  raises(function() return f:sum() end, "tensor expected")
+  raises(function() mt.__gc(f) end, "tensor expected")
+  debug.setmetatable(f, file_mt)
+  f:close()
+  local t = torch.ones(2)
+  debug.setmetatable(t, nil) -- and a tensor stripped of its metatable is still one to the ops
+  eq(torch.add(t, 1):sum():item(), 4, "a tensor without its metatable")
+  debug.setmetatable(t, mt) -- its finalizer frees it
+end)
+
 test("a module can't contain itself: every way in refuses the cycle, the tree stays walkable", function()
   local a, b = nn.Sequential(nn.Linear(2, 2)), nn.Sequential(nn.Linear(2, 2))
   a:add_module("b", b)

@@ -480,6 +480,43 @@ test("softmax and log_softmax over every dim match exp(x - max) / sum", function
   close(torch.softmax(xi, 1, "float64"), {softmax_ref({1, 2}), softmax_ref({3, 5})}, 1e-12, 1e-12)
 end)
 
+test("float32 softmax rows of the vectorised kernel's lengths: tails, flushed exps, -inf, +inf, NaN", function()
+  -- rows of 16 and more run the eight-lane kernel (src/cpu/softmax_row.c); a spread of
+  -- 200 puts some exps below float32's smallest normal, where the kernel gives 0
+  for _, n in ipairs({15, 16, 17, 31, 48, 1000}) do
+    local l = {}
+    for i = 1, n do l[i] = (math.random() - 0.5) * 200 end
+    local x = torch.tensor({l, l}, {dtype = "float32"})
+    local lf = x[0]:double():tolist() -- the float32 values the kernel sees, in double
+    close(x:softmax(1), {softmax_ref(lf), softmax_ref(lf)}, 1e-5, 1e-30, "softmax of " .. n)
+    close(x:log_softmax(1), {log_softmax_ref(lf), log_softmax_ref(lf)}, 1e-6, 1e-5, "log_softmax of " .. n)
+  end
+  -- at x = 1000 log_softmax is (x - max) - log sum, as PyTorch's (max + log sum first loses 3e-5;
+  -- CUDA's kernel still does: tests/fixtures/ops/known_wrong.tsv, log_softmax/large@cuda)
+  local big = {}
+  for i = 1, 20 do big[i] = 1000 + i / 4 end
+  close(torch.tensor(big, {device = "cpu"}):log_softmax(0), log_softmax_ref(big), 0, 2e-6, "log_softmax at 1000")
+  local inf, nan = math.huge, 0 / 0
+  local function row(v, at) -- 19 ones and v at position `at`
+    local r = {}
+    for i = 1, 20 do r[i] = i == at and v or 1.0 end
+    return torch.tensor(r)
+  end
+  local function all(v) local r = {} for i = 1, 20 do r[i] = v end return r end
+  for _, at in ipairs({1, 9, 20}) do -- in the vector body and in the tail
+    local s, ls = row(-inf, at):softmax(0), row(-inf, at):log_softmax(0)
+    eq(s[at - 1]:item(), 0.0, "softmax of -inf")
+    eq(ls[at - 1]:item(), -inf, "log_softmax of -inf")
+    close(s[at == 1 and 1 or 0], 1 / 19, 1e-6, 0, "the others share it")
+    close(row(inf, at):softmax(0), all(nan), 0, 0, "+inf makes the row NaN, as torch")
+    close(row(inf, at):log_softmax(0), all(nan), 0, 0, "+inf makes the log_softmax row NaN")
+    close(row(nan, at):softmax(0), all(nan), 0, 0, "NaN makes the row NaN")
+    close(row(nan, at):log_softmax(0), all(nan), 0, 0, "NaN makes the log_softmax row NaN")
+  end
+  close(torch.tensor(all(-inf)):softmax(0), all(nan), 0, 0, "an all -inf row is NaN, as torch")
+  close(torch.tensor(all(-inf)):log_softmax(0), all(nan), 0, 0, "an all -inf log_softmax row is NaN")
+end)
+
 test("cumsum over every dim, float dtypes and non-contiguous", function()
   local f = rand_flat({3, 4, 5}, -2, 2)
   for _, dt in ipairs({"float64", "float32"}) do

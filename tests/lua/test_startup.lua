@@ -58,4 +58,38 @@ test("libdnnl is opened by the first convolution, not at start", function()
   end
 end)
 
+test("OpenBLAS is opened by the first matrix product, not at start (issue 27)", function()
+  local probe = 'local n = 0 for l in io.lines("/proc/self/maps") do if l:find("libopenblas", 1, true) then n = n + 1 end end '
+  eq(run(probe .. 'print("mapped", n)'):match("mapped%s+(%d+)"), "0", "libopenblas mapped after start-up")
+  local out = run('local y = torch.ones(2, 3):matmul(torch.ones(3, 4)) ' .. probe .. 'print("mapped", n, y:sum():item())')
+  local n, s = out:match("mapped%s+(%d+)%s+(%S+)")
+  ok(tonumber(n) and tonumber(n) > 0, "libopenblas mapped after a matmul: " .. out)
+  eq(tonumber(s), 24, "and the product is right")
+  -- its kernels are the ones OPENBLAS_CORETYPE names: set before it loads, as it was linked
+  local core = io.popen(("OPENBLAS_CORETYPE=Prescott %s/tensh -e 'print(torch._blas_info().core)' 2>&1"):format(build))
+  eq(core:read("a"):match("%S+"), "Prescott", "OPENBLAS_CORETYPE read when OpenBLAS loads")
+  core:close()
+end)
+
+test("nn, models, optim and profiler load on first use into the tables their globals hold (issue 27)", function()
+  local out = run('local l = {} for _, n in ipairs({"nn", "models", "optim", "profiler"}) do ' ..
+    'l[#l + 1] = tostring(package.loaded["tensh." .. n] ~= nil) end print(table.concat(l, " ")) ' ..
+    'local nn0, o0 = nn, torch.optim local m = nn.Linear(2, 3) ' ..
+    'print(nn == nn0, torch.nn == nn, require("tensh.nn") == nn, m.weight.shape[1], o0 == optim, optim.SGD ~= nil) ' ..
+    'print(pcall(function() return nn.Linaer end))')
+  local lines = {}
+  for l in out:gmatch("[^\n]+") do lines[#lines + 1] = l end
+  eq(lines[1], "false false false false", "none loaded at start: " .. out)
+  eq(lines[2], "true\ttrue\ttrue\t2\ttrue\ttrue", "one table before and after loading: " .. out)
+  ok(lines[3] and lines[3]:find("nn has no field 'Linaer' (did you mean 'Linear'?)", 1, true),
+    "the loaded namespace is strict: " .. out)
+  -- pairs() loads too; a raw next() before any read finds the stub empty, lazy.load_all() fills them all
+  eq(run('local n = 0 for _ in pairs(optim) do n = n + 1 end print(n > 3)'):match("%a+"), "true", "pairs(optim)")
+  eq(run('local e = next(models) == nil require("tensh.lazy").load_all() print(e, next(models) ~= nil, ' ..
+    'package.loaded["tensh.profiler"] ~= nil)'), "true\ttrue\ttrue\n", "load_all")
+  -- models requires tensh.nn itself: the global nn is the table it filled, and strict
+  local o = run('local m = models.mobilenet_v3_small print(rawget(nn, "Linear") ~= nil, pcall(function() return nn.Linaer end))')
+  ok(o:find("^true\tfalse\t.-did you mean 'Linear'"), "nn loaded by models' require, and strict: " .. o)
+end)
+
 T.run()

@@ -10,6 +10,7 @@ local raise, args, shape_str, pyfloat = C.raise, C.args, C.shape_str, C.pyfloat
 local is_tensor = torch.is_tensor
 
 local F = {}
+F.cosine_similarity = torch.cosine_similarity -- tensor_extra.lua's, which loads first
 
 -- input, weight, bias: arguments 1, 2, 3 of every function that takes them
 local position = {input = 1, weight = 2, bias = 3}
