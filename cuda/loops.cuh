@@ -130,10 +130,6 @@ __device__ __forceinline__ void tsc_ew_dense_body(int64_t n, const F &f, Out *ou
 // (a): V elements per operand per step; with V == 1, plain loads.
 template <int V, typename Out, typename F, typename... In>
 __global__ void __launch_bounds__(TSC_THREADS) tsc_ew_dense_kernel(int64_t n, F f, Out *out, tsc_in<In>... in) {
-  // a thread with no element reads no operand: a broadcast device scalar may
-  // be out itself (in place), and its read would race with the thread that writes it
-  const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, nvec = n / V;
-  if (tid >= nvec && tid >= n - nvec * V) return;
   tsc_ew_dense_body<V>(n, f, out, tsc_resolve(in)...);
 }
 
@@ -273,7 +269,12 @@ static ts_status tsc_elementwise_impl(const char *what, ts_tensor *out, ts_tenso
     bool ok[] = {true, tsc_aligned_for(tsc_make_in<In>(in[K]), sizeof(In) * V)...};
     for (bool b : ok) aligned = aligned && b;
     if (aligned) {
-      tsc_ew_dense_kernel<V><<<tsc_blocks(n, TSC_THREADS, V), TSC_THREADS, 0, s>>>(n, f, po, tsc_make_in<In>(in[K])...);
+      // no more threads than steps: a broadcast device scalar may be out itself
+      // (in place, n == 1), and an idle thread's read of it would race with the
+      // write (done here, not by an early return, which made two kernels spill on sm_90)
+      const int64_t steps = n / V > n % V ? n / V : n % V;
+      const int threads = steps < TSC_THREADS ? (steps > 0 ? (int)steps : 1) : TSC_THREADS;
+      tsc_ew_dense_kernel<V><<<tsc_blocks(steps, threads), threads, 0, s>>>(n, f, po, tsc_make_in<In>(in[K])...);
       TSC_LAUNCH_CHECK(what);
       return TS_OK;
     }
