@@ -356,7 +356,8 @@ static ts_status k_batch_norm_backward_elemt(const ts_call *c) {
 // x and go (M, D) contiguous, one row per normalised group; w, b, gw, gb (D); mean, rstd
 // (M). A block takes a row at a time: its statistics (Welford) or backward sums in double
 // merged over the block, then the elementwise pass in T with the row's constants rounded
-// to T, as the CPU (src/cpu/nn.c). gw and gb are column sums: bn_reduce's column pass.
+// to T, as the CPU (src/cpu/nn.c). gw and gb are column sums: the backward kernel's
+// per-block partials and bn_final (ln_backward_fused), else bn_reduce's column pass.
 
 template <typename T>
 __global__ void ln_forward_kernel(const T *x, const T *w, const T *b, double eps, T *y, T *mean, T *rstd,
@@ -434,11 +435,59 @@ template <typename T> static ts_status layer_norm(const ts_call *c) {
   return tsc_after_launch("layer_norm");
 }
 
+// gx as ln_backward_kernel, and the block's share of gw and gb (column sums of
+// go * xhat and go over its rows) in registers, stored as partial[j * P + block]
+// for bn_final: the parameters' gradients cost one more launch, not two. A
+// thread keeps the columns threadIdx.x + k * blockDim.x, k < LN_COLS.
+constexpr int LN_COLS = 4;
+template <typename T>
+__global__ void ln_backward_fused(const T *go, const T *x, const T *mean, const T *rstd, const T *w, T *gx,
+                                  sums2 *partial, int64_t M, int64_t D) {
+  __shared__ T row[2]; // mean(g) and mean(g * xhat)
+  sums2 acc[LN_COLS];
+  for (int k = 0; k < LN_COLS; k++) acc[k] = {0, 0};
+  for (int64_t i = blockIdx.x; i < M; i += gridDim.x) { // block-uniform
+    const T *gr = go + i * D, *xr = x + i * D, mt = mean[i], rt = rstd[i];
+    sums2 s = {0, 0};
+    for (int64_t j = threadIdx.x, k = 0; j < D; j += blockDim.x, k++) {
+      const T xh = (xr[j] - mt) * rt, g = gr[j] * w[j];
+      s.a += (double)g, s.d += (double)g * (double)xh;
+      acc[k].a += (double)gr[j], acc[k].d += (double)gr[j] * (double)xh;
+    }
+    if (!gx) continue; // block-uniform
+    s = block_merge(s);
+    if (threadIdx.x == 0) row[0] = (T)(s.a / (double)D), row[1] = (T)(s.d / (double)D);
+    __syncthreads();
+    const T ca = row[0], cb = row[1];
+    T *q = gx + i * D;
+    for (int64_t j = threadIdx.x; j < D; j += blockDim.x) q[j] = rt * (gr[j] * w[j] - ca - (xr[j] - mt) * rt * cb);
+    __syncthreads();
+  }
+  for (int64_t j = threadIdx.x, k = 0; j < D; j += blockDim.x, k++) partial[j * gridDim.x + blockIdx.x] = acc[k];
+}
+
 template <typename T> static ts_status layer_norm_backward(const ts_call *c) {
   ts_tensor *const *in = c->in;
   const int64_t M = ts_numel(in[2]), D = ts_numel(in[4]);
   T *gx = c->out[0] ? P<T>(c->out[0]) : NULL, *gw = c->out[1] ? P<T>(c->out[1]) : NULL,
     *gb = c->out[2] ? P<T>(c->out[2]) : NULL;
+  const ln_param_grad_op<T> op{P<T>(in[0]), P<T>(in[1]), P<T>(in[2]), P<T>(in[3]), D, gw, gb};
+  if ((gw || gb) && M > 0 && D > 0 && D <= (int64_t)LN_COLS * BN_THREADS) { // two launches
+    const int64_t cap = (int64_t)tsc_sm_count() * 4, nparts = M < cap ? M : cap;
+    ts_status st = TS_OK;
+    sums2 *partial = (sums2 *)tsc_temp_alloc((size_t)(nparts * D) * sizeof(sums2), &st);
+    if (st) return st;
+    ln_backward_fused<T><<<(unsigned)nparts, BN_THREADS, 0, tsc_stream()>>>(P<T>(in[0]), P<T>(in[1]), P<T>(in[2]),
+                                                                       P<T>(in[3]), P<T>(in[4]), gx, partial, M, D);
+    st = tsc_after_launch("layer_norm_backward");
+    if (!st) {
+      bn_final<ln_param_grad_op<T>><<<(unsigned)(D < INT32_MAX ? D : INT32_MAX), BN_THREADS, 0, tsc_stream()>>>(
+          op, D, nparts, partial);
+      st = tsc_after_launch("layer_norm_backward");
+    }
+    tsc_temp_free(partial);
+    return st;
+  }
   if (gx && M > 0) {
     ln_backward_kernel<T><<<row_blocks(M), BN_THREADS, 0, tsc_stream()>>>(P<T>(in[0]), P<T>(in[1]), P<T>(in[2]),
                                                                            P<T>(in[3]), P<T>(in[4]), gx, M, D);
@@ -446,8 +495,7 @@ template <typename T> static ts_status layer_norm_backward(const ts_call *c) {
     if (st) return st;
   }
   if (!gw && !gb) return TS_OK;
-  return bn_reduce(ln_param_grad_op<T>{P<T>(in[0]), P<T>(in[1]), P<T>(in[2]), P<T>(in[3]), D, gw, gb}, M, D, 1,
-                   "layer_norm_backward");
+  return bn_reduce(op, M, D, 1, "layer_norm_backward"); // rows wider than the fused kernel keeps, or none
 }
 
 static ts_status k_layer_norm(const ts_call *c) {

@@ -31,6 +31,7 @@
 namespace {
 
 constexpr int NSLOT = 4; // independent accumulators per thread
+constexpr int64_t ONE_PASS_ROWS = 4096; // column reductions this short run in one launch (128 rows a thread)
 
 template <typename T> using fop_t = std::conditional_t<std::is_same<T, double>::value, double, float>;
 
@@ -489,6 +490,16 @@ template <typename T, class Op> ts_status run(const ts_call *c, const Op &op, co
     nlb = tsr_cdiv(g.nlines, BX);
     target = (int64_t)sms * 8;
     per_split = (int64_t)BY * 32;
+  }
+  // a column reduction of a short dim (a bias gradient: the rows of a batch) in
+  // one launch: narrower blocks (8 lines, 32 threads each, 32-byte rows per
+  // line group) give 4x the blocks instead of splitting the rows and merging
+  // the partial states in a second kernel
+  if (col && nlb < target && R >= 2 * per_split && R <= ONE_PASS_ROWS && BX > 8) {
+    BX = 8;
+    threads = BX * (256 / BX);
+    nlb = tsr_cdiv(g.nlines, BX);
+    per_split = R; // no split
   }
   int64_t nsplit = 1;
   if (nlb < target && R >= 2 * per_split) {

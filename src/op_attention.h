@@ -8,10 +8,13 @@
 
 #include "philox.h"
 
-/* q (B, L, E), k (B, S, E), v (B, S, Ev): any strides, float32 or float64 (one dtype,
- * one device); mask NULL or additive, of q's dtype, broadcastable to (B, L, S) (its
+/* q (B, L, E), k (B, S, E), v (B, S, Ev), or 4-D (B, H, L, E) ...: any strides (read in
+ * place when the last dim's stride is 1), float32 or float64 (one dtype, one device);
+ * mask NULL or additive, of q's dtype, broadcastable to (B, L, S) / (B, H, L, S) (its
  * gradient is not computed: a constant); dropout_p in [0, 1) drawn from the global
- * generator; causal: query i sees keys j <= i; scale multiplies q k^T. Out o (B, L, Ev).
+ * generator; causal: query i sees keys j <= i; scale multiplies q k^T. Out o (B, L, Ev) /
+ * (B, H, L, Ev), laid out in memory as (B, L, H, Ev) when q's heads are closer than its
+ * rows (q from a projection's (B, L, H, E) features), so o:transpose(1, 2) is contiguous.
  * Recorded for autograd as one node. */
 ts_status ts_sdpa(ts_tensor *q, ts_tensor *k, ts_tensor *v, ts_tensor *mask, double dropout_p, bool causal,
                   double scale, ts_tensor **out);

@@ -4,6 +4,8 @@
 --   cnn_step: Conv2d(1,32,3,p1) BN ReLU MaxPool2 Conv2d(32,64,3,p1) BN ReLU
 --     MaxPool2 Flatten Linear(3136,128) ReLU Linear(128,10)
 --   cnn_step_nobn: the same without batch norm, the Fashion-MNIST CNN
+-- On cuda (BENCH_DEVICE=cuda, the simulated device too) each line's
+-- device_activity has the step's kernel launches and host synchronisations.
 local common = dofile(debug.getinfo(1, "S").source:match("^@(.*)/") .. "/common.lua")
 local dev = common.device()
 

@@ -7,7 +7,9 @@
  * recomputed and turned into probabilities by the saved log-sum-exp; five
  * GEMMs per pair of blocks give dv, the probabilities' gradient, dq and dk.
  * Threads split the forward by (batch, query block), the backward by batch
- * (a batch's dk and dv gather over all its queries). */
+ * (a batch's dk and dv gather over all its queries). Operands are (B, H, rows,
+ * features) with a unit feature stride and any row stride (the GEMMs' leading
+ * dimension), batch-and-head bh = b * H + h. */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -19,15 +21,24 @@
 
 enum { BQ = 64, BK = 128 };
 
+/* an operand's strides in elements over (B, H, rows) */
+typedef struct strides3 {
+  int64_t b, h, r;
+} strides3;
+
 typedef struct attn_args {
-  int64_t B, L, S, E, Ev;
-  const void *q, *k, *v, *mask, *dout, *lse, *delta;
+  int64_t B, H, L, S, E, Ev; /* B: batch times heads in the loops below */
+  const void *q, *k, *v, *mask, *dout, *lse, *o_in;
   void *o, *dq, *dk, *dv;
-  int64_t ms[3]; /* the mask's strides */
+  strides3 sq, sk, sv, so, sg, sdq, sdk, sdv;
+  int64_t ms[4]; /* the mask's strides */
   bool causal;
   double p, scale;
   uint64_t seed, offset;
 } attn_args;
+
+/* the offset of batch-and-head bh's first row in an operand */
+static inline int64_t at_bh(const attn_args *a, strides3 s, int64_t bh) { return (bh / a->H) * s.b + (bh % a->H) * s.h; }
 
 #define T float
 #define SFX _f32
@@ -49,23 +60,26 @@ typedef struct attn_args {
 #undef GEMM
 #undef EXPT
 
+static strides3 strides_of(const ts_tensor *t) { return (strides3){t->strides[0], t->strides[1], t->strides[2]}; }
+
 static attn_args args_of(const ts_call *c, int q, int k, int v, int mask) {
   ts_tensor *const *in = c->in;
-  attn_args a = {.B = in[q]->sizes[0], .L = in[q]->sizes[1], .S = in[k]->sizes[1], .E = in[q]->sizes[2],
-                 .Ev = in[v]->sizes[2], .q = ts_data(in[q]), .k = ts_data(in[k]), .v = ts_data(in[v]),
-                 .causal = c->i[2] != 0, .p = c->f[0], .scale = c->f[1], .seed = (uint64_t)c->i[0],
-                 .offset = (uint64_t)c->i[1]};
+  attn_args a = {.B = in[q]->sizes[0] * in[q]->sizes[1], .H = in[q]->sizes[1], .L = in[q]->sizes[2],
+                 .S = in[k]->sizes[2], .E = in[q]->sizes[3], .Ev = in[v]->sizes[3], .q = ts_data(in[q]),
+                 .k = ts_data(in[k]), .v = ts_data(in[v]), .sq = strides_of(in[q]), .sk = strides_of(in[k]),
+                 .sv = strides_of(in[v]), .causal = c->i[2] != 0, .p = c->f[0], .scale = c->f[1],
+                 .seed = (uint64_t)c->i[0], .offset = (uint64_t)c->i[1]};
   if (c->nin > mask) {
     const ts_tensor *m = in[mask];
     a.mask = ts_data(m);
-    for (int d = 0; d < 3; d++) a.ms[d] = m->strides[d];
+    for (int d = 0; d < 4; d++) a.ms[d] = m->strides[d];
   }
   return a;
 }
 
 static ts_status k_sdpa_forward(const ts_call *c) {
   attn_args a = args_of(c, 0, 1, 2, 3);
-  a.o = ts_data(c->out[0]), a.lse = ts_data(c->out[1]);
+  a.o = ts_data(c->out[0]), a.lse = ts_data(c->out[1]), a.so = strides_of(c->out[0]);
   const bool dbl = c->in[0]->dtype == TS_FLOAT64;
   const int64_t nb = (a.L + BQ - 1) / BQ, tasks = a.B * nb;
   const size_t elem = dbl ? sizeof(double) : sizeof(float);
@@ -88,14 +102,16 @@ static ts_status k_sdpa_forward(const ts_call *c) {
 
 static ts_status k_sdpa_backward(const ts_call *c) {
   attn_args a = args_of(c, 1, 2, 3, 6);
-  a.dout = ts_data(c->in[0]), a.lse = ts_data(c->in[4]), a.delta = ts_data(c->in[5]);
+  a.dout = ts_data(c->in[0]), a.o_in = ts_data(c->in[4]), a.lse = ts_data(c->in[5]);
+  a.sg = strides_of(c->in[0]), a.so = strides_of(c->in[4]);
   a.dq = ts_data(c->out[0]), a.dk = ts_data(c->out[1]), a.dv = ts_data(c->out[2]);
+  a.sdq = strides_of(c->out[0]), a.sdk = strides_of(c->out[1]), a.sdv = strides_of(c->out[2]);
   const bool dbl = c->in[0]->dtype == TS_FLOAT64;
   const size_t elem = dbl ? sizeof(double) : sizeof(float);
   bool oom = false;
 #pragma omp parallel if (a.B > 1 && a.L * a.S * a.E * a.B > TS_PARALLEL_GRAIN) reduction(|| : oom)
   {
-    void *scratch = malloc(elem * 3 * BQ * BK);
+    void *scratch = malloc(elem * (size_t)(3 * BQ * BK + a.L));
     if (!scratch) oom = true;
 #pragma omp for schedule(dynamic)
     for (int64_t b = 0; b < a.B; b++) {

@@ -15,8 +15,8 @@ static void FN_(add_mask)(const attn_args *a, int64_t b, int64_t i0, int64_t nq,
     T *row = s + r * ld;
     const int64_t i = i0 + r;
     if (m) {
-      const T *mr = m + b * a->ms[0] + i * a->ms[1] + j0 * a->ms[2];
-      const int64_t st = a->ms[2];
+      const T *mr = m + (b / a->H) * a->ms[0] + (b % a->H) * a->ms[1] + i * a->ms[2] + j0 * a->ms[3];
+      const int64_t st = a->ms[3];
       for (int64_t c = 0; c < nk; c++) row[c] += mr[c * st];
     }
     if (a->causal)
@@ -51,20 +51,23 @@ static void FN_(scale_by)(int64_t nq, int64_t nk, T *x, const T *f, int64_t ld) 
   }
 }
 
-/* queries [i0, i0 + nq) of batch b: o and lse. scratch: 2*BQ*BK + 2*BQ */
+/* queries [i0, i0 + nq) of batch-and-head b: o and lse. scratch: 2*BQ*BK + 2*BQ */
 static void FN_(forward_block)(const attn_args *a, int64_t b, int64_t i0, int64_t nq, T *scratch) {
   const int64_t E = a->E, Ev = a->Ev, S = a->S;
-  const T *q = (const T *)a->q + (b * a->L + i0) * E, *k = (const T *)a->k + b * S * E;
-  const T *v = (const T *)a->v + b * S * Ev;
-  T *o = (T *)a->o + (b * a->L + i0) * Ev, *lse = (T *)a->lse + b * a->L + i0;
+  const int64_t ldq = a->sq.r, ldk = a->sk.r, ldv = a->sv.r, ldo = a->so.r;
+  const T *q = (const T *)a->q + at_bh(a, a->sq, b) + i0 * ldq, *k = (const T *)a->k + at_bh(a, a->sk, b);
+  const T *v = (const T *)a->v + at_bh(a, a->sv, b);
+  T *o = (T *)a->o + at_bh(a, a->so, b) + i0 * ldo, *lse = (T *)a->lse + b * a->L + i0;
   T *s = scratch, *f = s + BQ * BK, *m = f + BQ * BK, *l = m + BQ;
-  for (int64_t r = 0; r < nq; r++) m[r] = (T)-INFINITY, l[r] = 0;
-  memset(o, 0, sizeof(T) * (size_t)(nq * Ev));
+  for (int64_t r = 0; r < nq; r++) {
+    m[r] = (T)-INFINITY, l[r] = 0;
+    memset(o + r * ldo, 0, sizeof(T) * (size_t)Ev);
+  }
   const int64_t jend = a->causal ? (i0 + nq < S ? i0 + nq : S) : S;
   for (int64_t j0 = 0; j0 < jend; j0 += BK) {
     const int64_t nk = j0 + BK < S ? BK : S - j0;
-    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)E, (T)a->scale, q, (int)E, k + j0 * E,
-         (int)E, 0, s, BK);
+    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)E, (T)a->scale, q, (int)ldq, k + j0 * ldk,
+         (int)ldk, 0, s, BK);
     FN_(add_mask)(a, b, i0, nq, j0, nk, s, BK);
     for (int64_t r = 0; r < nq; r++) {
       T *row = s + r * BK, mx = (T)-INFINITY, sum = 0;
@@ -79,7 +82,7 @@ static void FN_(forward_block)(const attn_args *a, int64_t b, int64_t i0, int64_
       }
       l[r] = l[r] * corr + sum, m[r] = mn;
       if (corr != 1) {
-        T *orow = o + r * Ev;
+        T *orow = o + r * ldo;
         for (int64_t e = 0; e < Ev; e++) orow[e] *= corr;
       }
     }
@@ -87,35 +90,49 @@ static void FN_(forward_block)(const attn_args *a, int64_t b, int64_t i0, int64_
       FN_(drop_factors)(a, b, i0, nq, j0, nk, f, BK);
       FN_(scale_by)(nq, nk, s, f, BK);
     }
-    GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)Ev, (int)nk, 1, s, BK, v + j0 * Ev, (int)Ev, 1, o,
-         (int)Ev);
+    GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)Ev, (int)nk, 1, s, BK, v + j0 * ldv, (int)ldv, 1, o,
+         (int)ldo);
   }
   for (int64_t r = 0; r < nq; r++) {
     const T inv = 1 / l[r]; /* l = 0: every key masked, o = 0 * inf = NaN as the math gives */
-    T *orow = o + r * Ev;
+    T *orow = o + r * ldo;
     for (int64_t e = 0; e < Ev; e++) orow[e] *= inv;
     lse[r] = m[r] + (T)log(l[r]);
   }
 }
 
-/* batch b's gradients. scratch: 3*BQ*BK. Keys in blocks (outer), queries in
- * blocks (inner): dk, dv of the key block gather over every query block, dq
- * of each query block over the key blocks. */
+/* rows zeroed: n rows of width w, row stride ld */
+static void FN_(zero_rows)(T *x, int64_t n, int64_t w, int64_t ld) {
+  for (int64_t r = 0; r < n; r++) memset(x + r * ld, 0, sizeof(T) * (size_t)w);
+}
+
+/* batch-and-head b's gradients. scratch: 3*BQ*BK + L. Keys in blocks (outer),
+ * queries in blocks (inner): dk, dv of the key block gather over every query
+ * block, dq of each query block over the key blocks. */
 static void FN_(backward_batch)(const attn_args *a, int64_t b, T *scratch) {
   const int64_t E = a->E, Ev = a->Ev, S = a->S, L = a->L;
-  const T *q = (const T *)a->q + b * L * E, *k = (const T *)a->k + b * S * E, *v = (const T *)a->v + b * S * Ev;
-  const T *dO = (const T *)a->dout + b * L * Ev, *lse = (const T *)a->lse + b * L, *delta = (const T *)a->delta + b * L;
-  T *dq = (T *)a->dq + b * L * E, *dk = (T *)a->dk + b * S * E, *dv = (T *)a->dv + b * S * Ev;
-  T *p = scratch, *pd = p + BQ * BK, *f = pd + BQ * BK;
-  memset(dq, 0, sizeof(T) * (size_t)(L * E));
-  memset(dk, 0, sizeof(T) * (size_t)(S * E));
-  memset(dv, 0, sizeof(T) * (size_t)(S * Ev));
+  const int64_t ldq = a->sq.r, ldk = a->sk.r, ldv = a->sv.r, ldg = a->sg.r, ldo = a->so.r;
+  const int64_t lddq = a->sdq.r, lddk = a->sdk.r, lddv = a->sdv.r;
+  const T *q = (const T *)a->q + at_bh(a, a->sq, b), *k = (const T *)a->k + at_bh(a, a->sk, b);
+  const T *v = (const T *)a->v + at_bh(a, a->sv, b), *o = (const T *)a->o_in + at_bh(a, a->so, b);
+  const T *dO = (const T *)a->dout + at_bh(a, a->sg, b), *lse = (const T *)a->lse + b * L;
+  T *dq = (T *)a->dq + at_bh(a, a->sdq, b), *dk = (T *)a->dk + at_bh(a, a->sdk, b);
+  T *dv = (T *)a->dv + at_bh(a, a->sdv, b);
+  T *p = scratch, *pd = p + BQ * BK, *f = pd + BQ * BK, *delta = f + BQ * BK;
+  for (int64_t i = 0; i < L; i++) { /* delta_i = do_i . o_i, the softmax backward's row term (o = dropped p v) */
+    T acc = 0;
+    for (int64_t e = 0; e < Ev; e++) acc += dO[i * ldg + e] * o[i * ldo + e];
+    delta[i] = acc;
+  }
+  FN_(zero_rows)(dq, L, E, lddq);
+  FN_(zero_rows)(dk, S, E, lddk);
+  FN_(zero_rows)(dv, S, Ev, lddv);
   for (int64_t j0 = 0; j0 < S; j0 += BK) {
     const int64_t nk = j0 + BK < S ? BK : S - j0;
     for (int64_t i0 = a->causal ? j0 / BQ * BQ : 0; i0 < L; i0 += BQ) {
       const int64_t nq = i0 + BQ < L ? BQ : L - i0;
-      GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)E, (T)a->scale, q + i0 * E, (int)E,
-           k + j0 * E, (int)E, 0, p, BK);
+      GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)E, (T)a->scale, q + i0 * ldq, (int)ldq,
+           k + j0 * ldk, (int)ldk, 0, p, BK);
       FN_(add_mask)(a, b, i0, nq, j0, nk, p, BK);
       for (int64_t r = 0; r < nq; r++) {
         T *row = p + r * BK;
@@ -131,11 +148,11 @@ static void FN_(backward_batch)(const attn_args *a, int64_t b, T *scratch) {
         pv = pd;
       }
       /* dv_j += pv^T do_i */
-      GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)Ev, (int)nq, 1, pv, BK, dO + i0 * Ev, (int)Ev, 1,
-           dv + j0 * Ev, (int)Ev);
+      GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)Ev, (int)nq, 1, pv, BK, dO + i0 * ldg, (int)ldg, 1,
+           dv + j0 * lddv, (int)lddv);
       /* dpv = do_i v_j^T, into pd: the gradient of the dropped probabilities */
-      GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)Ev, 1, dO + i0 * Ev, (int)Ev, v + j0 * Ev,
-           (int)Ev, 0, pd, BK);
+      GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)Ev, 1, dO + i0 * ldg, (int)ldg,
+           v + j0 * ldv, (int)ldv, 0, pd, BK);
       if (a->p > 0) FN_(scale_by)(nq, nk, pd, f, BK);
       for (int64_t r = 0; r < nq; r++) { /* ds = p * (dp - delta), in pd */
         T *dr = pd + r * BK;
@@ -143,10 +160,10 @@ static void FN_(backward_batch)(const attn_args *a, int64_t b, T *scratch) {
 #pragma omp simd
         for (int64_t c = 0; c < nk; c++) dr[c] = pr[c] * (dr[c] - de);
       }
-      GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)E, (int)nk, (T)a->scale, pd, BK, k + j0 * E,
-           (int)E, 1, dq + i0 * E, (int)E);
-      GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)E, (int)nq, (T)a->scale, pd, BK, q + i0 * E,
-           (int)E, 1, dk + j0 * E, (int)E);
+      GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)E, (int)nk, (T)a->scale, pd, BK, k + j0 * ldk,
+           (int)ldk, 1, dq + i0 * lddq, (int)lddq);
+      GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)E, (int)nq, (T)a->scale, pd, BK, q + i0 * ldq,
+           (int)ldq, 1, dk + j0 * lddk, (int)lddk);
     }
   }
 }

@@ -239,6 +239,58 @@ test("non-contiguous and broadcast inputs give the contiguous answer", function(
   eq(shape(o), "2x3x5x4", "broadcast batch")
 end)
 
+-- q, k, v as nanoGPT's CausalSelfAttention makes them: one (B, T, 3C) projection split and viewed as heads
+-- (B, H, T, D), every one a strided view of the projection (no copy)
+-- (qkv: the projection to view, else a new one)
+local function projected_heads(B, Tn, H, D, opts, qkv)
+  qkv = qkv or torch.randn(B, Tn, 3 * H * D, opts)
+  local q, k, v = table.unpack(qkv:split(H * D, 2))
+  local function heads(t) return t:view(B, Tn, H, D):transpose(1, 2) end
+  return heads(q), heads(k), heads(v)
+end
+
+-- the same views of the projection under q on another device
+local function heads_on(dev, q)
+  local B, H, Tn, D = table.unpack(q.shape:totable())
+  local qkv = torch.as_strided(q, {B, Tn, 3 * H * D}, {Tn * 3 * H * D, 3 * H * D, 1}, 0)
+  return projected_heads(B, Tn, H, D, nil, qkv:to(dev))
+end
+
+test("the heads of a projection are read in place; the output is laid out for the next projection", function()
+  torch.manual_seed(13)
+  for _, c in ipairs({{2, 37, 3, 5, {is_causal = true}}, {3, 70, 2, 8, {}}, {1, 130, 4, 4, {attn_mask = true}}}) do
+    local B, Tn, H, D, o = table.unpack(c)
+    local q, k, v = projected_heads(B, Tn, H, D, F64)
+    ok(not q:is_contiguous() and q:stride(1) < q:stride(2), "q is a strided view of the projection")
+    local opts = {is_causal = o.is_causal}
+    if o.attn_mask then opts.attn_mask = torch.randn(B, 1, Tn, Tn, F64) end
+    local leaves = {}
+    for i, t in ipairs({q, k, v}) do leaves[i] = t:detach():requires_grad_() end
+    local y = sdpa(leaves[1], leaves[2], leaves[3], opts)
+    local name = ("B %d T %d H %d D %d"):format(B, Tn, H, D)
+    ok(y:transpose(1, 2):is_contiguous(), name .. ": o:transpose(1, 2) is contiguous (no copy before c_proj)")
+    local ref = {}
+    for i, t in ipairs({q, k, v}) do ref[i] = t:contiguous():requires_grad_() end
+    local r = math_sdpa(ref[1], ref[2], ref[3], opts.attn_mask, opts.is_causal)
+    close(y, r, 1e-11, 1e-12, name .. ": output")
+    -- the gradient as nanoGPT's backward brings it: through transpose(1, 2):contiguous():view(B, T, C)
+    local g = torch.randn(B, Tn, H * D, F64)
+    y:transpose(1, 2):contiguous():view(B, Tn, H * D):backward(g)
+    r:backward(g:view(B, Tn, H, D):transpose(1, 2))
+    for i, n in ipairs({"q", "k", "v"}) do close(leaves[i].grad, ref[i].grad, 1e-10, 1e-11, name .. ": grad " .. n) end
+  end
+  -- dropout draws by (batch, head, row): the strided call draws what the contiguous one does
+  local q, k, v = projected_heads(2, 20, 3, 4, F64)
+  torch.manual_seed(5)
+  local a = sdpa(q, k, v, {dropout_p = 0.3})
+  torch.manual_seed(5)
+  close(a, sdpa(q:contiguous(), k:contiguous(), v:contiguous(), {dropout_p = 0.3}), 1e-12, 1e-12, "dropout")
+  local leaves = {}
+  for i, t in ipairs({projected_heads(1, 4, 2, 2, F64)}) do leaves[i] = t:detach():requires_grad_() end
+  ok(not leaves[1]:is_contiguous(), "strided leaves")
+  G.check("sdpa on projected heads", function(x, y, z) return sdpa(x, y, z, {is_causal = true}) end, leaves)
+end)
+
 test("empty batch, no queries, no keys", function()
   local q = torch.randn(0, 3, 4):requires_grad_()
   local o = sdpa(q, torch.randn(0, 5, 4), torch.randn(0, 5, 2))
@@ -282,6 +334,9 @@ test("cuda gives the CPU's answers (float32 and float64, masks, causal, dropout,
     {2, 40, 50, 8, 12, {dropout_p = 0.3}},
     {2, 40, 50, 8, 12, {attn_mask = "float"}},
     {1, 5, 6, 1500, 700, {}}, -- rows wider than the shared-memory tile: read from global memory
+    {2, 37, 37, 5, 5, {is_causal = true, heads = 3}}, -- the heads of a projection, strided, odd sizes
+    {3, 70, 70, 8, 8, {dropout_p = 0.2, heads = 2}},
+    {1, 33, 33, 1100, 1100, {heads = 2}}, -- strided and wider than the tile
   }
   for _, dt in ipairs({"float32", "float64"}) do
     for n, c in ipairs(cases) do
@@ -289,12 +344,23 @@ test("cuda gives the CPU's answers (float32 and float64, masks, causal, dropout,
       local opts = {}
       for key, val in pairs(o) do opts[key] = val end
       local cpu = {device = "cpu", dtype = dt}
-      local q, k, v = torch.randn(B, L, E, cpu), torch.randn(B, S, E, cpu), torch.randn(B, S, Ev, cpu)
+      local q, k, v, g
+      if opts.heads then -- (B, H, L, E) views of one (B, L, 3 H E) projection, and the gradient as a view
+        q, k, v = projected_heads(B, L, opts.heads, E, cpu)
+        g = torch.randn(B, L, opts.heads, Ev, cpu):transpose(1, 2)
+        opts.heads = nil
+      else
+        q, k, v = torch.randn(B, L, E, cpu), torch.randn(B, S, E, cpu), torch.randn(B, S, Ev, cpu)
+        g = torch.randn(B, L, Ev, cpu)
+      end
       if opts.attn_mask then opts.attn_mask = torch.randn(L, S, cpu) end
-      local g = torch.randn(B, L, Ev, cpu)
       local function run(dev)
         local function leaf(t) return t:to(dev):detach():requires_grad_() end
         local qd, kd, vd = leaf(q), leaf(k), leaf(v)
+        if not q:is_contiguous() then -- strided on the device as on the CPU: the projection moved whole
+          qd, kd, vd = heads_on(dev, q)
+          qd, kd, vd = qd:detach():requires_grad_(), kd:detach():requires_grad_(), vd:detach():requires_grad_()
+        end
         local od = {}
         for key, val in pairs(opts) do od[key] = torch.is_tensor(val) and val:to(dev) or val end
         torch.manual_seed(77)

@@ -307,7 +307,10 @@ case({name = "layer_norm", ops = {"layer_norm", "layer_norm_backward"}, dtypes =
         local y, mean, rstd = torch._nn.layer_norm(x, {D}, w, b, 1e-5)
         local pattern = (torch.arange(x:numel(), {device = x.device}):to(x.dtype):view(x.shape) * 0.61):sin()
         return {y * pattern, mean, rstd}
-      end, shapes = {{4, 3, 5}, {6, 1}, {0, 4}, {40, 300}}, layouts = {"contig", "strided"}})
+      end, shapes = {{4, 3, 5}, {6, 1}, {0, 4}, {40, 300},
+        {700, 9}, -- more rows than the backward's blocks: each block sums several rows' dgamma/dbeta
+        {3, 1100}}, -- rows wider than the fused backward keeps (4 columns a thread): the three-launch path
+      layouts = {"contig", "strided"}})
 
 -- issue 21's ops: the activations with kernels of their own, group norm (long rows: the
 -- reduction's plane pass), interpolation and adaptive max pooling; each output weighted by

@@ -377,4 +377,23 @@ test("cuda reductions of large inputs (> 2^20 elements): split lines and columns
   end
 end)
 
+test("cuda column sums of a short dim (bias gradients) run in one launch and match the CPU", function()
+  need_cuda()
+  torch.manual_seed(23)
+  -- rows x lines: under and over the one-pass bound (4096 rows), line counts not a multiple of 8
+  for _, s in ipairs({{512, 768}, {2048, 300}, {4096, 33}, {300, 17}, {3000, 1025}, {5000, 64}}) do
+    local x = torch.randn(s[1], s[2])
+    local what = ("%dx%d"):format(s[1], s[2])
+    check(x, id, function(v) return v:sum(0) end, "sum(0) " .. what, 10)
+    check(x:to("float64"), id, function(v) return v:sum(0) end, "float64 sum(0) " .. what)
+    check(x, id, function(v) return v:amax(0) end, "amax(0) " .. what)
+    check(x:view(s[1] // 4, 4, s[2]), id, function(v) return v:sum({0, 1}) end, "sum over two dims " .. what, 10)
+  end
+  local g = torch.randn(2048, 768, {device = "cuda"})
+  cuda.synchronize()
+  local l0 = cuda.launch_count()
+  local _ = g:sum(0)
+  eq(cuda.launch_count() - l0, 1, "a bias gradient's sum over 2048 rows: one launch")
+end)
+
 T.run()

@@ -115,24 +115,28 @@ function F.scaled_dot_product_attention(query, key, value, ...)
     if causal then mask = causal_mask(L, S, q.dtype, q.device) end
     return sdpa_math(q, k, v, mask, p, scale)
   end
-  -- every leading dim flattened into one batch dim B: (B, L, E), (B, S, E), (B, S, Ev), mask (B | 1, L, S)
-  local B = 1
-  for _, n in ipairs(batch) do B = B * n end
-  local function flat(t, n, f)
+  -- the leading dims as two, (B, H), by views where they can be: the op reads strided operands in place (the
+  -- heads of a projection, transposed, copy nothing) and returns o in the layout q's heads have
+  local nb = #batch
+  local B, H = 1, nb >= 1 and batch[nb] or 1
+  for d = 1, nb - 1 do B = B * batch[d] end
+  local function four(t, n, f)
     local s = {table.unpack(batch)}
     s[#s + 1], s[#s + 2] = n, f
-    return t:expand(s):reshape(B, n, f)
+    t = t:expand(s)
+    return nb == 2 and t or t:reshape(B, H, n, f)
   end
-  local m3
+  local m4
   if mask ~= nil then
-    if mask:dim() <= 2 then m3 = mask -- broadcast by the op, without a copy
-    else m3 = mask:expand(full):reshape(B, L, S) end
+    if mask:dim() <= 2 or nb <= 2 then m4 = mask -- broadcast by the op, without a copy
+    else m4 = mask:expand(full):reshape(B, H, L, S) end
   end
-  local o = torch._sdpa(flat(q, L, E), flat(k, S, E), flat(v, S, Ev),
-    {mask = m3, dropout_p = p, is_causal = causal, scale = scale})
+  local o = torch._sdpa(four(q, L, E), four(k, S, E), four(v, S, Ev),
+    {mask = m4, dropout_p = p, is_causal = causal, scale = scale})
+  if nb == 2 then return o end
   local out = {table.unpack(batch)}
   out[#out + 1], out[#out + 2] = L, Ev
-  return o:view(out)
+  return o:reshape(out)
 end
 
 -- ---- multi-head attention ----------------------------------------------------------------
