@@ -83,8 +83,11 @@ struct pool_home {                     // where a pool's blocks are marked for t
   uintptr_t stream;
 };
 static pool_home homes[256];
+static int live_pools; // pools some graph holds: their idle segments must stay (see ts_cuda_empty_cache)
 static uint64_t next_pool = 1;
 static pthread_mutex_t routes_lock = PTHREAD_MUTEX_INITIALIZER;
+
+extern "C" void ts_cuda_graph_pool_hold(void) { __atomic_add_fetch(&live_pools, 1, __ATOMIC_ACQ_REL); }
 
 extern "C" uint64_t ts_cuda_graph_pool_new(void) {
   pthread_mutex_lock(&routes_lock);
@@ -172,10 +175,19 @@ static void raw_event_destroy(void *ctx, void *ev) { cudaEventDestroy((cudaEvent
 // (sim/check.cc), not only against cudaMalloc's segments.
 static void raw_mark(void *ctx, void *p, size_t size, size_t live, uintptr_t stream) {
   if (stream & 1) { // a graph's pool: marked in the order of its capture stream, so a capture records them
+    // Handing out is marked (and replayed), freeing is not: graphs sharing a
+    // pool replay each other's segment marks, and a free replayed by one
+    // would poison a block another graph's replay still reads. The checks
+    // see no use after free inside a pool.
+    if (!live) return;
     pool_home &h = homes[(stream >> 1) % 256];
     stream = h.pool == stream ? h.stream : 0;
   }
   tsc_device_guard g((int)(intptr_t)ctx); // stream 0 is the device's own default stream
+  // a block of a stream destroyed since (a warm-up side stream a script let
+  // go): its work has completed, so the default stream orders the mark
+  cudaStreamCaptureStatus cs;
+  if (stream && cudaStreamIsCapturing((cudaStream_t)stream, &cs) != cudaSuccess) cudaGetLastError(), stream = 0;
   if (!g.st) tsim_mark_block(p, size, live, (cudaStream_t)stream);
 }
 #define TSC_RAW_MARK raw_mark
@@ -263,9 +275,12 @@ extern "C" ts_status ts_cuda_reset_accumulated(int device) {
 }
 
 extern "C" ts_status ts_cuda_empty_cache(void) {
-  // during a capture nothing can go back (cudaFree would invalidate it): the
-  // cache is kept, as the memory a graph was captured with must be
+  // During a capture nothing can go back (cudaFree would invalidate it); and
+  // while a graph holds a pool, the cache cannot tell that pool's idle
+  // segments (addresses the graph's replays still write) from the others:
+  // the device's cache is kept, as PyTorch keeps private pools.
   if (__atomic_load_n(&routes_active, __ATOMIC_ACQUIRE)) return TS_OK;
+  if (__atomic_load_n(&live_pools, __ATOMIC_ACQUIRE)) return pinned_release_cache(), TS_OK;
   for (int d = 0; d < TSC_MAX_DEVICES; d++)
     if (__atomic_load_n(&caches[d], __ATOMIC_ACQUIRE)) ts_cache_empty(caches[d]);
   pinned_release_cache();
@@ -283,9 +298,8 @@ extern "C" ts_status ts_cuda_graph_pool_release(int device, uint64_t pool) {
   pool_home &h = homes[(pool >> 1) % 256];
   if (h.pool == pool) h.stream = 0;
   pthread_mutex_unlock(&routes_lock);
-  if (ts_cache *c = cache_of(device))
-    if (!__atomic_load_n(&routes_active, __ATOMIC_ACQUIRE)) ts_cache_empty(c); // cudaFree is refused during a capture
-  return TS_OK;
+  __atomic_sub_fetch(&live_pools, 1, __ATOMIC_ACQ_REL);
+  return ts_cuda_empty_cache();
 }
 
 extern "C" ts_status ts_cuda_record_stream(void *ptr, int device, uintptr_t stream) {

@@ -83,6 +83,7 @@ ts_status ts_cuda_capture_end(int device, uintptr_t stream, uintptr_t *exec);
 ts_status ts_cuda_graph_launch(uintptr_t exec, int device, uintptr_t stream);
 ts_status ts_cuda_graph_destroy(uintptr_t exec);
 /* No graph uses pool any more: its cached blocks go back to the device. */
+void ts_cuda_graph_pool_hold(void); /* a pool's first graph: empty_cache keeps the cache until its release */
 ts_status ts_cuda_graph_pool_release(int device, uint64_t pool);
 ts_status ts_cuda_stream_is_capturing(uintptr_t stream, int device, bool *out);
 

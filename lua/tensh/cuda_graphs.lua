@@ -2,6 +2,8 @@
 -- cuda.graph, PyTorch's `with torch.cuda.graph(g):` as a function argument or
 -- a to-be-closed scope, and cuda.make_graphed_callables. Loaded on the first
 -- call of either.
+local argcheck = require "tensh.args"
+
 local M = {}
 
 local unpack = table.unpack
@@ -10,17 +12,6 @@ local capture_streams = {} -- per device: PyTorch's default capture stream, one 
 local function raise(fmt, ...) error(fmt:format(...), 3) end
 
 local GRAPH_OPTS = {pool = true, stream = true, capture_error_mode = true}
-
-local function check_opts(fn, opts, known)
-  for k in pairs(opts) do
-    if not known[k] then
-      local names = {}
-      for n in pairs(known) do names[#names + 1] = n end
-      table.sort(names)
-      raise("%s: unknown option '%s' (expected one of: %s)", fn, tostring(k), table.concat(names, ", "))
-    end
-  end
-end
 
 -- What torch.cuda.graph's __enter__ does: the device idle, dropped tensors
 -- freed and the cache emptied (so the capture's pool starts clean), then the
@@ -67,7 +58,7 @@ function M.graph(g, a, b)
     raise("cuda.graph: expected an options table or a function as argument 2, got %s", type(a))
   end
   if fn ~= nil and type(fn) ~= "function" then raise("cuda.graph: expected a function, got %s", type(fn)) end
-  check_opts("cuda.graph", opts, GRAPH_OPTS)
+  argcheck.check_opts("cuda.graph", opts, GRAPH_OPTS)
   local scope = begin(g, opts)
   if not fn then
     return setmetatable({}, {__close = function(_, err) finish(g, scope, err ~= nil) end})
@@ -106,8 +97,7 @@ end
 -- back with its forward replaced (while in the training mode it was graphed
 -- in); a function comes back graphed.
 function M.make_graphed_callables(callable, sample_args, opts)
-  opts = opts or {}
-  check_opts("cuda.make_graphed_callables", opts, {num_warmup_iters = true, allow_unused_input = true})
+  opts = argcheck.check_opts("cuda.make_graphed_callables", opts, {num_warmup_iters = true, allow_unused_input = true})
   local is_module = nn.is_module(callable)
   if not is_module and type(callable) ~= "function" then
     raise("cuda.make_graphed_callables: expected an nn.Module or a function, got %s", type(callable))

@@ -31,7 +31,11 @@ static void pool_hold(uint64_t pool, int device) {
   for (int i = 0; i < POOL_SLOTS; i++)
     if (pool_refs[i].pool == pool) return (void)pool_refs[i].refs++;
   for (int i = 0; i < POOL_SLOTS; i++)
-    if (!pool_refs[i].pool) return (void)(pool_refs[i].pool = pool, pool_refs[i].device = device, pool_refs[i].refs = 1);
+    if (!pool_refs[i].pool) {
+      ts_cuda_graph_pool_hold();
+      pool_refs[i].pool = pool, pool_refs[i].device = device, pool_refs[i].refs = 1;
+      return;
+    }
   /* more pools alive than slots: this one is never released early (its blocks stay cached) */
 }
 

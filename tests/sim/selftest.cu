@@ -115,6 +115,9 @@ static int capture_case(void) {
   result("launch_after_invalid", cudaGetLastError());
   result("end_invalidated", cudaStreamEndCapture(a, &g));
   cudaStreamBeginCapture(a, cudaStreamCaptureModeGlobal);
+  result("host_alloc_in_capture", cudaHostAlloc(&p, 1024, 0));
+  cudaStreamEndCapture(a, &g);
+  cudaStreamBeginCapture(a, cudaStreamCaptureModeGlobal);
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   cudaThreadExchangeStreamCaptureMode(&mode);
   result("malloc_relaxed", cudaMalloc(&p, 1024));
