@@ -168,20 +168,24 @@ test("the private pool: a graph's blocks are handed to no one else while it live
   need_cuda()
   local x = torch.randn(256, {device = "cuda"})
   warm_up(function() return (x + 1) * 2 end)
-  local g = cuda.CUDAGraph()
+  local g, s = cuda.CUDAGraph(), cuda.Stream()
   local keep
-  cuda.graph(g, function()
+  cuda.graph(g, {stream = s}, function()
     local tmp = x + 1 -- freed inside the capture: its block stays the graph's
     keep = tmp:data_ptr()
+    tmp = nil
+    collectgarbage()
     return nil
   end)
   collectgarbage()
   local seen = {}
   local hold = {}
-  for i = 1, 20 do -- eager allocations of the same size never land on the graph's temporary
-    hold[i] = torch.empty(256, {device = "cuda"})
-    seen[hold[i]:data_ptr()] = true
-  end
+  cuda.stream(s, function() -- eager allocations of that size on the capture's own stream never get it
+    for i = 1, 20 do
+      hold[i] = torch.empty(256, {device = "cuda"})
+      seen[hold[i]:data_ptr()] = true
+    end
+  end)
   eq(seen[keep], nil)
   -- a second graph shares the first one's pool; reset of both gives it back
   local g2 = cuda.CUDAGraph()
