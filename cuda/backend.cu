@@ -63,12 +63,81 @@ extern "C" ts_status ts_cuda_set_current_stream(int device, uintptr_t s) {
   return TS_OK;
 }
 
+// ---- private pools of CUDA graphs ------------------------------------------
+
+// While a stream captures, its allocations take the capture's pool id as
+// their "stream": the caching allocator reuses a block only for the stream
+// it was allocated on, so a pool's blocks go to no one else, before or after
+// they are freed, as PyTorch's private pools. Ids are odd (a stream handle
+// is an aligned pointer) and never reused.
+#define TSC_MAX_ROUTES 16
+struct pool_route {
+  int device;
+  uintptr_t stream; // capturing now; 0: the entry is free
+  uint64_t pool;
+};
+static pool_route routes[TSC_MAX_ROUTES];
+static int routes_active;              // captures underway in this process
+struct pool_home {                     // where a pool's blocks are marked for the access checks
+  uint64_t pool;
+  uintptr_t stream;
+};
+static pool_home homes[256];
+static int live_pools; // pools some graph holds: their idle segments must stay (see ts_cuda_empty_cache)
+static uint64_t next_pool = 1;
+static pthread_mutex_t routes_lock = PTHREAD_MUTEX_INITIALIZER;
+
+extern "C" void ts_cuda_graph_pool_hold(void) { __atomic_add_fetch(&live_pools, 1, __ATOMIC_ACQ_REL); }
+
+extern "C" uint64_t ts_cuda_graph_pool_new(void) {
+  pthread_mutex_lock(&routes_lock);
+  uint64_t id = next_pool += 2;
+  pthread_mutex_unlock(&routes_lock);
+  return id;
+}
+
+extern "C" void tsc_route_to_pool(int device, uintptr_t stream, uint64_t pool) {
+  pthread_mutex_lock(&routes_lock);
+  for (pool_route &r : routes)
+    if (r.stream == stream && r.device == device) r.stream = 0, routes_active--;
+  if (pool)
+    for (pool_route &r : routes)
+      if (!r.stream) {
+        r = pool_route{device, stream, pool}, routes_active++;
+        pool_home &h = homes[(pool >> 1) % 256];
+        h.pool = pool, h.stream = stream;
+        break;
+      }
+  pthread_mutex_unlock(&routes_lock);
+}
+
+// The pool allocations on stream go to, or 0.
+static uint64_t routed_pool(int device, uintptr_t stream) {
+  if (!__atomic_load_n(&routes_active, __ATOMIC_ACQUIRE)) return 0;
+  uint64_t pool = 0;
+  pthread_mutex_lock(&routes_lock);
+  for (pool_route &r : routes)
+    if (r.stream && r.stream == stream && r.device == device) pool = r.pool;
+  pthread_mutex_unlock(&routes_lock);
+  return pool;
+}
+
 // ---- the caching allocator of each device --------------------------------
 
 static void *raw_malloc(void *ctx, size_t n) {
   tsc_device_guard g((int)(intptr_t)ctx);
   void *p = NULL;
-  if (g.st || cudaMalloc(&p, n) != cudaSuccess) {
+  // a new segment for a capture's pool: cudaMalloc is "unsafe" during
+  // capture, but the graph keeps the address and never frees it before its
+  // replays, so the thread relaxes its mode for the call (PyTorch's
+  // cudaMallocMaybeCapturing)
+  bool relax = __atomic_load_n(&routes_active, __ATOMIC_ACQUIRE) > 0 &&
+               routed_pool((int)(intptr_t)ctx, cur_stream[(int)(intptr_t)ctx]) != 0;
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  if (relax) cudaThreadExchangeStreamCaptureMode(&mode);
+  cudaError_t e = g.st ? cudaErrorInvalidDevice : cudaMalloc(&p, n);
+  if (relax) cudaThreadExchangeStreamCaptureMode(&mode);
+  if (e != cudaSuccess) {
     cudaGetLastError(); // out of memory is not sticky: clear it
     return NULL;
   }
@@ -105,7 +174,20 @@ static void raw_event_destroy(void *ctx, void *ev) { cudaEventDestroy((cudaEvent
 // The simulated device checks each access against the blocks handed out
 // (sim/check.cc), not only against cudaMalloc's segments.
 static void raw_mark(void *ctx, void *p, size_t size, size_t live, uintptr_t stream) {
+  if (stream & 1) { // a graph's pool: marked in the order of its capture stream, so a capture records them
+    // Handing out is marked (and replayed), freeing is not: graphs sharing a
+    // pool replay each other's segment marks, and a free replayed by one
+    // would poison a block another graph's replay still reads. The checks
+    // see no use after free inside a pool.
+    if (!live) return;
+    pool_home &h = homes[(stream >> 1) % 256];
+    stream = h.pool == stream ? h.stream : 0;
+  }
   tsc_device_guard g((int)(intptr_t)ctx); // stream 0 is the device's own default stream
+  // a block of a stream destroyed since (a warm-up side stream a script let
+  // go): its work has completed, so the default stream orders the mark
+  cudaStreamCaptureStatus cs;
+  if (stream && cudaStreamIsCapturing((cudaStream_t)stream, &cs) != cudaSuccess) cudaGetLastError(), stream = 0;
   if (!g.st) tsim_mark_block(p, size, live, (cudaStream_t)stream);
 }
 #define TSC_RAW_MARK raw_mark
@@ -133,7 +215,9 @@ static ts_cache *cache_of(int device) {
 static void *dev_alloc(void *ctx, size_t n, ts_device dev) {
   ts_cache *c = cache_of(dev.index);
   if (!c) return ts_fail(TS_ERR_OOM, "out of host memory for the allocator of cuda:%d", dev.index), (void *)NULL;
-  void *p = ts_cache_alloc(c, n, cur_stream[dev.index]);
+  uintptr_t s = cur_stream[dev.index];
+  if (uint64_t pool = routed_pool(dev.index, s)) s = (uintptr_t)pool;
+  void *p = ts_cache_alloc(c, n, s);
   if (!p) {
     size_t free_b = 0, total = 0;
     {
@@ -191,10 +275,31 @@ extern "C" ts_status ts_cuda_reset_accumulated(int device) {
 }
 
 extern "C" ts_status ts_cuda_empty_cache(void) {
+  // During a capture nothing can go back (cudaFree would invalidate it); and
+  // while a graph holds a pool, the cache cannot tell that pool's idle
+  // segments (addresses the graph's replays still write) from the others:
+  // the device's cache is kept, as PyTorch keeps private pools.
+  if (__atomic_load_n(&routes_active, __ATOMIC_ACQUIRE)) return TS_OK;
+  if (__atomic_load_n(&live_pools, __ATOMIC_ACQUIRE)) return pinned_release_cache(), TS_OK;
   for (int d = 0; d < TSC_MAX_DEVICES; d++)
     if (__atomic_load_n(&caches[d], __ATOMIC_ACQUIRE)) ts_cache_empty(caches[d]);
   pinned_release_cache();
   return TS_OK;
+}
+
+// A pool no graph uses: its idle segments go back (those still holding a
+// live tensor stay until it is freed and the cache is emptied). The pool's
+// marks go to the default stream from now on, since its capture stream may
+// be destroyed.
+extern "C" ts_status ts_cuda_graph_pool_release(int device, uint64_t pool) {
+  ts_status st = ts_cuda_check_device(device);
+  if (st) return st;
+  pthread_mutex_lock(&routes_lock);
+  pool_home &h = homes[(pool >> 1) % 256];
+  if (h.pool == pool) h.stream = 0;
+  pthread_mutex_unlock(&routes_lock);
+  __atomic_sub_fetch(&live_pools, 1, __ATOMIC_ACQ_REL);
+  return ts_cuda_empty_cache();
 }
 
 extern "C" ts_status ts_cuda_record_stream(void *ptr, int device, uintptr_t stream) {

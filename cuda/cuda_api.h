@@ -69,6 +69,24 @@ ts_status ts_cuda_event_query(uintptr_t e, bool *done);
 ts_status ts_cuda_event_elapsed(uintptr_t start, uintptr_t end, float *ms);
 ts_status ts_cuda_stream_wait_event(uintptr_t s, uintptr_t e, int device);
 
+/* ---- CUDA graphs (stream capture) ---- */
+/* A private memory pool: while a stream captures into it, that stream's
+ * allocations come from blocks no other stream is handed, so the addresses a
+ * graph was captured with stay its own while it lives. Ids are never reused. */
+uint64_t ts_cuda_graph_pool_new(void);
+/* Captures stream's work on device (mode 0 global, 1 thread-local, 2
+ * relaxed, as cudaStreamCaptureMode) with its allocations from pool. */
+ts_status ts_cuda_capture_begin(int device, uintptr_t stream, uint64_t pool, int mode);
+/* Ends the capture begun on stream and instantiates it: *exec is the
+ * executable graph. A capture a forbidden call invalidated fails here too. */
+ts_status ts_cuda_capture_end(int device, uintptr_t stream, uintptr_t *exec);
+ts_status ts_cuda_graph_launch(uintptr_t exec, int device, uintptr_t stream);
+ts_status ts_cuda_graph_destroy(uintptr_t exec);
+/* No graph uses pool any more: its cached blocks go back to the device. */
+void ts_cuda_graph_pool_hold(void); /* a pool's first graph: empty_cache keeps the cache until its release */
+ts_status ts_cuda_graph_pool_release(int device, uint64_t pool);
+ts_status ts_cuda_stream_is_capturing(uintptr_t stream, int device, bool *out);
+
 /* ---- memory ---- */
 /* The caching allocator's statistics and controls, per device. */
 struct ts_cache_stats;

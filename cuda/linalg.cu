@@ -82,7 +82,14 @@ static ts_status blas_workspace(blas_dev *d, cudaStream_t s, void **ws, bool *te
     if (d->ws[i].stream == s) return *ws = d->ws[i].ptr, TS_OK;
   if (d->nws < TSC_WS_STREAMS) {
     void *p = NULL;
-    TSC_CHECK(cudaMalloc(&p, d->ws_size));
+    // a stream's first product may come inside a CUDA graph's capture: the
+    // workspace is kept for the stream's life, never freed under the graph,
+    // so its cudaMalloc is allowed there (relaxed, as PyTorch allocates it)
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    cudaError_t e = cudaMalloc(&p, d->ws_size);
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    TSC_CHECK(e);
     d->ws[d->nws].stream = s, d->ws[d->nws].ptr = p, d->nws++;
     return *ws = p, TS_OK;
   }

@@ -207,3 +207,59 @@ extern "C" ts_status ts_cuda_stream_wait_event(uintptr_t s, uintptr_t e, int dev
   TSC_CHECK(cudaStreamWaitEvent((cudaStream_t)s, (cudaEvent_t)e, 0));
   return TS_OK;
 }
+
+// ---- CUDA graphs: capture on a stream, instantiate, launch ------------------
+
+// backend.cu: allocations on stream go to pool while it captures (pool 0: stop)
+extern "C" void tsc_route_to_pool(int device, uintptr_t stream, uint64_t pool);
+
+extern "C" ts_status ts_cuda_capture_begin(int device, uintptr_t stream, uint64_t pool, int mode) {
+  ts_status st = ts_cuda_check_device(device);
+  if (st) return st;
+  if (!stream) return ts_fail(TS_ERR_ARG, "CUDA graphs must be captured on a stream other than the default stream");
+  tsc_device_guard g(device);
+  if (g.st) return g.st;
+  tsc_route_to_pool(device, stream, pool);
+  cudaError_t e = cudaStreamBeginCapture((cudaStream_t)stream, (cudaStreamCaptureMode)mode);
+  if (e != cudaSuccess) {
+    tsc_route_to_pool(device, stream, 0);
+    return tsc_cuda_error(e, "cudaStreamBeginCapture");
+  }
+  return TS_OK;
+}
+
+extern "C" ts_status ts_cuda_capture_end(int device, uintptr_t stream, uintptr_t *exec) {
+  tsc_device_guard g(device);
+  if (g.st) return g.st;
+  cudaGraph_t graph = NULL;
+  cudaError_t e = cudaStreamEndCapture((cudaStream_t)stream, &graph);
+  tsc_route_to_pool(device, stream, 0);
+  if (e != cudaSuccess) return tsc_cuda_error(e, "cudaStreamEndCapture");
+  cudaGraphExec_t x;
+  e = cudaGraphInstantiate(&x, graph, 0);
+  cudaGraphDestroy(graph); // the executable graph is a copy
+  if (e != cudaSuccess) return tsc_cuda_error(e, "cudaGraphInstantiate");
+  *exec = (uintptr_t)x;
+  return TS_OK;
+}
+
+extern "C" ts_status ts_cuda_graph_launch(uintptr_t exec, int device, uintptr_t stream) {
+  tsc_device_guard g(device);
+  if (g.st) return g.st;
+  TSC_CHECK(cudaGraphLaunch((cudaGraphExec_t)exec, (cudaStream_t)stream));
+  return TS_OK;
+}
+
+extern "C" ts_status ts_cuda_graph_destroy(uintptr_t exec) {
+  if (exec) TSC_CHECK(cudaGraphExecDestroy((cudaGraphExec_t)exec));
+  return TS_OK;
+}
+
+extern "C" ts_status ts_cuda_stream_is_capturing(uintptr_t stream, int device, bool *out) {
+  tsc_device_guard g(device);
+  if (g.st) return g.st;
+  cudaStreamCaptureStatus s = cudaStreamCaptureStatusNone;
+  TSC_CHECK(cudaStreamIsCapturing((cudaStream_t)stream, &s));
+  *out = s != cudaStreamCaptureStatusNone;
+  return TS_OK;
+}

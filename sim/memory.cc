@@ -231,6 +231,7 @@ cudaError_t cudaMalloc(void **out, size_t n) {
   std::lock_guard<std::recursive_mutex> g(lock());
   *out = NULL;
   if (sticky_error()) return sticky_error();
+  if (cudaError_t e = capture_unsafe("cudaMalloc")) return e;
   int d = current_device();
   device_mem &m = dev(d);
   if (n == 0) return cudaSuccess;
@@ -276,6 +277,7 @@ cudaError_t cudaMalloc(void **out, size_t n) {
 cudaError_t cudaFree(void *p) {
   std::lock_guard<std::recursive_mutex> g(lock());
   if (!p) return cudaSuccess;
+  if (cudaError_t e = capture_unsafe("cudaFree")) return e;
   int d = device_of((uintptr_t)p);
   allocation *a = d >= 0 ? find_live(d, (uintptr_t)p) : NULL;
   if (!a) {
@@ -309,6 +311,7 @@ cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total) {
 
 cudaError_t cudaHostAlloc(void **out, size_t n, unsigned int flags) {
   std::lock_guard<std::recursive_mutex> g(lock());
+  if (cudaError_t e = capture_unsafe("cudaHostAlloc")) return *out = NULL, e;
   void *p = mmap(NULL, n ? n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return *out = NULL, fail(cudaErrorMemoryAllocation, false, "cudaHostAlloc of %zu bytes", n);
   pinned[(uintptr_t)p] = n ? n : 1;
@@ -320,6 +323,7 @@ cudaError_t cudaMallocHost(void **out, size_t n) { return cudaHostAlloc(out, n, 
 
 cudaError_t cudaFreeHost(void *p) {
   std::lock_guard<std::recursive_mutex> g(lock());
+  if (cudaError_t e = capture_unsafe("cudaFreeHost")) return e;
   auto it = pinned.find((uintptr_t)p);
   if (it == pinned.end())
     return fail(cudaErrorInvalidValue, false, "cudaFreeHost(0x%lx): not a block from cudaHostAlloc", (unsigned long)p);

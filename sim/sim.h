@@ -70,6 +70,12 @@ stream_t *stream_of(cudaStream_t s, cudaError_t *err); // 0 and the legacy handl
 // order with its device's memory accessible.
 cudaError_t enqueue_host(cudaStream_t s, const char *what, std::function<void()> fn);
 void drain_device(int device); // runs every queued work item of the device
+// A call CUDA deems unsafe while a stream captures (cudaMalloc, cudaFree,
+// cudaHostAlloc, synchronous copies): cudaSuccess, or the capture it
+// conflicts with (by the modes of cudaThreadExchangeStreamCaptureMode) is
+// invalidated and cudaErrorStreamCaptureUnsupported returned.
+cudaError_t capture_unsafe(const char *what);
+cudaError_t capture_device_sync(int device); // cudaDeviceSynchronize's check
 
 // ---- the access checks (check.cc) ----
 void check_window(uintptr_t lo, size_t len);      // maps the shadow memory of the window

@@ -593,7 +593,7 @@ static int l_not_built(lua_State *L) {
 static const char *const cuda_only[] = {
     "current_device", "set_device", "device", "synchronize", "get_device_name", "get_device_capability",
     "get_device_properties", "mem_get_info", "utilization", "memory_summary", "Stream", "stream",
-    "set_stream", "current_stream", "default_stream", "Event", NULL};
+    "set_stream", "current_stream", "default_stream", "Event", "CUDAGraph", "graph_pool_handle", NULL};
 
 /* The memory statistics are PyTorch's without a GPU: 0 bytes, an empty
  * memory_stats(), resets with nothing to reset; scripts that log memory run
@@ -676,6 +676,7 @@ void lt_open_cuda(lua_State *L) {
     {NULL, NULL}};
   luaL_newlib(L, fns);
   lt_cuda_activity_fns(L); /* lactivity.c: launch and sync counters, the sync debug mode */
+  lt_cuda_graph_fns(L);    /* lcuda_graph.c: CUDA graphs */
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
   ts_set_oom_hook(oom_collect, lua_tothread(L, -1));
   lua_pop(L, 1);

@@ -102,6 +102,7 @@ void lt_open_rnn(lua_State *L);
 void lt_open_attention(lua_State *L);
 void lt_open_loss(lua_State *L); /* lloss.c: torch._nll_loss */
 void lt_cuda_activity_fns(lua_State *L); /* lactivity.c: cuda.launch_count ... */
+void lt_cuda_graph_fns(lua_State *L);    /* lcuda_graph.c: cuda.CUDAGraph, cuda.graph ... */
 void lt_open_print(lua_State *L);
 void lt_open_cuda(lua_State *L);
 void lt_open_save(lua_State *L);

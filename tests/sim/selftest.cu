@@ -60,6 +60,89 @@ static int rotate_case(bool barrier) {
   return 0;
 }
 
+// Stream capture with CUDA's rules: a graph replays what was captured (and
+// nothing ran during the capture); unsafe calls, a fork never joined, the
+// legacy stream beside a capturing blocking stream and syncs fail.
+static int capture_case(void) {
+  int *d, *h;
+  const int n = 256;
+  cudaMalloc(&d, n * sizeof(int));
+  cudaHostAlloc((void **)&h, n * sizeof(int), 0);
+  cudaStream_t a, b, blocking;
+  cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+  cudaStreamCreate(&blocking);
+  cudaMemsetAsync(d, 0, n * sizeof(int), a);
+  cudaStreamSynchronize(a);
+  cudaGraph_t g;
+  cudaGraphExec_t x;
+  // a fork to b and its join: both streams' work in the graph, in order
+  cudaEvent_t fork, join;
+  cudaEventCreateWithFlags(&fork, cudaEventDisableTiming);
+  cudaEventCreateWithFlags(&join, cudaEventDisableTiming);
+  result("begin", cudaStreamBeginCapture(a, cudaStreamCaptureModeGlobal));
+  fill<<<1, 256, 0, a>>>(d, 3, n);
+  cudaEventRecord(fork, a);
+  cudaStreamWaitEvent(b, fork, 0);
+  cudaStreamCaptureStatus st;
+  cudaStreamIsCapturing(b, &st);
+  printf("RESULT joined_stream_capturing=%d\n", (int)(st == cudaStreamCaptureStatusActive));
+  cudaMemcpyAsync(h, d, n * sizeof(int), cudaMemcpyDeviceToHost, b); // pinned: may be captured
+  cudaEventRecord(join, b);
+  cudaStreamWaitEvent(a, join, 0);
+  result("sync_in_capture", cudaStreamSynchronize(b));
+  result("end_after_sync", cudaStreamEndCapture(a, &g));
+  // the same capture without the sync
+  cudaStreamBeginCapture(a, cudaStreamCaptureModeGlobal);
+  fill<<<1, 256, 0, a>>>(d, 3, n);
+  cudaEventRecord(fork, a);
+  cudaStreamWaitEvent(b, fork, 0);
+  cudaMemcpyAsync(h, d, n * sizeof(int), cudaMemcpyDeviceToHost, b);
+  cudaEventRecord(join, b);
+  cudaStreamWaitEvent(a, join, 0);
+  result("end", cudaStreamEndCapture(a, &g));
+  cudaStreamSynchronize(a);
+  printf("RESULT during_capture value=%d\n", h[0]); // nothing ran
+  result("instantiate", cudaGraphInstantiate(&x, g, 0));
+  cudaGraphLaunch(x, a);
+  cudaStreamSynchronize(a);
+  printf("RESULT after_launch value=%d\n", h[n - 1]);
+  // cudaMalloc in the global mode fails and invalidates; relaxed, it is allowed
+  void *p = NULL;
+  cudaStreamBeginCapture(a, cudaStreamCaptureModeGlobal);
+  result("malloc_in_capture", cudaMalloc(&p, 1024));
+  fill<<<1, 32, 0, a>>>(d, 1, n);
+  result("launch_after_invalid", cudaGetLastError());
+  result("end_invalidated", cudaStreamEndCapture(a, &g));
+  cudaStreamBeginCapture(a, cudaStreamCaptureModeGlobal);
+  result("host_alloc_in_capture", cudaHostAlloc(&p, 1024, 0));
+  cudaStreamEndCapture(a, &g);
+  cudaStreamBeginCapture(a, cudaStreamCaptureModeGlobal);
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  result("malloc_relaxed", cudaMalloc(&p, 1024));
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  result("end_relaxed", cudaStreamEndCapture(a, &g));
+  // a fork that never joins
+  cudaStreamBeginCapture(a, cudaStreamCaptureModeGlobal);
+  cudaEventRecord(fork, a);
+  cudaStreamWaitEvent(b, fork, 0);
+  fill<<<1, 32, 0, b>>>(d, 1, n);
+  result("unjoined", cudaStreamEndCapture(a, &g));
+  // the legacy stream while a blocking stream captures; waiting on an event from outside
+  cudaStreamBeginCapture(blocking, cudaStreamCaptureModeGlobal);
+  fill<<<1, 32>>>(d, 1, n);
+  result("legacy_beside_capture", cudaGetLastError());
+  cudaStreamEndCapture(blocking, &g);
+  cudaEventRecord(fork, b);
+  cudaStreamBeginCapture(a, cudaStreamCaptureModeGlobal);
+  result("outside_event", cudaStreamWaitEvent(a, fork, 0));
+  cudaStreamEndCapture(a, &g);
+  result("legacy_capture", cudaStreamBeginCapture(0, cudaStreamCaptureModeGlobal));
+  result("device_ok", cudaDeviceSynchronize());
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) return fprintf(stderr, "usage: sim_selftest CASE\n"), 2;
   const char *c = argv[1];
@@ -162,6 +245,8 @@ int main(int argc, char **argv) {
     cudaStream_t s;
     cudaStreamCreate(&s);
     result("event_other_device", cudaEventRecord(ev, s));
+  } else if (!strcmp(c, "capture")) {
+    return capture_case();
   } else if (check_case(c) < 0) {
     fprintf(stderr, "sim_selftest: unknown case %s\n", c);
     return 2;
