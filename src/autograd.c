@@ -28,6 +28,39 @@ bool ts_ag_needed(int n, ts_tensor *const *ts) {
 
 void ts_node_retain(ts_node *n) { n->refcount++; }
 
+ts_ag_group *ts_ag_group_new(int n, const int64_t *lens) {
+  ts_ag_group *g = calloc(1, sizeof *g);
+  if (g) {
+    g->members = calloc((size_t)(n > 0 ? n : 1), sizeof *g->members);
+    g->grads = calloc((size_t)(n > 0 ? n : 1), sizeof *g->grads);
+    g->lens = malloc(sizeof *g->lens * (size_t)(n > 0 ? n : 1));
+  }
+  if (!g || !g->members || !g->grads || !g->lens) {
+    if (g) free(g->members), free(g->grads), free(g->lens);
+    free(g);
+    return ts_fail(TS_ERR_OOM, "out of memory recording a split"), NULL;
+  }
+  g->refcount = 1;
+  g->n = n;
+  memcpy(g->lens, lens, sizeof *g->lens * (size_t)n);
+  return g;
+}
+
+void ts_ag_group_join(ts_ag_group *g, ts_node *node, int k) {
+  g->refcount++;
+  g->members[k] = node;
+  node->group = g;
+  node->group_index = k;
+}
+
+void ts_ag_group_release(ts_ag_group *g) {
+  if (!g || --g->refcount > 0) return;
+  free(g->members);
+  free(g->grads);
+  free(g->lens);
+  free(g);
+}
+
 static void release_saved(ts_node *n) {
   for (int k = 0; k < TS_NODE_MAX_SAVED; k++) {
     ts_tensor_release(n->saved[k]);
@@ -69,6 +102,10 @@ void ts_node_release(ts_node *n) {
     ts_tensor_release(n->pending);
     if (n->inner) ts_node_release(n->inner);
     if (n->hook_key) hook_key_dead(n->hook_key);
+    if (n->group) {
+      n->group->members[n->group_index] = NULL;
+      ts_ag_group_release(n->group);
+    }
     for (int k = 0; k < n->nin; k++) {
       ts_tensor_release(n->next[k].leaf);
       if (n->next[k].fn) {
@@ -501,6 +538,54 @@ static ts_status seed_leaf(ts_tensor *root, ts_tensor *seed) {
   return deliver_leaf(root, seed, NULL);
 }
 
+/* n's gathered gradient (NULL when none arrived), taken for its backward:
+ * captured first when n is a captured input's node (autograd.grad, before the
+ * tensor's hooks run, as PyTorch's engine does), then through n's hooks */
+static ts_status take_pending(ts_node *n, capture *cap, ts_tensor **out) {
+  ts_tensor *g = n->pending;
+  *out = NULL;
+  if (!g) return TS_OK;
+  n->pending = NULL;
+  ts_status st = ts_check_interrupt();
+  if (cap)
+    for (int c = 0; c < cap->n && !st; c++)
+      if (cap->inputs[c]->grad_fn == n && capture_index(cap, cap->inputs[c]) == c) {
+        ts_tensor_retain(g);
+        st = accumulate(&cap->grads[c], g);
+      }
+  if (!st && n->released)
+    st = ts_fail(TS_ERR_ARG, "trying to backward through the graph a second time (%s's saved tensors were freed "
+                 "after the first backward); call backward({retain_graph = true}) the first time", n->name);
+  if (!st && n->hook_key) st = run_tensor_hooks(n->hook_key, &g);
+  if (st) {
+    ts_tensor_release(g);
+    return st;
+  }
+  *out = g;
+  return TS_OK;
+}
+
+/* n, the first member of its group to run: every member's gradient (n's own
+ * is g, handed over) into the group's slots for the shared backward */
+static ts_status gather_group(ts_node *n, ts_tensor *g, capture *cap) {
+  ts_ag_group *grp = n->group;
+  grp->grads[n->group_index] = g;
+  for (int k = 0; k < grp->n; k++) {
+    ts_node *m = grp->members[k];
+    if (!m || m == n) continue;
+    ts_status st = take_pending(m, cap, &grp->grads[k]);
+    if (st) return st;
+  }
+  return TS_OK;
+}
+
+static void drop_group_grads(ts_ag_group *grp) {
+  for (int k = 0; k < grp->n; k++) {
+    ts_tensor_release(grp->grads[k]);
+    grp->grads[k] = NULL;
+  }
+}
+
 static ts_status run_engine(int nroots, ts_tensor *const *roots, ts_tensor *const *root_grads, bool retain,
                             capture *cap) {
   bool prev = ts_grad_enabled();
@@ -542,37 +627,20 @@ static ts_status run_engine(int nroots, ts_tensor *const *roots, ts_tensor *cons
   }
   for (int i = 0; i < all.n && !st; i++) {
     ts_node *n = all.v[i];
-    ts_tensor *g = n->pending;
+    ts_tensor *g = NULL;
+    if ((st = take_pending(n, cap, &g))) break;
     if (!g) {
       if (hooks.n) st = edges_done(&hooks, n);
       continue;
     }
-    n->pending = NULL;
-    if (st = ts_check_interrupt(), st) {
-      ts_tensor_release(g);
-      break;
-    }
-    /* a captured non-leaf input: its gradient is its node's incoming one
-     * (taken before the tensor's hooks run, as PyTorch's engine does) */
-    if (cap)
-      for (int c = 0; c < cap->n; c++)
-        if (cap->inputs[c]->grad_fn == n && capture_index(cap, cap->inputs[c]) == c && !st) {
-          ts_tensor_retain(g);
-          st = accumulate(&cap->grads[c], g);
-        }
-    if (n->released) {
-      ts_tensor_release(g);
-      st = ts_fail(TS_ERR_ARG, "trying to backward through the graph a second time (%s's saved tensors were freed "
-                   "after the first backward); call backward({retain_graph = true}) the first time", n->name);
-      break;
-    }
-    if (!st && n->hook_key && (st = run_tensor_hooks(n->hook_key, &g))) {
-      ts_tensor_release(g);
+    if (n->group && (st = gather_group(n, g, cap))) {
+      drop_group_grads(n->group);
       break;
     }
     ts_tensor *stack_grads[8], **grads = n->nin <= 8 ? stack_grads : calloc((size_t)n->nin, sizeof *grads);
     if (!grads) {
-      ts_tensor_release(g);
+      if (n->group) drop_group_grads(n->group); /* g among them */
+      else ts_tensor_release(g);
       st = ts_fail(TS_ERR_OOM, "backward: out of memory");
       break;
     }
@@ -580,7 +648,8 @@ static ts_status run_engine(int nroots, ts_tensor *const *roots, ts_tensor *cons
     int ev = ts_dispatch_observed & TS_OBSERVE_PROFILE ? ts_prof_begin(n->name, TS_PROF_BACKWARD, g->device, 1, &g) : -1;
     if (!st) st = n->backward(n, g, grads);
     if (ev >= 0) ts_prof_end(ev);
-    ts_tensor_release(g);
+    if (n->group) drop_group_grads(n->group); /* g among them */
+    else ts_tensor_release(g);
     for (int k = 0; k < n->nin; k++) {
       ts_edge *e = &n->next[k];
       ts_tensor *gk = grads[k], *r = NULL;

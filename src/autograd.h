@@ -32,6 +32,21 @@ typedef struct ts_edge {
 
 #define TS_NODE_MAX_SAVED 6
 
+/* The outputs of one op that returns several (split, chunk, unbind): each
+ * output keeps a node of its own (its grad_fn, its tensor hooks), and the
+ * first of them the engine reaches gathers every member's gradient and runs
+ * the op's backward once (PyTorch's SplitBackward0 is one node with several
+ * outputs; one cat instead of a zero-filled slice per piece plus the adds).
+ * Every member's gradient is complete by then: the members are recorded one
+ * after another, so nothing that feeds one of them runs after the first. */
+typedef struct ts_ag_group {
+  int refcount;       /* one per member node */
+  int n;
+  ts_node **members;  /* not retained: a member clears its slot when freed */
+  int64_t *lens;      /* each member's length along the op's dim */
+  ts_tensor **grads;  /* during the shared backward: each member's gradient, or NULL */
+} ts_ag_group;
+
 struct ts_node {
   int refcount;
   const char *name;          /* "MulBackward0", as torch names them */
@@ -52,6 +67,8 @@ struct ts_node {
   int64_t *list;             /* a variable-length parameter (cat sizes, reduced dims), owned */
   int nlist;
   ts_tensor *pending;        /* the gradient gathered so far during a backward */
+  ts_ag_group *group;        /* an output of an op with several (see ts_ag_group), or NULL */
+  int group_index;           /* which output */
 };
 
 /* grad mode: on by default; thread-local */
@@ -73,6 +90,13 @@ ts_status ts_ag_record(const char *name, ts_backward_fn fn, int n, ts_tensor *co
 void ts_ag_save(ts_node *n, int k, ts_tensor *t);
 /* The saved tensor k, or an error if it was freed or modified in place since. */
 ts_status ts_ag_saved(ts_node *n, int k, ts_tensor **t);
+
+/* A group for the n nodes that will join it (ts_ag_group_join); lens copied. */
+ts_ag_group *ts_ag_group_new(int n, const int64_t *lens);
+/* node becomes output k of g (which it references from then on). */
+void ts_ag_group_join(ts_ag_group *g, ts_node *node, int k);
+/* Drops the creator's reference (the members keep theirs). */
+void ts_ag_group_release(ts_ag_group *g);
 
 void ts_node_retain(ts_node *n);
 void ts_node_release(ts_node *n);

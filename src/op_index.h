@@ -9,6 +9,13 @@
 /* joining: the inputs promote to one dtype; cat skips 1-D empty (0,) inputs */
 ts_status ts_cat(int n, ts_tensor *const *ts, int64_t dim, ts_tensor **out);
 ts_status ts_stack(int n, ts_tensor *const *ts, int64_t dim, ts_tensor **out);
+/* x split along dim into n views pieces[0..n), lens[k] long (they sum to x's
+ * size there), with one shared backward (op_split.c); with_sizes records
+ * split_with_sizes (SplitWithSizesBackward0) rather than split */
+ts_status ts_split_with_sizes(ts_tensor *x, int64_t dim, int n, const int64_t *lens, bool with_sizes,
+                              ts_tensor **pieces);
+/* x.unbind(dim): x's size along dim select views into pieces (room for that many) */
+ts_status ts_unbind(ts_tensor *x, int64_t dim, ts_tensor **pieces);
 
 /* gather/scatter along dim; index has the input's rank, src x's dtype.
  * A wrapped-number src (0-dim, from Lua) is the scatter value form. */

@@ -179,12 +179,11 @@ end)
 
 -- ---- splitting and repeating -------------------------------------------------
 
+local select_all = methods.unbind -- C (lindex.c): the selects under one UnbindBackward0
 both("unbind", function(t, dim)
   local d = wrap_dim("unbind", dim or 0, t:dim())
   if t:dim() == 0 then raise("unbind: dimension specified as 0 but tensor has no dimensions") end
-  local out = {}
-  for i = 0, t.shape[d] - 1 do out[i + 1] = t:select(d, i) end
-  return A.list(out, "unbind")
+  return A.list(select_all(t, d), "unbind")
 end)
 
 both("repeat_interleave", function(t, repeats, ...)

@@ -55,11 +55,25 @@ static int l_stack(lua_State *L) {
   return 1;
 }
 
-/* Appends the view x.narrow(d, start, len) to the list at the top. */
-static void push_piece(lua_State *L, ts_tensor *x, int d, int64_t start, int64_t len, int k) {
-  ts_tensor **slot = lt_newslot(L);
-  LT_TRY(L, ts_narrow(x, d, start, len, slot));
-  lua_rawseti(L, -2, k);
+/* The pieces of x along d as a list: lens[k] long (unbind: one select per
+ * index when lens is NULL), views sharing one backward (op_split.c). The
+ * list's tensor slots are made first, so a Lua error leaks nothing. */
+static int push_pieces(lua_State *L, ts_tensor *x, int d, int64_t n, const int64_t *lens, bool with_sizes) {
+  if (n > INT32_MAX) return luaL_error(L, "split: too many pieces (%I)", (lua_Integer)n);
+  ts_tensor **pieces = lua_newuserdatauv(L, sizeof *pieces * (size_t)(n > 0 ? n : 1), 0);
+  lua_createtable(L, (int)n, 0);
+  for (int k = 1; k <= n; k++) {
+    lt_newslot(L);
+    lua_rawseti(L, -2, k);
+  }
+  LT_TRY(L, lens ? ts_split_with_sizes(x, d, (int)n, lens, with_sizes, pieces) : ts_unbind(x, d, pieces));
+  for (int k = 1; k <= n; k++) {
+    lua_rawgeti(L, -1, k);
+    *(ts_tensor **)lua_touserdata(L, -1) = pieces[k - 1]; /* the slot's first field is its tensor */
+    lua_pop(L, 1);
+  }
+  lt_gc_debt(L);
+  return 1;
 }
 
 static int split_dim(lua_State *L, ts_tensor *x, const char *fn, int idx) {
@@ -75,9 +89,9 @@ static int split_even(lua_State *L, ts_tensor *x, int d, int64_t s) {
   int64_t size = x->sizes[d], n = s && size ? (size - 1) / s + 1 : 1; /* size + s - 1 could overflow */
   if (n < 1) n = 1;
   if (n > INT32_MAX) luaL_error(L, "split: too many pieces (%I)", (lua_Integer)n);
-  lua_createtable(L, (int)n, 0);
-  for (int64_t k = 0; k < n; k++) push_piece(L, x, d, k * s, s < size - k * s ? s : size - k * s, (int)k + 1);
-  return 1;
+  int64_t *lens = lua_newuserdatauv(L, sizeof *lens * (size_t)n, 0);
+  for (int64_t k = 0; k < n; k++) lens[k] = s < size - k * s ? s : size - k * s;
+  return push_pieces(L, x, d, n, lens, false);
 }
 
 /* x:split(split_size | {sizes...}, dim=0) */
@@ -95,7 +109,7 @@ static int m_split(lua_State *L) {
   }
   if (lua_type(L, 2) != LUA_TTABLE) return luaL_typeerror(L, 2, "integer or list of sizes");
   int n = (int)lua_rawlen(L, 2);
-  int64_t sum = 0;
+  int64_t sum = 0, *lens = lua_newuserdatauv(L, sizeof *lens * (size_t)(n > 0 ? n : 1), 0);
   for (int k = 1; k <= n; k++) {
     lua_rawgeti(L, 2, k);
     int isnum;
@@ -105,36 +119,38 @@ static int m_split(lua_State *L) {
       return luaL_error(L, "split: split_sizes must be non-negative integers, got a bad value at position %d", k);
     if (__builtin_add_overflow(sum, s, &sum))
       return luaL_error(L, "split: split_sizes sum past 64 bits (at position %d)", k);
+    lens[k - 1] = s;
   }
   if (sum != size)
     return luaL_error(L, "split: split_sizes must sum exactly to %I (the input's size in dimension %d), but they sum to %I",
                       (lua_Integer)size, d, (lua_Integer)sum);
-  lua_createtable(L, n, 0);
-  int64_t start = 0;
-  for (int k = 1; k <= n; k++) {
-    lua_rawgeti(L, 2, k);
-    int64_t s = lua_tointeger(L, -1);
-    lua_pop(L, 1);
-    push_piece(L, x, d, start, s, k);
-    start += s;
-  }
-  return 1;
+  return push_pieces(L, x, d, n, lens, true);
 }
 
-/* x:chunk(chunks, dim=0) */
+/* x:chunk(chunks, dim=0): split's pieces, or (an empty dim) `chunks` empty
+ * ones recorded as split_with_sizes, as torch does */
 static int m_chunk(lua_State *L) {
   ts_tensor *x = lt_check(L, 1);
   int64_t n = lt_checkint(L, 2);
   if (n <= 0) return luaL_error(L, "chunk: expects `chunks` to be greater than 0, got: %I", (lua_Integer)n);
   int d = split_dim(L, x, "chunk", 3);
   int64_t size = x->sizes[d], s = size ? (size - 1) / n + 1 : 0; /* size + n - 1 could overflow */
-  if (s == 0) { /* an empty dim: `chunks` empty pieces, as torch */
+  if (s == 0) {
     if (n > INT32_MAX) return luaL_error(L, "chunk: too many chunks");
-    lua_createtable(L, (int)n, 0);
-    for (int64_t k = 0; k < n; k++) push_piece(L, x, d, 0, 0, (int)k + 1);
-    return 1;
+    int64_t *lens = lua_newuserdatauv(L, sizeof *lens * (size_t)n, 0);
+    memset(lens, 0, sizeof *lens * (size_t)n);
+    return push_pieces(L, x, d, n, lens, true);
   }
   return split_even(L, x, d, s);
+}
+
+/* x:unbind(dim=0) (tensor_extra.lua lists the result) */
+static int m_unbind(lua_State *L) {
+  ts_tensor *x = lt_check(L, 1);
+  int d;
+  if (x->ndim == 0) return luaL_error(L, "unbind: dimension specified as 0 but tensor has no dimensions");
+  LT_TRY(L, ts_wrap_dim("unbind", lua_isnoneornil(L, 2) ? 0 : lt_checkint(L, 2), x->ndim, &d));
+  return push_pieces(L, x, d, x->sizes[d], NULL, false);
 }
 
 /* x:gather(dim, index) */
@@ -303,7 +319,7 @@ static int l_one_hot(lua_State *L) {
 
 void lt_open_index(lua_State *L) {
   static const luaL_Reg both[] = {
-      {"split", m_split}, {"chunk", m_chunk}, {"gather", m_gather}, {"scatter", m_scatter},
+      {"split", m_split}, {"chunk", m_chunk}, {"unbind", m_unbind}, {"gather", m_gather}, {"scatter", m_scatter},
       {"scatter_add", m_scatter_add}, {"index_select", m_index_select}, {"masked_select", m_masked_select},
       {"nonzero", m_nonzero}, {"sort", m_sort}, {"argsort", m_argsort}, {"topk", m_topk}, {"unique", l_unique}, {NULL, NULL}};
   static const luaL_Reg methods[] = {{"scatter_", m_scatter_}, {"scatter_add_", m_scatter_add_}, {NULL, NULL}};
