@@ -21,9 +21,10 @@
 enum { BQ = 64, BK = 128 };
 
 /* the row loops over the score blocks (exp, the softmax's backward, the dropout
- * scaling) in eight lanes where the CPU has them: the baseline build's four
- * SSE lanes left them a quarter of the backward */
-#define TS_ATTN_VECTOR __attribute__((target_clones("avx2", "default")))
+ * scaling) in eight lanes with fused multiply-adds where the CPU has them
+ * (x86-64-v3): the baseline build's four SSE lanes left them a quarter of the
+ * backward */
+#define TS_ATTN_VECTOR __attribute__((target_clones("arch=x86-64-v3", "default"), optimize("fp-contract=fast")))
 
 typedef struct attn_args {
   int64_t B, L, S, E, Ev;
