@@ -39,3 +39,17 @@ local function rows_setup()
 end
 bench.case("softmax_rows", function(c) local _ = c.s:softmax(-1) end, {device = dev, setup = rows_setup})
 bench.case("log_softmax_rows", function(c) local _ = c.s:log_softmax(-1) end, {device = dev, setup = rows_setup})
+
+-- the backward of attention at the Transformer benchmark's sizes (batch 16, 4
+-- heads, 256 positions, head width 64): tensh's fused scaled_dot_product_attention
+-- against PyTorch 1.13's composed softmax(q k^T / 8) v (it has no fused CPU op);
+-- a run is one torch.autograd.grad through the graph kept by retain_graph
+bench.case("attention_backward", function(c)
+  local _ = torch.autograd.grad({c.o}, c.inputs, {grad_outputs = {c.g}, retain_graph = true})
+end, {device = dev, setup = function()
+  torch.manual_seed(0)
+  local function leaf() return torch.randn(16, 4, 256, 64, {device = dev, requires_grad = true}) end
+  local q, k, v = leaf(), leaf(), leaf()
+  return {o = nn.functional.scaled_dot_product_attention(q, k, v), inputs = {q, k, v},
+    g = torch.randn(16, 4, 256, 64, {device = dev})}
+end})

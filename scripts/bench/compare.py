@@ -24,11 +24,13 @@ TARGETS = {
     "mlp_seed003": 0.8,
     "fashion_mnist_mlp": 0.8,
     "fashion_mnist_cnn": 0.8,
-    "lstm_lm_train": 1.0,
+    "lstm_lm_train": 0.8,  # issue 27 (was 1.0)
     "mobilenet_v3_small_train": 1.0,  # step time <= PyTorch's (issue 15, CPU)
-    "transformer_encoder_train": 1.0,  # likewise
+    "transformer_encoder_train": 0.8,  # issue 27: keep <= 0.8 (was 1.0, issue 15)
+    "gpt_char_train": 0.7,  # issue 27
     "softmax_rows": 1.0,  # at least as fast as PyTorch's (issue 27)
     "log_softmax_rows": 1.0,
+    "attention_backward": 1.0,  # the fused backward no slower than PyTorch's composed one (issue 27)
 }
 ABSOLUTE_MS = {"startup": 10.0}  # case -> tensh's median must be under this many ms (issue 27: was 20)
 WALL_ONLY = {"startup"}  # a child process: its CPU time is not the parent's

@@ -161,7 +161,7 @@ def main():
 
     common.time_ms, common.sync, common.emit = time_ms, sync, emit
     # twin script, its arguments, the cases it emits (for --filter)
-    twins = [("ops_micro.py", [], "op_overhead_add1 add_bandwidth matmul softmax_rows log_softmax_rows"),
+    twins = [("ops_micro.py", [], "op_overhead_add1 add_bandwidth matmul softmax_rows log_softmax_rows attention_backward"),
              ("mlp_seed003.py", [], "mlp_seed003"), ("lstm_step.py", [], "lstm_lm_train"),
              ("transformer_step.py", [], "transformer_encoder_train"),
              ("mobilenet_v3_small.py", [], "mobilenet_v3_small_train"), ("gpt_step.py", [], "gpt_char_train")]

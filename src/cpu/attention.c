@@ -3,9 +3,10 @@
  * blocks of BK: one GEMM for the block's scores, the mask, an online softmax
  * (running max and sum per query; the partial output is rescaled when the max
  * grows), dropout, one GEMM into the output. Only a BQ x BK block of scores
- * exists at a time. Backward (flash attention's): each block of scores is
- * recomputed and turned into probabilities by the saved log-sum-exp; five
- * GEMMs per pair of blocks give dv, the probabilities' gradient, dq and dk.
+ * exists at a time. Backward (flash attention's): the scores are recomputed
+ * and turned into probabilities by the saved log-sum-exp, a block of queries
+ * against all its keys at a time (the block sized to stay in cache); five
+ * GEMMs per block give the scores, dv, the probabilities' gradient, dq, dk.
  * Threads split the forward by (batch, query block), the backward by batch
  * (a batch's dk and dv gather over all its queries). Operands are (B, H, rows,
  * features) with a unit feature stride and any row stride (the GEMMs' leading
@@ -25,6 +26,12 @@ enum { BQ = 64, BK = 128 };
 typedef struct strides3 {
   int64_t b, h, r;
 } strides3;
+
+/* the row loops over the score blocks (exp, the softmax's backward, the dropout
+ * scaling) in eight lanes with fused multiply-adds where the CPU has them
+ * (x86-64-v3): the baseline build's four SSE lanes left them a quarter of the
+ * backward */
+#define TS_ATTN_VECTOR __attribute__((target_clones("arch=x86-64-v3", "default"), optimize("fp-contract=fast")))
 
 typedef struct attn_args {
   int64_t B, H, L, S, E, Ev; /* B: batch times heads in the loops below */
@@ -100,6 +107,19 @@ static ts_status k_sdpa_forward(const ts_call *c) {
   return oom ? ts_fail(TS_ERR_OOM, "sdpa_forward: out of memory for the score blocks") : TS_OK;
 }
 
+/* The backward's query block: as many queries as keep their probabilities and
+ * the probabilities' gradient (2 * rows * ld values) within BACKWARD_CACHE
+ * bytes, half a core's L2 here, at least MIN_ROWS (so the GEMMs stay GEMMs
+ * when S is long), a multiple of 8, at most L; causal, at most BQ, so that
+ * the blocks skip most of the masked keys. */
+enum { BACKWARD_CACHE = 512 << 10, MIN_ROWS = 16 };
+static int64_t backward_rows(int64_t L, int64_t ld, size_t elem, bool causal) {
+  int64_t rows = (int64_t)(BACKWARD_CACHE / (2 * elem * (size_t)ld)) / 8 * 8;
+  if (rows < MIN_ROWS) rows = MIN_ROWS;
+  if (causal && rows > BQ) rows = BQ; /* smaller blocks skip more of the masked triangle */
+  return rows < L ? rows : L;
+}
+
 static ts_status k_sdpa_backward(const ts_call *c) {
   attn_args a = args_of(c, 1, 2, 3, 6);
   a.dout = ts_data(c->in[0]), a.o_in = ts_data(c->in[4]), a.lse = ts_data(c->in[5]);
@@ -108,20 +128,21 @@ static ts_status k_sdpa_backward(const ts_call *c) {
   a.sdq = strides_of(c->out[0]), a.sdk = strides_of(c->out[1]), a.sdv = strides_of(c->out[2]);
   const bool dbl = c->in[0]->dtype == TS_FLOAT64;
   const size_t elem = dbl ? sizeof(double) : sizeof(float);
+  const int64_t ld = (a.S + 3) / 4 * 4, rows = backward_rows(a.L, ld, elem, a.causal);
   bool oom = false;
 #pragma omp parallel if (a.B > 1 && a.L * a.S * a.E * a.B > TS_PARALLEL_GRAIN) reduction(|| : oom)
   {
-    void *scratch = malloc(elem * (size_t)(3 * BQ * BK + a.L));
+    void *scratch = malloc(elem * (size_t)(3 * rows * ld + a.L));
     if (!scratch) oom = true;
 #pragma omp for schedule(dynamic)
     for (int64_t b = 0; b < a.B; b++) {
       if (!scratch) continue;
-      if (dbl) backward_batch_f64(&a, b, scratch);
-      else backward_batch_f32(&a, b, scratch);
+      if (dbl) backward_batch_f64(&a, b, rows, ld, scratch);
+      else backward_batch_f32(&a, b, rows, ld, scratch);
     }
     free(scratch);
   }
-  return oom ? ts_fail(TS_ERR_OOM, "sdpa_backward: out of memory for the score blocks") : TS_OK;
+  return oom ? ts_fail(TS_ERR_OOM, "sdpa_backward: out of memory for the probability blocks") : TS_OK;
 }
 
 void ts_cpu_register_attention(ts_kernel *k) {

@@ -26,23 +26,26 @@ static void FN_(add_mask)(const attn_args *a, int64_t b, int64_t i0, int64_t nq,
 
 /* the dropout factors of queries i0.., keys j0.. (j0 % 4 == 0): keep / (1 - p) or 0,
  * into f (nq rows of ld >= nk rounded up to 4). One Philox draw gives four keys;
- * the draws of a row are independent, so the loop vectorises. */
+ * the draws of a row are independent, so the loop vectorises. Drawn BK keys at a
+ * time (the backward asks for whole rows of keys). */
 static void FN_(drop_factors)(const attn_args *a, int64_t b, int64_t i0, int64_t nq, int64_t j0, int64_t nk, T *f,
                               int64_t ld) {
   const T rs = a->p < 1 ? (T)(1 / (1 - a->p)) : 0;
   const float pf = (float)a->p;
-  const int64_t groups = (nk + 3) / 4;
   uint32_t u[BK];
   for (int64_t r = 0; r < nq; r++) {
-    T *row = f + r * ld;
     const uint64_t base = a->offset + (uint64_t)((b * a->L + i0 + r) * ts_sdpa_row_counters(a->S) + j0 / 4);
-    ts_philox_lanes(a->seed, base, groups, u);
-    for (int64_t e = 0; e < 4 * groups; e++) row[e] = ts_uniform_f32(u[e]) >= pf ? rs : 0;
+    for (int64_t c0 = 0; c0 < nk; c0 += BK) {
+      const int64_t groups = ((c0 + BK < nk ? BK : nk - c0) + 3) / 4;
+      T *row = f + r * ld + c0;
+      ts_philox_lanes(a->seed, base + (uint64_t)(c0 / 4), groups, u);
+      for (int64_t e = 0; e < 4 * groups; e++) row[e] = ts_uniform_f32(u[e]) >= pf ? rs : 0;
+    }
   }
 }
 
 /* x (nq, nk) *= f elementwise (both of row stride ld) */
-static void FN_(scale_by)(int64_t nq, int64_t nk, T *x, const T *f, int64_t ld) {
+TS_ATTN_VECTOR static void FN_(scale_by)(int64_t nq, int64_t nk, T *x, const T *f, int64_t ld) {
   for (int64_t r = 0; r < nq; r++) {
     T *xr = x + r * ld;
     const T *fr = f + r * ld;
@@ -106,10 +109,33 @@ static void FN_(zero_rows)(T *x, int64_t n, int64_t w, int64_t ld) {
   for (int64_t r = 0; r < n; r++) memset(x + r * ld, 0, sizeof(T) * (size_t)w);
 }
 
-/* batch-and-head b's gradients. scratch: 3*BQ*BK + L. Keys in blocks (outer),
- * queries in blocks (inner): dk, dv of the key block gather over every query
- * block, dq of each query block over the key blocks. */
-static void FN_(backward_batch)(const attn_args *a, int64_t b, T *scratch) {
+/* p (nq, nk) <- exp(p - lse of the row): the block's probabilities (row stride ld) */
+TS_ATTN_VECTOR static void FN_(probabilities)(int64_t nq, int64_t nk, T *p, int64_t ld, const T *lse) {
+  for (int64_t r = 0; r < nq; r++) {
+    T *row = p + r * ld;
+    const T sh = lse[r];
+#pragma omp simd
+    for (int64_t c = 0; c < nk; c++) row[c] = EXPT(row[c] - sh);
+  }
+}
+
+/* ds = p * (dp - delta), into dp: the softmax's backward (row stride ld) */
+TS_ATTN_VECTOR static void FN_(softmax_grad)(int64_t nq, int64_t nk, const T *p, T *dp, int64_t ld, const T *delta) {
+  for (int64_t r = 0; r < nq; r++) {
+    T *dr = dp + r * ld;
+    const T *pr = p + r * ld, de = delta[r];
+#pragma omp simd
+    for (int64_t c = 0; c < nk; c++) dr[c] = pr[c] * (dr[c] - de);
+  }
+}
+
+/* batch-and-head b's gradients, its queries in blocks of nqb rows, each against
+ * every key it sees at once: the block's probabilities and their gradient (nqb
+ * rows of ld values, ld >= S rounded up to 4) stay in cache, and each block is
+ * five GEMMs as large as the block allows (scores, dv, the probabilities'
+ * gradient, dq, dk) instead of five per pair of small blocks.
+ * scratch: 3 * nqb * ld + L */
+static void FN_(backward_batch)(const attn_args *a, int64_t b, int64_t nqb, int64_t ld, T *scratch) {
   const int64_t E = a->E, Ev = a->Ev, S = a->S, L = a->L;
   const int64_t ldq = a->sq.r, ldk = a->sk.r, ldv = a->sv.r, ldg = a->sg.r, ldo = a->so.r;
   const int64_t lddq = a->sdq.r, lddk = a->sdk.r, lddv = a->sdv.r;
@@ -118,53 +144,42 @@ static void FN_(backward_batch)(const attn_args *a, int64_t b, T *scratch) {
   const T *dO = (const T *)a->dout + at_bh(a, a->sg, b), *lse = (const T *)a->lse + b * L;
   T *dq = (T *)a->dq + at_bh(a, a->sdq, b), *dk = (T *)a->dk + at_bh(a, a->sdk, b);
   T *dv = (T *)a->dv + at_bh(a, a->sdv, b);
-  T *p = scratch, *pd = p + BQ * BK, *f = pd + BQ * BK, *delta = f + BQ * BK;
+  T *p = scratch, *dp = p + nqb * ld, *f = dp + nqb * ld, *delta = f + nqb * ld;
   for (int64_t i = 0; i < L; i++) { /* delta_i = do_i . o_i, the softmax backward's row term (o = dropped p v) */
     T acc = 0;
     for (int64_t e = 0; e < Ev; e++) acc += dO[i * ldg + e] * o[i * ldo + e];
     delta[i] = acc;
   }
-  FN_(zero_rows)(dq, L, E, lddq);
   FN_(zero_rows)(dk, S, E, lddk);
   FN_(zero_rows)(dv, S, Ev, lddv);
-  for (int64_t j0 = 0; j0 < S; j0 += BK) {
-    const int64_t nk = j0 + BK < S ? BK : S - j0;
-    for (int64_t i0 = a->causal ? j0 / BQ * BQ : 0; i0 < L; i0 += BQ) {
-      const int64_t nq = i0 + BQ < L ? BQ : L - i0;
-      GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)E, (T)a->scale, q + i0 * ldq, (int)ldq,
-           k + j0 * ldk, (int)ldk, 0, p, BK);
-      FN_(add_mask)(a, b, i0, nq, j0, nk, p, BK);
-      for (int64_t r = 0; r < nq; r++) {
-        T *row = p + r * BK;
-        const T sh = lse[i0 + r];
-#pragma omp simd
-        for (int64_t c = 0; c < nk; c++) row[c] = EXPT(row[c] - sh);
-      }
-      const T *pv = p; /* the probabilities that met v: dropped ones where dropout runs */
-      if (a->p > 0) { /* the same factors as the forward's, drawn once for pv and dpv */
-        FN_(drop_factors)(a, b, i0, nq, j0, nk, f, BK);
-        for (int64_t r = 0; r < nq; r++) memcpy(pd + r * BK, p + r * BK, sizeof(T) * (size_t)nk);
-        FN_(scale_by)(nq, nk, pd, f, BK);
-        pv = pd;
-      }
-      /* dv_j += pv^T do_i */
-      GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)Ev, (int)nq, 1, pv, BK, dO + i0 * ldg, (int)ldg, 1,
-           dv + j0 * lddv, (int)lddv);
-      /* dpv = do_i v_j^T, into pd: the gradient of the dropped probabilities */
-      GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)Ev, 1, dO + i0 * ldg, (int)ldg,
-           v + j0 * ldv, (int)ldv, 0, pd, BK);
-      if (a->p > 0) FN_(scale_by)(nq, nk, pd, f, BK);
-      for (int64_t r = 0; r < nq; r++) { /* ds = p * (dp - delta), in pd */
-        T *dr = pd + r * BK;
-        const T *pr = p + r * BK, de = delta[i0 + r];
-#pragma omp simd
-        for (int64_t c = 0; c < nk; c++) dr[c] = pr[c] * (dr[c] - de);
-      }
-      GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)E, (int)nk, (T)a->scale, pd, BK, k + j0 * ldk,
-           (int)ldk, 1, dq + i0 * lddq, (int)lddq);
-      GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)E, (int)nq, (T)a->scale, pd, BK, q + i0 * ldq,
-           (int)ldq, 1, dk + j0 * lddk, (int)lddk);
+  for (int64_t i0 = 0; i0 < L; i0 += nqb) {
+    const int64_t nq = i0 + nqb < L ? nqb : L - i0;
+    /* the keys any query of the block sees: causal, up to its last query */
+    const int64_t nk = a->causal && i0 + nq < S ? i0 + nq : S;
+    const T *qb = q + i0 * ldq, *dob = dO + i0 * ldg;
+    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)E, (T)a->scale, qb, (int)ldq, k, (int)ldk, 0,
+         p, (int)ld);
+    FN_(add_mask)(a, b, i0, nq, 0, nk, p, ld);
+    FN_(probabilities)(nq, nk, p, ld, lse + i0);
+    const T *pv = p; /* the probabilities that met v: dropped ones where dropout runs */
+    if (a->p > 0) { /* the forward's factors, drawn once for pv and dpv */
+      FN_(drop_factors)(a, b, i0, nq, 0, nk, f, ld);
+      memcpy(dp, p, sizeof(T) * (size_t)(nq * ld));
+      FN_(scale_by)(nq, nk, dp, f, ld);
+      pv = dp;
     }
+    /* dv += pv^T do */
+    GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)Ev, (int)nq, 1, pv, (int)ld, dob, (int)ldg, 1, dv,
+         (int)lddv);
+    /* dpv = do v^T: the gradient of the dropped probabilities */
+    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)Ev, 1, dob, (int)ldg, v, (int)ldv, 0, dp,
+         (int)ld);
+    if (a->p > 0) FN_(scale_by)(nq, nk, dp, f, ld);
+    FN_(softmax_grad)(nq, nk, p, dp, ld, delta + i0);
+    GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)E, (int)nk, (T)a->scale, dp, (int)ld, k, (int)ldk, 0,
+         dq + i0 * lddq, (int)lddq);
+    GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)E, (int)nq, (T)a->scale, dp, (int)ld, qb, (int)ldq, 1,
+         dk, (int)lddk);
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "../op_loss.h"
 #include "cpu.h"
+#include "vmath.h"
 
 #define GRAIN 32768 /* elements below which one thread does the rows */
 
@@ -32,6 +33,44 @@ static ts_status check_targets(const ts_call *c, int64_t M, int64_t C) {
     return m + log(s);                                                                               \
   }
 
+ROW_LSE(float)
+ROW_LSE(double)
+
+#define DENSE_F32(T, S) (sizeof(T) == sizeof(float) && (S) == 1)
+
+/* Float rows of contiguous logits (S = 1, the usual case): the exponentials
+ * in float lanes (vmath.h's ts_expf, eight at a time where the CPU has AVX2),
+ * as PyTorch's float log_softmax computes them, where the loops above call
+ * libm's double exp per element (a tenth of an LSTM language-model step).
+ * The partial sums are added in double. A row with a NaN or without a finite
+ * max takes the double loop (its NaN or inf comes out the same). */
+#define ROW_LANES 8
+__attribute__((target_clones("avx2", "default"))) static double row_lse_float_dense(const float *x, int64_t C) {
+  float ml[ROW_LANES], sl[ROW_LANES] = {0};
+  for (int q = 0; q < ROW_LANES; q++) ml[q] = -INFINITY;
+  const int64_t body = C / ROW_LANES * ROW_LANES;
+  for (int64_t k = 0; k < body; k += ROW_LANES)
+    for (int q = 0; q < ROW_LANES; q++) ml[q] = x[k + q] > ml[q] || x[k + q] != x[k + q] ? x[k + q] : ml[q];
+  float m = -INFINITY;
+  for (int q = 0; q < ROW_LANES; q++) m = ml[q] > m || ml[q] != ml[q] ? ml[q] : m;
+  for (int64_t k = body; k < C; k++) m = x[k] > m || x[k] != x[k] ? x[k] : m;
+  if (!isfinite(m)) return row_lse_float(x, C, 1);
+  for (int64_t k = 0; k < body; k += ROW_LANES)
+    for (int q = 0; q < ROW_LANES; q++) sl[q] += ts_expf(x[k + q] - m);
+  double sum = 0;
+  for (int q = 0; q < ROW_LANES; q++) sum += sl[q];
+  for (int64_t k = body; k < C; k++) sum += ts_expf(x[k] - m);
+  return (double)m + log(sum);
+}
+
+/* p_k = exp(x_k - lse) of a float row of contiguous logits, into g (C) */
+__attribute__((target_clones("avx2", "default"))) static void row_probs_float_dense(const float *x, int64_t C,
+                                                                                      double lse, float *g) {
+  const float l = (float)lse;
+#pragma omp simd
+  for (int64_t k = 0; k < C; k++) g[k] = ts_expf(x[k] - l);
+}
+
 /* forward: rl[r] the row's loss, rw[r] its target's weight (0 when ignored) */
 #define NLL_FORWARD(T)                                                                                          \
   static void nll_rows_##T(const ts_call *c, int64_t N, int64_t C, int64_t S, double W, double *rl, double *rw) { \
@@ -43,7 +82,7 @@ static ts_status check_targets(const ts_call *c, int64_t M, int64_t C) {
     _Pragma("omp parallel for schedule(static) if (N * C * S > GRAIN)")                                        \
     for (int64_t r = 0; r < N * S; r++) {                                                                       \
       const T *row = x + (r / S) * C * S + r % S;                                                               \
-      const double l = logits ? row_lse_##T(row, C, S) : 0;                                                     \
+      const double l = !logits ? 0 : DENSE_F32(T, S) ? row_lse_float_dense((const float *)row, C) : row_lse_##T(row, C, S); \
       if (lse) lse[r] = l;                                                                                      \
       if (t[r] == ign) {                                                                                        \
         rl[r] = 0, rw[r] = 0;                                                                                   \
@@ -82,11 +121,20 @@ static ts_status check_targets(const ts_call *c, int64_t M, int64_t C) {
       }                                                                                                         \
       const double g = (double)go[flags & TS_NLL_REDUCE ? 0 : r] * scale;                                       \
       const double wt = w ? (double)w[t[r]] : 1.0;                                                              \
+      const bool dense = logits && DENSE_F32(T, S);                                                             \
+      if (dense) row_probs_float_dense((const float *)row, C, lse[r], (float *)grow);                           \
+      if (dense && !w && eps == 0) { /* g (p - onehot): the probabilities scaled in place */                    \
+        const T a = (T)(g * wt);                                                                                \
+        _Pragma("omp simd")                                                                                     \
+        for (int64_t k = 0; k < C; k++) grow[k] *= a;                                                           \
+        grow[t[r]] -= a;                                                                                        \
+        continue;                                                                                               \
+      }                                                                                                         \
       for (int64_t k = 0; k < C; k++) {                                                                         \
         const double hot = k == t[r] ? 1.0 : 0.0;                                                               \
         double v;                                                                                               \
         if (logits) {                                                                                           \
-          const double p = exp((double)row[k * S] - lse[r]), wk = w ? (double)w[k] : 1.0;                     \
+          const double p = dense ? (double)grow[k] : exp((double)row[k * S] - lse[r]), wk = w ? (double)w[k] : 1.0; \
           v = (1 - eps) * wt * (p - hot) + eps / (double)C * (p * W - wk);                                      \
         } else {                                                                                                \
           v = -wt * hot;                                                                                        \
@@ -96,8 +144,6 @@ static ts_status check_targets(const ts_call *c, int64_t M, int64_t C) {
     }                                                                                                           \
   }
 
-ROW_LSE(float)
-ROW_LSE(double)
 NLL_FORWARD(float)
 NLL_FORWARD(double)
 NLL_BACKWARD(float)

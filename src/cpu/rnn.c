@@ -18,49 +18,55 @@
 #define EXP(x) _Generic((x), float: ts_expf, default: exp)(x)
 #define TANH(x) _Generic((x), float: ts_tanhf, default: tanh)(x)
 #define SIGMOID(T, x) ((T)1 / ((T)1 + EXP((T)-(x))))
+/* a row function in eight lanes with fused multiply-adds where the CPU has them
+ * (x86-64-v3: AVX2 and FMA), contracted as the vector code allows */
+#define VECTOR __attribute__((target_clones("arch=x86-64-v3", "default"), optimize("fp-contract=fast")))
 
 /* gates (M, 4H) pre-activations i, f, g, o -> act (M, 4H) activated, c = f*c_prev + i*g,
- * h = o * tanh(c) */
+ * h = o * tanh(c); one row of H per call of the row function, cloned for AVX2
+ * (the baseline build's four SSE lanes made it a tenth of an LSTM step) */
 #define LSTM_FWD(NAME, T)                                                                          \
+  VECTOR static void NAME##_row(int64_t H, const T *g, const T *cp, T *h, T *c, T *a) {            \
+    _Pragma("omp simd")                                                                            \
+    for (int64_t j = 0; j < H; j++) {                                                              \
+      T ig = SIGMOID(T, g[j]), fg = SIGMOID(T, g[H + j]), gg = TANH((T)g[2 * H + j]),                \
+        og = SIGMOID(T, g[3 * H + j]);                                                             \
+      T cn = fg * cp[j] + ig * gg;                                                                 \
+      a[j] = ig, a[H + j] = fg, a[2 * H + j] = gg, a[3 * H + j] = og;                              \
+      c[j] = cn;                                                                                   \
+      h[j] = og * TANH((T)cn);                                                                     \
+    }                                                                                              \
+  }                                                                                                \
   static void NAME(int64_t M, int64_t H, const T *gates, const T *cp, T *h, T *c, T *act) {       \
     const int64_t work = M * H;                                                                   \
     PAR                                                                                             \
-    for (int64_t m = 0; m < M; m++) {                                                              \
-      const T *g = gates + m * 4 * H;                                                              \
-      T *a = act + m * 4 * H;                                                                      \
-      _Pragma("omp simd")                                                                          \
-      for (int64_t j = 0; j < H; j++) {                                                            \
-        T ig = SIGMOID(T, g[j]), fg = SIGMOID(T, g[H + j]), gg = TANH((T)g[2 * H + j]),              \
-          og = SIGMOID(T, g[3 * H + j]);                                                           \
-        T cn = fg * cp[m * H + j] + ig * gg;                                                       \
-        a[j] = ig, a[H + j] = fg, a[2 * H + j] = gg, a[3 * H + j] = og;                            \
-        c[m * H + j] = cn;                                                                         \
-        h[m * H + j] = og * TANH((T)cn);                                                              \
-      }                                                                                            \
-    }                                                                                              \
+    for (int64_t m = 0; m < M; m++)                                                                \
+      NAME##_row(H, gates + m * 4 * H, cp + m * H, h + m * H, c + m * H, act + m * 4 * H);        \
   }
 
 /* dh, dc (M, H): gradients reaching h and c; -> dgates (M, 4H), dc_prev (M, H) */
 #define LSTM_BWD(NAME, T)                                                                          \
+  VECTOR static void NAME##_row(int64_t H, const T *dh, const T *dc, const T *a, const T *cp, const T *c, T *d, \
+                                T *dcp) {                                                          \
+    _Pragma("omp simd")                                                                            \
+    for (int64_t j = 0; j < H; j++) {                                                              \
+      T ig = a[j], fg = a[H + j], gg = a[2 * H + j], og = a[3 * H + j];                            \
+      T tc = TANH((T)c[j]), dhe = dh[j];                                                           \
+      T dct = dc[j] + dhe * og * ((T)1 - tc * tc);                                                 \
+      d[j] = dct * gg * ig * ((T)1 - ig);                                                          \
+      d[H + j] = dct * cp[j] * fg * ((T)1 - fg);                                                   \
+      d[2 * H + j] = dct * ig * ((T)1 - gg * gg);                                                  \
+      d[3 * H + j] = dhe * tc * og * ((T)1 - og);                                                  \
+      dcp[j] = dct * fg;                                                                           \
+    }                                                                                              \
+  }                                                                                                \
   static void NAME(int64_t M, int64_t H, const T *dh, const T *dc, const T *act, const T *cp, const T *c, \
                    T *dg, T *dcp) {                                                                \
     const int64_t work = M * H;                                                                   \
     PAR                                                                                             \
     for (int64_t m = 0; m < M; m++) {                                                              \
-      const T *a = act + m * 4 * H;                                                                \
-      T *d = dg + m * 4 * H;                                                                       \
-      _Pragma("omp simd")                                                                          \
-      for (int64_t j = 0; j < H; j++) {                                                            \
-        const int64_t e = m * H + j;                                                               \
-        T ig = a[j], fg = a[H + j], gg = a[2 * H + j], og = a[3 * H + j];                          \
-        T tc = TANH((T)c[e]), dhe = dh[e];                                                            \
-        T dct = dc[e] + dhe * og * ((T)1 - tc * tc);                                               \
-        d[j] = dct * gg * ig * ((T)1 - ig);                                                        \
-        d[H + j] = dct * cp[e] * fg * ((T)1 - fg);                                                 \
-        d[2 * H + j] = dct * ig * ((T)1 - gg * gg);                                                \
-        d[3 * H + j] = dhe * tc * og * ((T)1 - og);                                                \
-        dcp[e] = dct * fg;                                                                         \
-      }                                                                                            \
+      const int64_t e = m * H;                                                                     \
+      NAME##_row(H, dh + e, dc + e, act + 4 * e, cp + e, c + e, dg + 4 * e, dcp + e);             \
     }                                                                                              \
   }
 

@@ -197,6 +197,44 @@ test("matches the composed math over many blocks (float64, masks, causal)", func
   end
 end)
 
+-- the backward's query blocks (the CPU's: as many queries as keep 2 x S probabilities
+-- in 512 KiB, at least 16, at most 64 when causal) against the composed math, with the
+-- dropout mask read back through v = I (the forward's factors; the backward draws
+-- them again, 128 keys at a time): keys past one draw, S long enough for the smallest
+-- block, S not a multiple of 4, causal with L > S
+test("backward over query blocks and long key rows matches the composed math (dropout, causal)", function()
+  torch.manual_seed(15)
+  for _, c in ipairs({{2, 37, 301, 8, 5, 0.3, false}, {1, 40, 2101, 4, 3, 0.2, false}, {2, 150, 90, 8, 6, 0.25, true},
+    {1, 70, 3000, 6, 4, 0, false}}) do
+    local B, L, S, E, Ev, p, causal = table.unpack(c)
+    local q = torch.randn(B, L, E, F64):requires_grad_()
+    local k = torch.randn(B, S, E, F64):requires_grad_()
+    local v = torch.randn(B, S, Ev, F64):requires_grad_()
+    local factors = 1
+    if p > 0 then
+      torch.manual_seed(21)
+      local dropped = sdpa(q:detach(), k:detach(), torch.eye(S, F64):expand(B, S, S), {dropout_p = p, is_causal = causal})
+      local probs = math_sdpa(q:detach(), k:detach(), torch.eye(S, F64):expand(B, S, S), nil, causal)
+      factors = torch.where(probs:gt(0), dropped / probs, 0.0)
+      ok(factors:gt(0):any():item() and factors:eq(0):logical_and(probs:gt(0)):any():item(), "some dropped, some kept")
+    end
+    torch.manual_seed(21)
+    local o = sdpa(q, k, v, {dropout_p = p, is_causal = causal})
+    local s = q:matmul(k:transpose(-2, -1)) / math.sqrt(E)
+    if causal then
+      local i, j = torch.arange(L):unsqueeze(1), torch.arange(S):unsqueeze(0)
+      s = s + torch.where(j:le(i), 0.0, -math.huge):to("float64")
+    end
+    local r = (s:softmax(-1) * factors):matmul(v)
+    local name = ("B %d L %d S %d p %g causal %s"):format(B, L, S, p, tostring(causal))
+    close(o, r, 1e-11, 1e-12, name .. ": output")
+    local g = torch.randn(B, L, Ev, F64)
+    local go = torch.autograd.grad({o}, {q, k, v}, {grad_outputs = {g}})
+    local gr = torch.autograd.grad({r}, {q, k, v}, {grad_outputs = {g}})
+    for i, n in ipairs({"q", "k", "v"}) do close(go[i], gr[i], 1e-10, 1e-11, name .. ": grad " .. n) end
+  end
+end)
+
 test("float32 agrees with float64", function()
   torch.manual_seed(6)
   local q, k, v = torch.randn(4, 70, 32, F64), torch.randn(4, 90, 32, F64), torch.randn(4, 90, 16, F64)

@@ -119,6 +119,39 @@ test("cross_entropy with class indices against a Lua reference, every option", f
   close(got, ref_ce(x, t2, {ignore_index = 1}), 1e-5, 1e-6, "ignore_index = 1")
 end)
 
+-- float32 rows of contiguous logits take the float-lane path (src/cpu/loss.c): eight
+-- lanes and a tail (C = 37), a vocabulary-sized row (C = 1000), large logits, weights and
+-- label smoothing (the general gradient from the float probabilities), an ignored row,
+-- -inf entries, and rows whose max is not finite (a NaN, all -inf), against float64
+test("float32 cross_entropy over long rows agrees with float64 (loss and gradient)", function()
+  torch.manual_seed(31)
+  for _, C in ipairs({37, 1000}) do
+    local x = torch.randn(9, C) * 4
+    x[3] = x[3] + 60
+    x[4][5] = -math.huge
+    local t = torch.randint(0, C, {9})
+    t[6] = -100
+    local w = torch.rand(C) + 0.5
+    for _, o in ipairs({{}, {weight = w, label_smoothing = 0.1}, {reduction = "none"}}) do
+      local what = ("C %d weight %s"):format(C, tostring(o.weight ~= nil))
+      local xf = x:clone():requires_grad_()
+      local xd = x:double():requires_grad_()
+      local od = {weight = o.weight and o.weight:double(), label_smoothing = o.label_smoothing, reduction = o.reduction}
+      local lf, ld = F.cross_entropy(xf, t, o), F.cross_entropy(xd, t, od)
+      close(lf:double(), ld, 1e-5, 1e-6, what .. ": loss")
+      lf:sum():backward()
+      ld:sum():backward()
+      close(xf.grad:double(), xd.grad, 1e-5, 1e-7, what .. ": grad")
+    end
+  end
+  local x = torch.randn(3, 20)
+  x[0][7] = 0 / 0
+  x[1]:fill_(-math.huge)
+  local l = F.cross_entropy(x, torch.tensor({1, 2, 3}), {reduction = "none"})
+  ok(l[0]:item() ~= l[0]:item() and l[1]:item() ~= l[1]:item(), "a NaN row and an all -inf row give NaN")
+  close(l[2]:double(), F.cross_entropy(x[2]:double():unsqueeze(0), torch.tensor({3})), 1e-5, 1e-6, "the finite row")
+end)
+
 test("cross_entropy on (N, C, d) input and non-contiguous logits", function()
   local N, C, D = 3, 5, 4
   local x = R({N, C, D}, -2, 2)
