@@ -254,8 +254,11 @@ test: all $(BUILD)/test_c $(if $(filter 1,$(SIM)),sim)
 ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1:check_initialization_order=1:strict_init_order=1 \
             LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
             UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# The simulated device's pass runs under them too (build-asan-sim): the
+# simulator and the C code are instrumented; cuda/*.cu keep the simulator's
+# own access checks (GCC cannot add ASan to its ThreadSanitizer hooks).
 asan:
-	$(ASAN_ENV) $(MAKE) BUILD=build-asan CUDA=0 SIM=0 OPT=-O1 LTO= \
+	$(ASAN_ENV) $(MAKE) BUILD=build-asan CUDA=0 SIM_BUILD=build-asan-sim OPT=-O1 LTO= \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test
 
 # the measured binaries: with LTO, in their own directory

@@ -32,6 +32,10 @@
 
 #include <boost/context/fiber.hpp>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 namespace ctx = boost::context;
 
 namespace tsim {
@@ -51,6 +55,7 @@ struct stack_pool {
 static thread_local stack_pool pool;
 
 struct pooled_stack {
+  void **base; // where to note the stack's lowest address (its guard page), for AddressSanitizer
   ctx::stack_context allocate() {
     void *p;
     if (!pool.free_stacks.empty()) p = pool.free_stacks.back(), pool.free_stacks.pop_back();
@@ -59,6 +64,7 @@ struct pooled_stack {
       if (p == MAP_FAILED) throw std::bad_alloc();
       mprotect(p, 4096, PROT_NONE); // overflow faults instead of corrupting the next stack
     }
+    *base = p;
     ctx::stack_context sc;
     sc.size = STACK;
     sc.sp = (char *)p + STACK;
@@ -90,7 +96,44 @@ struct sim_thread {
 struct fiber_slot {
   ctx::fiber fiber, sink;
   sim_thread *assigned = nullptr;
+  void *stack = nullptr;                       // its stack's lowest address
+  void *fake_stack = nullptr;                  // AddressSanitizer's, kept while switched away
+  const void *host_stack = nullptr;            // the worker's stack, where the fiber switches back to
+  size_t host_size = 0;
 };
+
+// AddressSanitizer follows the stack pointer only when told of every switch
+// between a worker's stack and a fiber's (start before, finish after): else
+// an exception thrown on a fiber (the unwinding of a failed block's threads)
+// makes it unpoison or report the wrong stack. Without ASan these are empty.
+#if defined(__SANITIZE_ADDRESS__)
+static void san_start(void **fake, const void *bottom, size_t size) { __sanitizer_start_switch_fiber(fake, bottom, size); }
+static void san_finish(void *fake, const void **bottom, size_t *size) {
+  __sanitizer_finish_switch_fiber(fake, bottom, size);
+}
+#else
+static void san_start(void **, const void *, size_t) {}
+static void san_finish(void *, const void **, size_t *) {}
+#endif
+
+// From a fiber back to its worker. When the worker deletes the slot of a
+// thread stopped mid-body, the fiber resumes here with Boost's unwinding
+// exception: the switch in is finished before it propagates.
+static void to_worker(fiber_slot *slot) {
+  san_start(&slot->fake_stack, slot->host_stack, slot->host_size);
+  try {
+    slot->sink = std::move(slot->sink).resume();
+  } catch (ctx::detail::forced_unwind &) {
+    san_finish(slot->fake_stack, &slot->host_stack, &slot->host_size);
+    throw;
+  }
+  san_finish(slot->fake_stack, &slot->host_stack, &slot->host_size);
+}
+
+// From the worker into a fiber: to run its thread, or (delete) to unwind it.
+static thread_local void *worker_fake_stack;
+static void to_fiber_start(fiber_slot *slot) { san_start(&worker_fake_stack, slot->stack, STACK); }
+static void to_fiber_end() { san_finish(worker_fake_stack, nullptr, nullptr); }
 
 struct shared_decl {
   const void *key;
@@ -116,23 +159,28 @@ static thread_local kernel_body *cur_body;
 static void yield(thread_wait w) {
   me->wait = w;
   sim_thread *self = me;
-  fiber_slot *slot = self->slot;
-  slot->sink = std::move(slot->sink).resume();
+  to_worker(self->slot);
   me = self;
   cur = &self->ts;
 }
 
 static fiber_slot *new_slot() {
   fiber_slot *slot = new fiber_slot();
-  slot->fiber = ctx::fiber(std::allocator_arg, pooled_stack(), [slot](ctx::fiber &&sink) {
+  slot->fiber = ctx::fiber(std::allocator_arg, pooled_stack{&slot->stack}, [slot](ctx::fiber &&sink) {
+    san_finish(nullptr, &slot->host_stack, &slot->host_size);
     slot->sink = std::move(sink);
-    for (;;) {
-      sim_thread *t = slot->assigned;
-      me = t;
-      cur = &t->ts;
-      cur_body->run();
-      t->wait = DONE;
-      slot->sink = std::move(slot->sink).resume(); // back to the scheduler, free for the next thread
+    try {
+      for (;;) {
+        sim_thread *t = slot->assigned;
+        me = t;
+        cur = &t->ts;
+        cur_body->run();
+        t->wait = DONE;
+        to_worker(slot); // back to the scheduler, free for the next thread
+      }
+    } catch (ctx::detail::forced_unwind &) {
+      san_start(nullptr, slot->host_stack, slot->host_size); // the fiber's last switch: its fake stack goes
+      throw;
     }
     return std::move(slot->sink);
   });
@@ -344,12 +392,19 @@ static void run_block(block_state &b, bool reverse) {
       me = &t;
       cur = &t.ts;
       fiber_slot *slot = t.slot;
+      to_fiber_start(slot);
       slot->fiber = std::move(slot->fiber).resume();
+      to_fiber_end();
       if (t.wait == DONE) free_slots.push_back(slot), t.slot = nullptr;
     }
   } while (!b.error[0] && release(b));
   for (sim_thread &t : b.threads)
-    if (t.slot) delete t.slot, t.slot = nullptr; // unwinds a thread stopped mid-body (a failed block)
+    if (t.slot) { // unwinds a thread stopped mid-body (a failed block)
+      to_fiber_start(t.slot);
+      delete t.slot;
+      to_fiber_end();
+      t.slot = nullptr;
+    }
   me = nullptr;
   cur = nullptr;
 }
