@@ -271,11 +271,14 @@ bench:
 	$(MAKE) BUILD=$(BENCH_BUILD) CUDA_BUILD=$(BUILD) LTO=-flto=auto all
 	@PEERS='$(PEERS)' BASELINE='$(BASELINE)' THRESHOLD='$(THRESHOLD)' bash scripts/bench/run.sh $(BENCH_BUILD)
 
-# the API fuzzer's long run (make test has a one-minute one):
-# FUZZ_SECONDS=N FUZZ_SEED=N; FUZZ_MESSAGES=1 lists the unclear messages
+# the API fuzzer's long run (make test has a one-minute one on each build):
+# FUZZ_SECONDS=N FUZZ_SEED=N; FUZZ_MESSAGES=1 lists the unclear messages;
+# on the simulated device where it builds (tensors on the CPU, on cuda and
+# both in one call; FUZZ_DEVICE=cpu|cuda|both), else on $(BUILD)
 FUZZ_SECONDS ?= 1800
-fuzz: all
-	FUZZ_HUGE=1 bash tests/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS) $(FUZZ_SEED)
+FUZZ_BUILD ?= $(if $(filter 1,$(SIM)),$(SIM_BUILD),$(BUILD))
+fuzz: all $(if $(filter 1,$(SIM)),sim)
+	FUZZ_HUGE=1 bash tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_SEED)
 
 # on a fresh Debian machine: dependencies and Debian's Fashion-MNIST first,
 # then a build in a sub-make that sees them, then training on the best device
