@@ -164,26 +164,38 @@ static void yield(thread_wait w) {
   cur = &self->ts;
 }
 
-static fiber_slot *new_slot() {
-  fiber_slot *slot = new fiber_slot();
-  slot->fiber = ctx::fiber(std::allocator_arg, pooled_stack{&slot->stack}, [slot](ctx::fiber &&sink) {
-    san_finish(nullptr, &slot->host_stack, &slot->host_size);
-    slot->sink = std::move(sink);
-    try {
-      for (;;) {
-        sim_thread *t = slot->assigned;
-        me = t;
-        cur = &t->ts;
-        cur_body->run();
-        t->wait = DONE;
-        to_worker(slot); // back to the scheduler, free for the next thread
-      }
-    } catch (ctx::detail::forced_unwind &) {
-      san_start(nullptr, slot->host_stack, slot->host_size); // the fiber's last switch: its fake stack goes
-      throw;
+// A fiber's life: runs the threads the scheduler assigns it, one after another.
+static ctx::fiber fiber_main(fiber_slot *slot, ctx::fiber &&sink) {
+  san_finish(nullptr, &slot->host_stack, &slot->host_size);
+  slot->sink = std::move(sink);
+  try {
+    for (;;) {
+      sim_thread *t = slot->assigned;
+      me = t;
+      cur = &t->ts;
+      cur_body->run();
+      t->wait = DONE;
+      to_worker(slot); // back to the scheduler, free for the next thread
     }
-    return std::move(slot->sink);
-  });
+  } catch (ctx::detail::forced_unwind &) {
+    san_start(nullptr, slot->host_stack, slot->host_size); // the fiber's last switch: its fake stack goes
+    throw;
+  }
+  return std::move(slot->sink);
+}
+
+// A new fiber, or NULL when the host has no memory for its stack (a process
+// near its address-space limit): the launch then fails instead of the process.
+static fiber_slot *new_slot() {
+  fiber_slot *slot = new (std::nothrow) fiber_slot();
+  if (!slot) return nullptr;
+  try {
+    slot->fiber = ctx::fiber(std::allocator_arg, pooled_stack{&slot->stack},
+                             [slot](ctx::fiber &&sink) { return fiber_main(slot, std::move(sink)); });
+  } catch (std::bad_alloc &) {
+    delete slot;
+    return nullptr;
+  }
   return slot;
 }
 
@@ -384,7 +396,16 @@ static void run_block(block_state &b, bool reverse) {
       sim_thread &t = b.threads[reverse ? n - 1 - j : j];
       if (t.wait != RUNNABLE) continue;
       if (!t.slot) {
-        if (free_slots.empty()) free_slots.push_back(new_slot());
+        if (free_slots.empty()) {
+          fiber_slot *s = new_slot();
+          if (!s) {
+            snprintf(b.error, sizeof b.error, "the simulator has no host memory left for a thread's stack (%zu KiB)",
+                     STACK >> 10);
+            b.code = cudaErrorMemoryAllocation;
+            break;
+          }
+          free_slots.push_back(s);
+        }
         t.slot = free_slots.back();
         free_slots.pop_back();
         t.slot->assigned = &t;
@@ -425,12 +446,22 @@ struct job {
 static void work_on(job &j) {
   const kernel_launch &k = *j.k;
   dim3 g = k.cfg.grid, bd = k.cfg.block;
-  std::unique_ptr<block_state> b(new block_state());
+  int n = (int)(bd.x * bd.y * bd.z);
+  std::unique_ptr<block_state> b(new (std::nothrow) block_state());
+  try {
+    if (b) b->threads.resize(n);
+  } catch (std::bad_alloc &) {
+    b.reset();
+  }
+  if (!b) {
+    std::lock_guard<std::mutex> gl(j.err_lock);
+    if (j.error.empty()) j.error = "the simulator has no host memory left for a block", j.code = cudaErrorMemoryAllocation;
+    j.next = j.nblocks;
+    return;
+  }
   b->k = &k;
   b->view.bdim = bd;
   b->view.gdim = g;
-  int n = (int)(bd.x * bd.y * bd.z);
-  b->threads.resize(n);
   for (int i = 0; i < n; i++) {
     sim_thread &t = b->threads[i];
     t.ts.tid = make_uint3(i % bd.x, i / bd.x % bd.y, i / (bd.x * bd.y));
