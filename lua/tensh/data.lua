@@ -137,14 +137,17 @@ Transform.__index = Transform
 local transforms = {}
 data.transforms = transforms
 
--- The flat list of C specs of a transform, a Compose, or a list of them.
-local function specs_of(tf, out)
-  out = out or {}
+-- The flat list of C specs of a transform, a Compose, or a list of them
+-- (nested at most MAX_NESTING deep: a list that holds itself is refused too).
+local MAX_NESTING = 100
+local function specs_of(tf, out, depth)
+  out, depth = out or {}, depth or 0
   if tf == nil then return out end
   if getmetatable(tf) == Transform then
     for _, s in ipairs(tf._specs) do out[#out + 1] = s end
   elseif type(tf) == "table" and getmetatable(tf) == nil then
-    for _, t in ipairs(tf) do specs_of(t, out) end
+    if depth >= MAX_NESTING then A.raise("transform: lists of transforms nested deeper than %d levels", MAX_NESTING) end
+    for _, t in ipairs(tf) do specs_of(t, out, depth + 1) end
   else
     A.raise("transform: expected a data.transforms object, a list of them, or a function, got %s", A.typename(tf))
   end

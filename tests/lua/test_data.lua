@@ -731,6 +731,18 @@ end)
 
 -- the fuzzer's finds (issue 26): a torch.Size counted from 1, sizes past the C side's int32, a
 -- cuda tensor given to a transform, each once a message from inside the library
+test("Compose refuses lists of transforms nested too deep or holding themselves", function()
+  local deep, cyclic = {}, {}
+  local t = deep
+  for _ = 1, 100000 do t[1] = {}; t = t[1] end
+  cyclic[1] = cyclic
+  raises(function() data.transforms.Compose(deep) end, "transform: lists of transforms nested deeper than 100 levels")
+  raises(function() data.transforms.Compose(cyclic) end, "transform: lists of transforms nested deeper than 100 levels")
+  local x = torch.tensor(T.rand_list({1, 3, 3}))
+  close(data.transforms.Compose({{{data.transforms.Normalize(1, 2)}}})(x), ((x - 1) / 2):tolist(), 1e-6, 0,
+    "lists inside lists are flattened")
+end)
+
 test("RandomCrop takes a torch.Size; sizes past int32 and cuda inputs raise at the caller's line", function()
   local x = torch.tensor(T.rand_list({2, 5, 4}))
   local crop = data.transforms.RandomCrop(torch.Size({3, 2}))
