@@ -46,13 +46,16 @@ __thread block_view *cur_block;
 // ---- fiber stacks: mmap'ed with a guard page, reused across blocks ----
 static const size_t STACK = 256 << 10;
 
-struct stack_pool {
+struct fiber_slot;
+
+// A worker thread's idle fibers and their stacks, kept across blocks and
+// launches; when the thread ends, its fibers are unwound, then the stacks go.
+struct worker_fibers {
   std::vector<void *> free_stacks;
-  ~stack_pool() {
-    for (void *p : free_stacks) munmap(p, STACK);
-  }
+  std::vector<fiber_slot *> free_slots;
+  ~worker_fibers();
 };
-static thread_local stack_pool pool;
+static thread_local worker_fibers pool;
 
 struct pooled_stack {
   void **base; // where to note the stack's lowest address (its guard page), for AddressSanitizer
@@ -76,8 +79,6 @@ struct pooled_stack {
 // ---- one block ----
 // FAULTED: stopped for good by a failed access check; unwound with its block
 enum thread_wait { RUNNABLE, AT_BARRIER, AT_WARP, DONE, FAULTED };
-
-struct fiber_slot;
 
 struct sim_thread {
   thread_state ts;
@@ -378,8 +379,14 @@ static bool release(block_state &b) {
   return false;
 }
 
-// Free fibers of this worker, kept across blocks and launches.
-static thread_local std::vector<fiber_slot *> free_slots;
+worker_fibers::~worker_fibers() {
+  for (fiber_slot *slot : free_slots) { // each waits in to_worker for its next thread
+    to_fiber_start(slot);
+    delete slot; // its stack comes back to free_stacks
+    to_fiber_end();
+  }
+  for (void *p : free_stacks) munmap(p, STACK);
+}
 
 static void run_block(block_state &b, bool reverse) {
   int n = (int)b.threads.size();
@@ -396,7 +403,7 @@ static void run_block(block_state &b, bool reverse) {
       sim_thread &t = b.threads[reverse ? n - 1 - j : j];
       if (t.wait != RUNNABLE) continue;
       if (!t.slot) {
-        if (free_slots.empty()) {
+        if (pool.free_slots.empty()) {
           fiber_slot *s = new_slot();
           if (!s) {
             snprintf(b.error, sizeof b.error, "the simulator has no host memory left for a thread's stack (%zu KiB)",
@@ -404,10 +411,10 @@ static void run_block(block_state &b, bool reverse) {
             b.code = cudaErrorMemoryAllocation;
             break;
           }
-          free_slots.push_back(s);
+          pool.free_slots.push_back(s);
         }
-        t.slot = free_slots.back();
-        free_slots.pop_back();
+        t.slot = pool.free_slots.back();
+        pool.free_slots.pop_back();
         t.slot->assigned = &t;
       }
       me = &t;
@@ -416,7 +423,7 @@ static void run_block(block_state &b, bool reverse) {
       to_fiber_start(slot);
       slot->fiber = std::move(slot->fiber).resume();
       to_fiber_end();
-      if (t.wait == DONE) free_slots.push_back(slot), t.slot = nullptr;
+      if (t.wait == DONE) pool.free_slots.push_back(slot), t.slot = nullptr;
     }
   } while (!b.error[0] && release(b));
   for (sim_thread &t : b.threads)
