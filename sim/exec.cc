@@ -32,6 +32,10 @@
 
 #include <boost/context/fiber.hpp>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 namespace ctx = boost::context;
 
 namespace tsim {
@@ -42,15 +46,19 @@ __thread block_view *cur_block;
 // ---- fiber stacks: mmap'ed with a guard page, reused across blocks ----
 static const size_t STACK = 256 << 10;
 
-struct stack_pool {
+struct fiber_slot;
+
+// A worker thread's idle fibers and their stacks, kept across blocks and
+// launches; when the thread ends, its fibers are unwound, then the stacks go.
+struct worker_fibers {
   std::vector<void *> free_stacks;
-  ~stack_pool() {
-    for (void *p : free_stacks) munmap(p, STACK);
-  }
+  std::vector<fiber_slot *> free_slots;
+  ~worker_fibers();
 };
-static thread_local stack_pool pool;
+static thread_local worker_fibers pool;
 
 struct pooled_stack {
+  void **base; // where to note the stack's lowest address (its guard page), for AddressSanitizer
   ctx::stack_context allocate() {
     void *p;
     if (!pool.free_stacks.empty()) p = pool.free_stacks.back(), pool.free_stacks.pop_back();
@@ -59,6 +67,7 @@ struct pooled_stack {
       if (p == MAP_FAILED) throw std::bad_alloc();
       mprotect(p, 4096, PROT_NONE); // overflow faults instead of corrupting the next stack
     }
+    *base = p;
     ctx::stack_context sc;
     sc.size = STACK;
     sc.sp = (char *)p + STACK;
@@ -70,8 +79,6 @@ struct pooled_stack {
 // ---- one block ----
 // FAULTED: stopped for good by a failed access check; unwound with its block
 enum thread_wait { RUNNABLE, AT_BARRIER, AT_WARP, DONE, FAULTED };
-
-struct fiber_slot;
 
 struct sim_thread {
   thread_state ts;
@@ -90,7 +97,44 @@ struct sim_thread {
 struct fiber_slot {
   ctx::fiber fiber, sink;
   sim_thread *assigned = nullptr;
+  void *stack = nullptr;                       // its stack's lowest address
+  void *fake_stack = nullptr;                  // AddressSanitizer's, kept while switched away
+  const void *host_stack = nullptr;            // the worker's stack, where the fiber switches back to
+  size_t host_size = 0;
 };
+
+// AddressSanitizer follows the stack pointer only when told of every switch
+// between a worker's stack and a fiber's (start before, finish after): else
+// an exception thrown on a fiber (the unwinding of a failed block's threads)
+// makes it unpoison or report the wrong stack. Without ASan these are empty.
+#if defined(__SANITIZE_ADDRESS__)
+static void san_start(void **fake, const void *bottom, size_t size) { __sanitizer_start_switch_fiber(fake, bottom, size); }
+static void san_finish(void *fake, const void **bottom, size_t *size) {
+  __sanitizer_finish_switch_fiber(fake, bottom, size);
+}
+#else
+static void san_start(void **, const void *, size_t) {}
+static void san_finish(void *, const void **, size_t *) {}
+#endif
+
+// From a fiber back to its worker. When the worker deletes the slot of a
+// thread stopped mid-body, the fiber resumes here with Boost's unwinding
+// exception: the switch in is finished before it propagates.
+static void to_worker(fiber_slot *slot) {
+  san_start(&slot->fake_stack, slot->host_stack, slot->host_size);
+  try {
+    slot->sink = std::move(slot->sink).resume();
+  } catch (ctx::detail::forced_unwind &) {
+    san_finish(slot->fake_stack, &slot->host_stack, &slot->host_size);
+    throw;
+  }
+  san_finish(slot->fake_stack, &slot->host_stack, &slot->host_size);
+}
+
+// From the worker into a fiber: to run its thread, or (delete) to unwind it.
+static thread_local void *worker_fake_stack;
+static void to_fiber_start(fiber_slot *slot) { san_start(&worker_fake_stack, slot->stack, STACK); }
+static void to_fiber_end() { san_finish(worker_fake_stack, nullptr, nullptr); }
 
 struct shared_decl {
   const void *key;
@@ -116,26 +160,43 @@ static thread_local kernel_body *cur_body;
 static void yield(thread_wait w) {
   me->wait = w;
   sim_thread *self = me;
-  fiber_slot *slot = self->slot;
-  slot->sink = std::move(slot->sink).resume();
+  to_worker(self->slot);
   me = self;
   cur = &self->ts;
 }
 
-static fiber_slot *new_slot() {
-  fiber_slot *slot = new fiber_slot();
-  slot->fiber = ctx::fiber(std::allocator_arg, pooled_stack(), [slot](ctx::fiber &&sink) {
-    slot->sink = std::move(sink);
+// A fiber's life: runs the threads the scheduler assigns it, one after another.
+static ctx::fiber fiber_main(fiber_slot *slot, ctx::fiber &&sink) {
+  san_finish(nullptr, &slot->host_stack, &slot->host_size);
+  slot->sink = std::move(sink);
+  try {
     for (;;) {
       sim_thread *t = slot->assigned;
       me = t;
       cur = &t->ts;
       cur_body->run();
       t->wait = DONE;
-      slot->sink = std::move(slot->sink).resume(); // back to the scheduler, free for the next thread
+      to_worker(slot); // back to the scheduler, free for the next thread
     }
-    return std::move(slot->sink);
-  });
+  } catch (ctx::detail::forced_unwind &) {
+    san_start(nullptr, slot->host_stack, slot->host_size); // the fiber's last switch: its fake stack goes
+    throw;
+  }
+  return std::move(slot->sink);
+}
+
+// A new fiber, or NULL when the host has no memory for its stack (a process
+// near its address-space limit): the launch then fails instead of the process.
+static fiber_slot *new_slot() {
+  fiber_slot *slot = new (std::nothrow) fiber_slot();
+  if (!slot) return nullptr;
+  try {
+    slot->fiber = ctx::fiber(std::allocator_arg, pooled_stack{&slot->stack},
+                             [slot](ctx::fiber &&sink) { return fiber_main(slot, std::move(sink)); });
+  } catch (std::bad_alloc &) {
+    delete slot;
+    return nullptr;
+  }
   return slot;
 }
 
@@ -318,8 +379,14 @@ static bool release(block_state &b) {
   return false;
 }
 
-// Free fibers of this worker, kept across blocks and launches.
-static thread_local std::vector<fiber_slot *> free_slots;
+worker_fibers::~worker_fibers() {
+  for (fiber_slot *slot : free_slots) { // each waits in to_worker for its next thread
+    to_fiber_start(slot);
+    delete slot; // its stack comes back to free_stacks
+    to_fiber_end();
+  }
+  for (void *p : free_stacks) munmap(p, STACK);
+}
 
 static void run_block(block_state &b, bool reverse) {
   int n = (int)b.threads.size();
@@ -336,20 +403,36 @@ static void run_block(block_state &b, bool reverse) {
       sim_thread &t = b.threads[reverse ? n - 1 - j : j];
       if (t.wait != RUNNABLE) continue;
       if (!t.slot) {
-        if (free_slots.empty()) free_slots.push_back(new_slot());
-        t.slot = free_slots.back();
-        free_slots.pop_back();
+        if (pool.free_slots.empty()) {
+          fiber_slot *s = new_slot();
+          if (!s) {
+            snprintf(b.error, sizeof b.error, "the simulator has no host memory left for a thread's stack (%zu KiB)",
+                     STACK >> 10);
+            b.code = cudaErrorMemoryAllocation;
+            break;
+          }
+          pool.free_slots.push_back(s);
+        }
+        t.slot = pool.free_slots.back();
+        pool.free_slots.pop_back();
         t.slot->assigned = &t;
       }
       me = &t;
       cur = &t.ts;
       fiber_slot *slot = t.slot;
+      to_fiber_start(slot);
       slot->fiber = std::move(slot->fiber).resume();
-      if (t.wait == DONE) free_slots.push_back(slot), t.slot = nullptr;
+      to_fiber_end();
+      if (t.wait == DONE) pool.free_slots.push_back(slot), t.slot = nullptr;
     }
   } while (!b.error[0] && release(b));
   for (sim_thread &t : b.threads)
-    if (t.slot) delete t.slot, t.slot = nullptr; // unwinds a thread stopped mid-body (a failed block)
+    if (t.slot) { // unwinds a thread stopped mid-body (a failed block)
+      to_fiber_start(t.slot);
+      delete t.slot;
+      to_fiber_end();
+      t.slot = nullptr;
+    }
   me = nullptr;
   cur = nullptr;
 }
@@ -370,12 +453,22 @@ struct job {
 static void work_on(job &j) {
   const kernel_launch &k = *j.k;
   dim3 g = k.cfg.grid, bd = k.cfg.block;
-  std::unique_ptr<block_state> b(new block_state());
+  int n = (int)(bd.x * bd.y * bd.z);
+  std::unique_ptr<block_state> b(new (std::nothrow) block_state());
+  try {
+    if (b) b->threads.resize(n);
+  } catch (std::bad_alloc &) {
+    b.reset();
+  }
+  if (!b) {
+    std::lock_guard<std::mutex> gl(j.err_lock);
+    if (j.error.empty()) j.error = "the simulator has no host memory left for a block", j.code = cudaErrorMemoryAllocation;
+    j.next = j.nblocks;
+    return;
+  }
   b->k = &k;
   b->view.bdim = bd;
   b->view.gdim = g;
-  int n = (int)(bd.x * bd.y * bd.z);
-  b->threads.resize(n);
   for (int i = 0; i < n; i++) {
     sim_thread &t = b->threads[i];
     t.ts.tid = make_uint3(i % bd.x, i / bd.x % bd.y, i / (bd.x * bd.y));

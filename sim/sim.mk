@@ -60,9 +60,10 @@ $(SIM_BUILD)/gen/cuda/%.cc: cuda/%.cu $(SIM_BUILD)/simlaunch
 $(SIM_BUILD)/gen/cuda/%.o: $(SIM_BUILD)/gen/cuda/%.cc $(SIM_GEN_CUH)
 	$(call say,CXX-SIM,cuda/$*.cu)$(CXX) $(SIM_CXXFLAGS) $(SIM_CHECK_FLAGS) -c $< -o $@
 
+# (the sanitizers of `make asan` for the simulator itself: sim/exec.cc tells ASan of its fiber switches)
 $(SIM_BUILD)/sim/%.o: sim/%.cc
 	@mkdir -p $(dir $@)
-	$(call say,CXX-SIM,$<)$(CXX) $(SIM_CXXFLAGS) -c $< -o $@
+	$(call say,CXX-SIM,$<)$(CXX) $(SIM_CXXFLAGS) $(SAN) -c $< -o $@
 
 $(SIM_BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -89,7 +90,7 @@ $(SIM_BUILD)/gen/tests/sim/%.o: $(SIM_BUILD)/gen/tests/sim/%.cc sim/cuda_sim.h
 	$(call say,CXX-SIM,tests/sim/$*.cu)$(CXX) $(SIM_CXXFLAGS) $(SIM_CHECK_FLAGS) -O0 -c $< -o $@
 
 $(SIM_BUILD)/sim_selftest: $(SIM_BUILD)/gen/tests/sim/selftest.o $(SIM_BUILD)/gen/tests/sim/checks.o $(SIM_RT_OBJ)
-	$(call say,LINK,$@)$(CXX) -pthread -o $@ $^ $(BLAS_LIBS) -lboost_context
+	$(call say,LINK,$@)$(CXX) -pthread -o $@ $^ $(BLAS_LIBS) -lboost_context $(SAN)
 
 ifeq ($(SIM),1)
 sim: $(SIM_BUILD)/sim_selftest

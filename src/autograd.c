@@ -88,7 +88,7 @@ static void hook_key_dead(uint64_t key) {
 
 int ts_ag_take_dead_hook_keys(uint64_t *keys, int max) {
   int n = ndead_keys < max ? ndead_keys : max;
-  memcpy(keys, dead_keys + ndead_keys - n, sizeof *keys * (size_t)n);
+  if (n > 0) memcpy(keys, dead_keys + ndead_keys - n, sizeof *keys * (size_t)n); /* (dead_keys is NULL until one dies) */
   ndead_keys -= n;
   return n;
 }

@@ -2,8 +2,8 @@
 # Runs every test: the C unit tests, each Lua test file under build/tensh,
 # then each shell test program (tests/shell/test_*.sh, given the build dir).
 # Given a second build dir (build-sim, the simulated CUDA device), the CUDA
-# tests, the tutorials with their GPU lines, and the whole Lua suite with
-# tensors on cuda run again there.
+# tests, the tutorials with their GPU lines, the whole Lua suite with
+# tensors on cuda, and a minute of the API fuzzer with tensors on cuda run there.
 # Prints one line per test program with its counts as it goes, and ends with
 # one line "N passed, N failed, N skipped"; exits non-zero on any failure or
 # on a test program that died without its closing line. TEST_FILTER=text
@@ -60,6 +60,18 @@ run_lua() {
   count "$(basename "$f")${label:+[$label]}" $rc
 }
 
+# run_shell BUILD LABEL FILE [ENV=VALUE...]: one shell test program given BUILD
+run_shell() {
+  local b=$1 label=$2 f=$3
+  shift 3
+  timeout 300 env "$@" bash "$f" "$root/$b" >"$log" 2>&1
+  local rc=$?
+  if [ -n "$label" ]; then sed -E "s/^(FAIL|SKIP) /\1 [$label] /" "$log" | shown
+  else shown <"$log"; fi
+  [ $rc -ne 0 ] && ! grep -qE '^[a-z]+:[^ ]*: [0-9]+ passed' "$log" && tail -n 20 "$log"
+  count "$(basename "$f")${label:+[$label]}" $rc
+}
+
 # With the simulated device, the CUDA tests (test_cuda_*) run there instead of
 # skipping here for want of a GPU; test_cuda_nogpu is about having none.
 for f in "$root"/tests/lua/test_*.lua; do
@@ -86,6 +98,8 @@ if [ -n "$sim_build" ] && [ -x "$root/$sim_build/tensh" ]; then
   run_lua "$sim_build" "sim lt-decline" "$root/tests/lua/test_cuda_linalg.lua" "${sim_env[@]}" TENSH_SIM_LT_DECLINE=1
   run_lua "$sim_build" "sim cuda lt-decline" "$root/tests/lua/test_linalg.lua" "${sim_env[@]}" TENSH_SIM_LT_DECLINE=1 \
     TENSH_TEST_DEVICE=cuda
+  # a minute of the API fuzzer with three in four tensors on cuda (the rest on the CPU, mixed in)
+  run_shell "$sim_build" "sim cuda" "$root/tests/shell/test_fuzz.sh" "${sim_env[@]}" FUZZ_DEVICE=cuda
 elif [ -n "$sim_build" ]; then
   echo "SKIP the simulated CUDA device: $sim_build/tensh was not built (make sim says why)"
   skipped=$((skipped + 1))
@@ -111,11 +125,7 @@ fi
 
 for f in "$root"/tests/shell/test_*.sh; do
   [ -e "$f" ] || continue
-  timeout 300 bash "$f" "$root/$build" >"$log" 2>&1
-  rc=$?
-  shown <"$log"
-  [ $rc -ne 0 ] && ! grep -qE '^[a-z]+:[^ ]*: [0-9]+ passed' "$log" && tail -n 20 "$log"
-  count "$(basename "$f")" $rc
+  run_shell "$build" "" "$f"
 done
 
 echo "$passed passed, $failed failed, $skipped skipped"

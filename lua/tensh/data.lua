@@ -137,14 +137,17 @@ Transform.__index = Transform
 local transforms = {}
 data.transforms = transforms
 
--- The flat list of C specs of a transform, a Compose, or a list of them.
-local function specs_of(tf, out)
-  out = out or {}
+-- The flat list of C specs of a transform, a Compose, or a list of them
+-- (nested at most MAX_NESTING deep: a list that holds itself is refused too).
+local MAX_NESTING = 100
+local function specs_of(tf, out, depth)
+  out, depth = out or {}, depth or 0
   if tf == nil then return out end
   if getmetatable(tf) == Transform then
     for _, s in ipairs(tf._specs) do out[#out + 1] = s end
   elseif type(tf) == "table" and getmetatable(tf) == nil then
-    for _, t in ipairs(tf) do specs_of(t, out) end
+    if depth >= MAX_NESTING then A.raise("transform: lists of transforms nested deeper than %d levels", MAX_NESTING) end
+    for _, t in ipairs(tf) do specs_of(t, out, depth + 1) end
   else
     A.raise("transform: expected a data.transforms object, a list of them, or a function, got %s", A.typename(tf))
   end
@@ -158,8 +161,12 @@ function Transform.__call(self, x)
     A.raise("%s: expected a (C, H, W) tensor, got %s", self.name,
       torch.is_tensor(x) and ("a %d-D tensor"):format(x:dim()) or A.typename(x))
   end
-  local src = C.source({x:unsqueeze(0)}, {transforms = self._specs})
-  return src:batch(index_tensor({0}), C.global_key(), 0)[0]
+  if x.is_cuda then
+    A.raise("%s: expected a CPU tensor, got one on %s (transforms run on the CPU: apply them before :cuda())",
+      self.name, tostring(x.device))
+  end
+  local src = call_at(2, "", C.source, {x:contiguous():unsqueeze(0)}, {transforms = self._specs})
+  return call_at(2, "", src.batch, src, index_tensor({0}), C.global_key(), 0)[0]
 end
 Transform.__tostring = function(self) return self.name .. "()" end
 
@@ -188,8 +195,12 @@ function transforms.Normalize(mean, std)
   return new_transform("Normalize", {{kind = "normalize", mean = mean, std = std}})
 end
 
+local INT32_MAX = (1 << 31) - 1
+local size_mt = getmetatable(torch.Size({}))
+
 function transforms.RandomCrop(size, opts)
   local h, w
+  if getmetatable(size) == size_mt then size = size:totable() end -- a torch.Size counts from 0
   if is_int(size) then h, w = size, size
   elseif type(size) == "table" and is_int(size[1]) and is_int(size[2]) then h, w = size[1], size[2]
   else error("RandomCrop: size must be an integer or {h, w}", 2) end
@@ -197,6 +208,10 @@ function transforms.RandomCrop(size, opts)
   local pad = A.check_opts("RandomCrop", opts, {padding = true}).padding or 0
   if not is_int(pad) or pad < 0 then error("RandomCrop: padding must be a non-negative integer", 2) end
   if h < 1 or w < 1 then error(("RandomCrop: size must be positive, got (%d, %d)"):format(h, w), 2) end
+  if h > INT32_MAX or w > INT32_MAX or pad > INT32_MAX then -- (the C side's int32 sizes)
+    error(("RandomCrop: size and padding must be at most %d, got size (%d, %d) and padding %d"):format(INT32_MAX, h, w,
+      pad), 2)
+  end
   return new_transform("RandomCrop", {{kind = "crop", h = h, w = w, pad = pad}})
 end
 

@@ -25,8 +25,12 @@ local function quote(s)
   return '"' .. s:gsub('[%c"\\]', function(c) return escapes[c] or ("\\u%04x"):format(c:byte()) end) .. '"'
 end
 
+local size_mt -- torch.Size's, once torch is loaded
+
 -- `open` holds the tables being encoded (the path from the root), so a
 -- table that contains itself is reported rather than followed forever.
+-- Tables are read raw (a metatable's __index may raise); a torch.Size
+-- encodes as the list it holds.
 local function encode(v, out, open, depth)
   local t = type(v)
   if v == nil then out[#out + 1] = "null"
@@ -42,16 +46,19 @@ local function encode(v, out, open, depth)
       error(("json.encode: tables nested deeper than %d levels; JSON records here are shallow"):format(MAX_DEPTH), 0)
     end
     open[v] = true
-    if getmetatable(v) == array_mt or v[1] ~= nil then
+    size_mt = size_mt or (torch and torch.Size and getmetatable(torch.Size({})))
+    local is_size = getmetatable(v) == size_mt
+    local list = is_size and v:totable() or v
+    if is_size or getmetatable(v) == array_mt or rawget(list, 1) ~= nil then
       out[#out + 1] = "["
-      for i = 1, #v do
+      for i = 1, rawlen(list) do
         if i > 1 then out[#out + 1] = "," end
-        encode(v[i], out, open, depth + 1)
+        encode(rawget(list, i), out, open, depth + 1)
       end
       out[#out + 1] = "]"
     else
       local keys = {}
-      for k in pairs(v) do
+      for k in next, v do
         if type(k) ~= "string" then error(("json.encode: object keys must be strings, got %s"):format(type(k)), 0) end
         keys[#keys + 1] = k
       end
@@ -61,7 +68,7 @@ local function encode(v, out, open, depth)
         if i > 1 then out[#out + 1] = "," end
         out[#out + 1] = quote(k)
         out[#out + 1] = ":"
-        encode(v[k], out, open, depth + 1)
+        encode(rawget(v, k), out, open, depth + 1)
       end
       out[#out + 1] = "}"
     end

@@ -537,9 +537,18 @@ static int m_event_wait(lua_State *L) {
   return 0;
 }
 
-/* s:wait_event(e) and s:record_event([e]) as PyTorch's Stream methods */
+/* s:wait_event(e) and s:record_event([e]) as PyTorch's Stream methods; the
+   event is checked here, in the method's name, before Event's method runs */
+static void stream_event_arg(lua_State *L, const char *method) {
+  if (luaL_testudata(L, 2, LT_EVENT)) return;
+  const char *got = lua_isnone(L, 2) ? "no value" : luaL_typename(L, 2);
+  if (luaL_getmetafield(L, 2, "__name") == LUA_TSTRING) got = lua_tostring(L, -1);
+  lt_errorf(L, "bad argument #1 to '%s' (cuda.Event expected, got %s)", method, got);
+}
+
 static int m_stream_wait_event(lua_State *L) {
   self_stream(L);
+  stream_event_arg(L, "wait_event");
   lua_settop(L, 2);
   lua_insert(L, 1); /* e, s */
   return m_event_wait(L);
@@ -553,6 +562,7 @@ static int m_stream_record_event(lua_State *L) {
     lua_call(L, 0, 1);
     lua_replace(L, 2);
   }
+  stream_event_arg(L, "record_event");
   lua_pushcfunction(L, m_event_record);
   lua_pushvalue(L, 2);
   lua_pushvalue(L, 1);

@@ -2,10 +2,15 @@
 --   tensh child.lua SEED FIRST DEADLINE PROGRESS MESSAGES
 -- Makes calls FIRST, FIRST+1, ... until the unix time DEADLINE, or past call
 -- number FUZZ_CALLS (environment) when that is set. Before each
--- call it writes "<index> <ok> <errors> <call>" at the start of PROGRESS, so
--- a crash or a hang is reported with the call that caused it; at the end it
--- writes "end <index> <ok> <errors>". Each distinct error message (digits
--- folded) is appended to MESSAGES as "<where>\t<kind>\t<side>\t<function>\t<message>":
+-- call it writes "<index> <ok> <errors> <devices> <counts> <call>" at the start
+-- of PROGRESS, so a crash or a hang is reported with the call that caused it;
+-- at the end it writes "end <index> <ok> <errors> <functions> <counts>".
+-- <devices> is where the call's arguments are (values.lua's devices_of: cpu,
+-- cuda, mixed or none); <counts> is "cpu:calls/ok/errors,cuda:...,..." of
+-- this process so far, the current call among the calls. PROGRESS.reached
+-- gets "<devices>\t<function>" for each function the first time it is called
+-- with arguments on those devices. Each distinct error message (digits
+-- folded) is appended to MESSAGES as "<where>\t<kind>\t<side>\t<function>\t<message>\t<devices>":
 -- <where> is "inside" for messages that come from inside the library (Lua's
 -- own words, or a position in lua/tensh/) rather than naming the user's call,
 -- <kind> says how the function was called (catalog.lua), <side> is the frame
@@ -36,6 +41,8 @@ local count_file = assert(io.open(progress_path .. ".functions", "w"))
 count_file:write(#entries, "\n")
 count_file:close()
 local progress = assert(io.open(progress_path, "w"))
+local reached_file = assert(io.open(progress_path .. ".reached", "a"))
+reached_file:setvbuf("line")
 local messages = assert(io.open(messages_path, "a"))
 messages:setvbuf("line")
 
@@ -88,15 +95,15 @@ local function handler(e)
 end
 
 local seen = {}
-local function record(entry, kind, err)
+local function record(entry, kind, err, devices)
   local e, side = err[1], err[2]
   local msg = type(e) == "string" and e or ("<error object: " .. type(e) .. ">")
   msg = msg:gsub("^caller:%d+: ", ""):gsub("^[^\n]-tests/fuzz/[%w_]+%.lua:%d+: ", "")
   local folded = msg:gsub("0x%x+", "0x?"):gsub("%d+", "N"):gsub("%c", " "):sub(1, 300)
-  if seen[kind .. folded] then return end
-  seen[kind .. folded] = true
+  if seen[kind .. devices .. folded] then return end
+  seen[kind .. devices .. folded] = true
   local where = from_inside(msg, entry.key) and "inside" or "named"
-  messages:write(where, "\t", kind, "\t", side, "\t", entry.path, "\t", folded, "\n")
+  messages:write(where, "\t", kind, "\t", side, "\t", entry.path, "\t", folded, "\t", devices, "\n")
 end
 
 -- Calls go through a call site that names the function, as a user's does
@@ -136,12 +143,31 @@ local slow = tonumber(os.getenv("FUZZ_SLOW") or "")
 -- run that reaches N made the same calls on every machine
 local max_calls = tonumber(os.getenv("FUZZ_CALLS") or "") or math.huge
 local ok_count, err_count = 0, 0
+local DEVICES = {"cpu", "cuda", "mixed", "none"}
+local per_device, reached = {}, {}
+for _, d in ipairs(DEVICES) do per_device[d], reached[d] = {calls = 0, ok = 0, errors = 0}, {} end
+local function device_counts()
+  local parts = {}
+  for k, d in ipairs(DEVICES) do
+    local c = per_device[d]
+    parts[k] = ("%s:%d/%d/%d"):format(d, c.calls, c.ok, c.errors)
+  end
+  return table.concat(parts, ",")
+end
 local i = first
 while os.time() < deadline and i <= max_calls do
   math.randomseed(seed, i)
   local entry = entries[math.random(#entries)]
   local args, n, has_self = values:args_for(entry)
-  write_progress(("%d %d %d %s"):format(i, ok_count, err_count, describe_call(entry, args, n)))
+  local devices = V.devices_of(args, n)
+  local counts = per_device[devices]
+  counts.calls = counts.calls + 1
+  if not reached[devices][entry] then
+    reached[devices][entry] = true
+    reached_file:write(devices, "\t", entry.path, "\n")
+  end
+  write_progress(("%d %d %d %s %s %s"):format(i, ok_count, err_count, devices, device_counts(),
+    describe_call(entry, args, n)))
   local t0 = slow and torch._time()
   local results
   if math.random(10) == 1 then -- inside a coroutine, where the callbacks' yields suspend the library mid-call
@@ -159,18 +185,19 @@ while os.time() < deadline and i <= max_calls do
     io.stderr:write(("slow %.2f s: %s\n"):format(torch._time() - t0, describe_call(entry, args, n)))
   end
   if results[1] then
-    ok_count = ok_count + 1
+    ok_count, counts.ok = ok_count + 1, counts.ok + 1
     values:keep(entry, table.unpack(results, 2, results.n))
   else
-    err_count = err_count + 1
+    err_count, counts.errors = err_count + 1, counts.errors + 1
     local kind = entry.kind == "method" and has_self and "api" or entry.kind
-    record(entry, kind, type(results[2]) == "table" and results[2] or {results[2], "?"})
+    record(entry, kind, type(results[2]) == "table" and results[2] or {results[2], "?"}, devices)
   end
   results, args = nil, nil
   if i % 200 == 0 then
-    write_progress(("%d %d %d <full garbage collection after call %d>"):format(i, ok_count, err_count, i))
+    write_progress(("%d %d %d - %s <full garbage collection after call %d>"):format(i, ok_count, err_count,
+      device_counts(), i))
     collectgarbage()
   end
   i = i + 1
 end
-write_progress(("end %d %d %d %d"):format(i, ok_count, err_count, #entries))
+write_progress(("end %d %d %d %d %s"):format(i, ok_count, err_count, #entries, device_counts()))

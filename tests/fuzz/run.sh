@@ -8,9 +8,15 @@
 #
 # usage: run.sh BUILD_DIR [SECONDS] [SEED]
 #   prints each crash and hang, then "fuzz: ... N calls to N functions (N ok,
-#   N errors), N crashes, N hangs" and a line counting the messages from
-#   inside the library (Lua's own words or a lua/tensh position)
-#   and exits non-zero on any crash, hang or sanitizer report.
+#   N errors), N crashes, N hangs", a line counting the messages from
+#   inside the library (Lua's own words or a lua/tensh position), and one
+#   line for each of cpu, cuda, mixed and none (calls whose arguments are on
+#   the CPU only, on cuda only, on both, on neither: values.lua's devices_of) with its calls,
+#   the functions they reached, crashes, hangs and messages from inside
+#   the library; exits non-zero on any crash, hang or sanitizer report.
+# FUZZ_DEVICE=cpu|cuda|both picks the tensors' devices (values.lua; "both"
+# where cuda is available); a simulated device gets TENSH_SIM_DEVICES=2 and
+# TENSH_SIM_MEMORY=2G unless they are set.
 # FUZZ_HANG (default 60), FUZZ_MESSAGES=1 lists every message from inside the
 # library; FUZZ_INSIDE=FILE writes those of calls a user makes (function TAB
 # message, digits folded to N) to FILE; FUZZ_CALLS=N stops after call N
@@ -33,17 +39,36 @@ mkdir -p "$work/cwd"
 # Under ASan, tensor buffers come from malloc, not the CPU cache's anonymous
 # mappings: ASan sees overruns only in its own heap, and only its allocator
 # applies the limit.
+# A device (the simulator's window and shadow, a driver's mappings) reserves
+# terabytes of address space at its first use: the limit is 4 GiB past what
+# a process holds once it has touched cuda.
+export TENSH_SIM_DEVICES=${TENSH_SIM_DEVICES:-2} TENSH_SIM_MEMORY=${TENSH_SIM_MEMORY:-2G}
 if nm "$build/tensh" 2>/dev/null | grep -q __asan_init; then
   export ASAN_OPTIONS=${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}allocator_may_return_null=1:max_allocation_size_mb=4096
   export TENSH_NO_CPU_CACHING=1
   vlimit=unlimited
 else
-  vlimit=$((4 * 1024 * 1024))
+  held=$("$build/tensh" -e 'if cuda.is_available() then torch.zeros(1, {device = "cuda"}):sum():item() end
+    print(io.open("/proc/self/status"):read("a"):match("VmSize:%s*(%d+)"))' 2>/dev/null)
+  vlimit=$((${held:-0} + 4 * 1024 * 1024))
 fi
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 
 deadline=$(($(date +%s) + seconds))
 next=1 calls=0 ok=0 errors=0 crashes=0 hangs=0 functions=0
+devices="cpu cuda mixed none"
+declare -A d_calls d_ok d_errors d_crashes d_hangs
+for d in $devices; do d_calls[$d]=0 d_ok[$d]=0 d_errors[$d]=0 d_crashes[$d]=0 d_hangs[$d]=0; done
+# add_counts COUNTS: a child's "cpu:calls/ok/errors,cuda:...,..." (child.lua)
+add_counts() {
+  local part d c o e
+  for part in ${1//,/ }; do
+    d=${part%%:*}
+    IFS=/ read -r c o e <<<"${part#*:}"
+    [ -n "${d_calls[$d]+x}" ] || continue
+    d_calls[$d]=$((d_calls[$d] + c)) d_ok[$d]=$((d_ok[$d] + o)) d_errors[$d]=$((d_errors[$d] + e))
+  done
+}
 while :; do
   rm -f "$work/progress"
   (cd "$work/cwd" && ulimit -v "$vlimit" && exec "$build/tensh" "$root/tests/fuzz/child.lua" \
@@ -57,17 +82,20 @@ while :; do
     if [ $((still / 2)) -ge "$hang" ]; then
       kill -9 "$pid" 2>/dev/null
       hangs=$((hangs + 1))
-      echo "HANG (no progress in ${hang} s, seed $seed): call ${line#* * * }"
+      read -r _ _ _ on _ rest <<<"$line"
+      [ -n "${d_hangs[$on]+x}" ] && d_hangs[$on]=$((d_hangs[$on] + 1))
+      echo "HANG (no progress in ${hang} s, seed $seed, $on): call $rest"
       break
     fi
   done
   wait "$pid" 2>/dev/null
   rc=$?
   line=$(head -c 1001 "$work/progress" 2>/dev/null | sed 's/ *$//')
-  read -r index n_ok n_err rest <<<"$line"
+  read -r index n_ok n_err on counts rest <<<"$line"
   if [ "$index" = end ]; then
-    read -r _ index n_ok n_err _ <<<"$line"
+    read -r _ index n_ok n_err _ counts <<<"$line"
     calls=$((calls + index - next)) ok=$((ok + n_ok)) errors=$((errors + n_err))
+    add_counts "$counts"
     if [ "$rc" -ne 0 ]; then # a sanitizer's report at exit (LeakSanitizer)
       crashes=$((crashes + 1))
       echo "CRASH at exit (rc $rc, seed $seed, calls $next..$((index - 1))):"
@@ -84,9 +112,11 @@ while :; do
     ;;
   esac
   calls=$((calls + index - next + 1)) ok=$((ok + n_ok)) errors=$((errors + n_err))
+  add_counts "$counts"
   if [ "$rc" -ne 137 ] || [ $((still / 2)) -lt "$hang" ]; then
     crashes=$((crashes + 1))
-    echo "CRASH (rc $rc, seed $seed, call $index): $rest"
+    [ -n "${d_crashes[$on]+x}" ] && d_crashes[$on]=$((d_crashes[$on] + 1))
+    echo "CRASH (rc $rc, seed $seed, call $index, $on): $rest"
     grep -v '^ *$' "$work/stderr" | head -n 40 | sed 's/^/    | /'
   fi
   next=$((index + 1))
@@ -94,10 +124,13 @@ while :; do
 done
 
 functions=$(cat "$work/progress.functions" 2>/dev/null || echo 0)
-# messages: where kind side function message (child.lua); the headline count
-# is of calls a user makes (kind api), the rest are said beside it
-count() { sort -u "$work/messages" | awk -F'\t' -v w="$1" -v k="$2" -v s="$3" \
-  '$1 ~ w && $2 ~ k && $3 ~ s' | cut -f2- | sort -u | wc -l; }
+# the functions called at least once (with arguments on device $1, or any)
+reached() { cut -f2 <(grep -a "^${1:-}" "$work/progress.reached" 2>/dev/null) | sort -u | wc -l; }
+# messages: where kind side function message devices (child.lua); the headline count
+# is of calls a user makes (kind api), the rest are said beside it; a message
+# met on two devices counts once, except in its device's line ($4)
+count() { sort -u "$work/messages" | awk -F'\t' -v w="$1" -v k="$2" -v s="$3" -v d="${4:-.}" \
+  '$1 ~ w && $2 ~ k && $3 ~ s && $6 ~ d' | cut -f2-5 | sort -u | wc -l; }
 if [ "${FUZZ_MESSAGES:-0}" = 1 ]; then
   echo "messages from inside the library (kind, side, function, message):"
   grep -a '^inside' "$work/messages" | cut -f2- | sort -u | sed 's/^/  /'
@@ -106,9 +139,14 @@ if [ -n "${FUZZ_INSIDE:-}" ]; then
   awk -F'\t' '$1 == "inside" && $2 == "api" { print $4 "\t" $5 }' "$work/messages" | LC_ALL=C sort -u >"$FUZZ_INSIDE"
 fi
 echo "fuzz: seed $seed, ${seconds} s: $calls calls to $functions functions ($ok ok, $errors errors)," \
-  "$crashes crashes, $hangs hangs"
+  "$crashes crashes, $hangs hangs; $(reached) functions reached"
 echo "fuzz: $(count . . .) distinct messages; from inside the library: $(count inside api .) in calls" \
   "a user makes ($(count inside api c) raised in C, $(count inside api lua) in lua/tensh), besides" \
   "$(count inside method .) from methods called on other values, $(count inside meta .) from metamethods" \
   "called by hand, $(count inside internal .) from internal helpers"
+for d in $devices; do
+  echo "fuzz: on $d: ${d_calls[$d]} calls (${d_ok[$d]} ok, ${d_errors[$d]} errors) reaching $(reached "$d") functions," \
+    "${d_crashes[$d]} crashes, ${d_hangs[$d]} hangs, $(count inside api . "^$d\$") messages from inside the library" \
+    "in calls a user makes"
+done
 [ "$crashes" -eq 0 ] && [ "$hangs" -eq 0 ]

@@ -80,51 +80,41 @@ local function deep_table(depth)
   return root
 end
 
-local function tensors()
+-- The seeded tensors, made on each device the run uses: in each recipe D
+-- stands for an options table and d for a field of one, naming the device
+-- (left out on the CPU), so the report's names are code that remakes them.
+local TENSORS = {
+  "torch.zeros(2, 3, D)", "torch.randn(3, 4, D)", "torch.randn(4, D)", "torch.tensor(3.5, D)", "torch.tensor(2, D)",
+  "torch.zeros(0, D)", "torch.zeros(0, 3, D)", "torch.zeros(3, 0, 2, D)", "torch.randn(4, 5, D):t()",
+  "torch.randn(3, 6, D):narrow(1, 1, 3)", "torch.zeros(1, D):expand(5)", "torch.zeros(0, 1, D):expand(0, 1 << 62)",
+  "torch.arange(6, D):view(2, 3)", "torch.tensor({0, 1, 1}, D)", "torch.tensor({-1, 100}, D)",
+  "torch.tensor({true, false, true}, D)", "torch.tensor({0/0, 1/0, -1/0}, D)", "torch.randn(3, {requires_grad = true, d})",
+  "torch.randn(3, {requires_grad = true, d}) * 2", "torch.randn(1, 2, 1, 3, 1, D)", "torch.randn(2, 3, 8, 8, D)",
+  "torch.randn(2, 3, 8, D)", "torch.zeros(1, 1, 1, 1, 1, 1, 1, 1, D)",
+}
+for _, dt in ipairs({"float64", "float16", "bfloat16", "int32", "uint8", "int64", "bool"}) do
+  TENSORS[#TENSORS + 1] = ("torch.ones(2, 3, {dtype = %q, d})"):format(dt)
+end
+-- past int32 indexing: a reduction over it takes seconds to a minute on a
+-- busy machine, so only the long run (make fuzz) has it, and only on the CPU
+-- (the simulated device would take hours); views of 2^60 elements are
+-- legitimately endless work and stay out for the watchdog
+local HUGE = os.getenv("FUZZ_HUGE") == "1" and "torch.zeros(1):expand((1 << 31) + 1)" or nil
+
+-- A recipe's code on a device (nil: the CPU's, which names none).
+local function on_device(recipe, device)
+  if not device then return (recipe:gsub(", D%)", ")"):gsub(", d}", "}")) end
+  return (recipe:gsub("D%)", ("{device = %q})"):format(device)):gsub("d}", ("device = %q}"):format(device)))
+end
+
+local function tensors(device)
   local list = {}
-  local function add(name, make)
-    local ok, v = pcall(make)
-    if ok and v ~= nil then list[#list + 1] = named(v, name) end
+  for _, recipe in ipairs(TENSORS) do
+    local src = on_device(recipe, device)
+    local ok, v = pcall(assert(load("return " .. src, "=seed")))
+    if ok and v ~= nil then list[#list + 1] = named(v, src) end
   end
-  local cuda_ok = cuda and cuda.is_available and cuda.is_available()
-  add("torch.zeros(2, 3)", function() return torch.zeros(2, 3) end)
-  add("torch.randn(3, 4)", function() return torch.randn(3, 4) end)
-  add("torch.randn(4)", function() return torch.randn(4) end)
-  add("torch.tensor(3.5)", function() return torch.tensor(3.5) end)
-  add("torch.tensor(2)", function() return torch.tensor(2) end)
-  add("torch.zeros(0)", function() return torch.zeros(0) end)
-  add("torch.zeros(0, 3)", function() return torch.zeros(0, 3) end)
-  add("torch.zeros(3, 0, 2)", function() return torch.zeros(3, 0, 2) end)
-  add("torch.randn(4, 5):t()", function() return torch.randn(4, 5):t() end)
-  add("torch.randn(3, 6):narrow(1, 1, 3)", function() return torch.randn(3, 6):narrow(1, 1, 3) end)
-  add("torch.zeros(1):expand(5)", function() return torch.zeros(1):expand(5) end)
-  -- past int32 indexing: a reduction over it takes seconds to a minute on a
-  -- busy machine, so only the long run (make fuzz) has it; views of 2^60
-  -- elements are legitimately endless work and stay out for the watchdog
-  if os.getenv("FUZZ_HUGE") == "1" then
-    add("torch.zeros(1):expand((1 << 31) + 1)", function() return torch.zeros(1):expand((1 << 31) + 1) end)
-  end
-  add("torch.zeros(0, 1):expand(0, 1 << 62)", function() return torch.zeros(0, 1):expand(0, 1 << 62) end)
-  add("torch.arange(6):view(2, 3)", function() return torch.arange(6):view(2, 3) end)
-  add("torch.tensor({0, 1, 1})", function() return torch.tensor({0, 1, 1}) end)
-  add("torch.tensor({-1, 100})", function() return torch.tensor({-1, 100}) end)
-  add("torch.tensor({true, false, true})", function() return torch.tensor({true, false, true}) end)
-  add("torch.tensor({0/0, 1/0, -1/0})", function() return torch.tensor({0 / 0, 1 / 0, -1 / 0}) end)
-  add("torch.randn(3, {requires_grad = true})", function() return torch.randn(3, {requires_grad = true}) end)
-  add("torch.randn(3, {requires_grad = true}) * 2",
-    function() return torch.randn(3, {requires_grad = true}) * 2 end)
-  add("torch.randn(1, 2, 1, 3, 1)", function() return torch.randn(1, 2, 1, 3, 1) end)
-  add("torch.randn(2, 3, 8, 8)", function() return torch.randn(2, 3, 8, 8) end)
-  add("torch.randn(2, 3, 8)", function() return torch.randn(2, 3, 8) end)
-  add("torch.zeros(1, 1, 1, 1, 1, 1, 1, 1)", function() return torch.zeros(1, 1, 1, 1, 1, 1, 1, 1) end)
-  for _, dt in ipairs({"float64", "float16", "bfloat16", "int32", "uint8", "int64", "bool"}) do
-    add(("torch.ones(2, 3, {dtype = %q})"):format(dt), function() return torch.ones(2, 3, {dtype = dt}) end)
-  end
-  if cuda_ok then
-    add("torch.randn(2, 3, {device = 'cuda'})", function() return torch.randn(2, 3, {device = "cuda"}) end)
-    add("torch.zeros(0, {device = 'cuda'})", function() return torch.zeros(0, {device = "cuda"}) end)
-    add("torch.randn(4, 5, {device = 'cuda'}):t()", function() return torch.randn(4, 5, {device = "cuda"}):t() end)
-  end
+  if HUGE and not device then list[#list + 1] = named(assert(load("return " .. HUGE))(), HUGE) end
   return list
 end
 
@@ -147,15 +137,49 @@ local OBJECTS = {
   "tb.SummaryWriter('fuzz_runs')", "(torch.randn(2, {requires_grad = true}) * 2).grad_fn",
   "torch.no_grad()", "cuda.Stream()", "cuda.Event()",
 }
+-- and those that hold cuda tensors, when the run uses the device
+local CUDA_OBJECTS = {
+  "torch.device('cuda')", "torch.device('cuda:1')", "nn.Linear(3, 4):cuda()", "nn.Conv2d(3, 4, 3):cuda()",
+  "nn.Conv1d(3, 4, 3):cuda()", "nn.BatchNorm2d(3):cuda()", "nn.LayerNorm(4):cuda()", "nn.Embedding(10, 3):cuda()",
+  "nn.Sequential(nn.Linear(3, 4), nn.ReLU()):cuda()", "nn.Parameter(torch.randn(3, {device = 'cuda'}))",
+  "optim.SGD(nn.Linear(3, 4):cuda():parameters(), {lr = 0.1, momentum = 0.9})",
+  "optim.Adam(nn.Linear(3, 4):cuda():parameters())", "optim.AdamW(nn.Linear(3, 4):cuda():parameters())",
+  "data.TensorDataset(torch.randn(8, 3, {device = 'cuda'}), torch.arange(8, {device = 'cuda'}))",
+  "data.DataLoader(data.TensorDataset(torch.randn(8, 3), torch.arange(8)), {batch_size = 4, pin_memory = true})",
+  "(torch.randn(2, {requires_grad = true, device = 'cuda'}) * 2).grad_fn",
+}
+
+-- FUZZ_DEVICE: "cpu" (no cuda tensors), "cuda" (three in four tensors
+-- passed are on cuda, the rest on the CPU: calls mix the devices) or "both"
+-- (half and half); "both" where cuda is available, else "cpu".
+local function device_mode()
+  local has_cuda = cuda and cuda.is_available and cuda.is_available()
+  local mode = os.getenv("FUZZ_DEVICE") or ""
+  if mode == "" then mode = has_cuda and "both" or "cpu" end
+  if mode ~= "cpu" and mode ~= "cuda" and mode ~= "both" then error("FUZZ_DEVICE: cpu, cuda or both, got " .. mode) end
+  if mode ~= "cpu" and not has_cuda then error("FUZZ_DEVICE=" .. mode .. ": this build has no cuda device") end
+  return mode, ({cpu = 0, cuda = 75, both = 50})[mode]
+end
+
+local on_cuda = setmetatable({}, {__mode = "k"}) -- the seeded objects that hold cuda tensors
 
 function V.new()
-  local self = {tensors = tensors(), objects = {}, max_objects = 300}
-  for _, src in ipairs(OBJECTS) do
-    local f = load("return " .. src)
-    local ok, v = pcall(f)
-    if ok and v ~= nil then self.objects[#self.objects + 1] = named(v, src) end
+  local mode, cuda_share = device_mode()
+  local self = {tensors = tensors(), cuda_tensors = mode == "cpu" and {} or tensors("cuda"), objects = {},
+                max_objects = 300, mode = mode, cuda_share = cuda_share}
+  local function add_objects(list, cuda_held)
+    for _, src in ipairs(list) do
+      local ok, v = pcall(assert(load("return " .. src, "=seed")))
+      if ok and v ~= nil then
+        self.objects[#self.objects + 1] = named(v, src)
+        if cuda_held then on_cuda[v] = true end
+      end
+    end
   end
+  add_objects(OBJECTS, false)
+  if mode ~= "cpu" then add_objects(CUDA_OBJECTS, true) end
   for _, t in ipairs(self.tensors) do self.objects[#self.objects + 1] = t end
+  for _, t in ipairs(self.cuda_tensors) do self.objects[#self.objects + 1] = t end
   local cyclic = {}
   cyclic[1] = cyclic
   local throwing = setmetatable({}, {__index = function() error("fuzz: __index raised") end,
@@ -188,7 +212,8 @@ function V.new()
     named(function() coroutine.yield() end, "function() coroutine.yield() end"),
   }
   self.misc = {named(io.stdout, "io.stdout"), named(coroutine.create(function() end), "<coroutine>")}
-  self.seeded = {[self.tensors] = #self.tensors, [self.objects] = #self.objects}
+  self.seeded = {[self.tensors] = #self.tensors, [self.cuda_tensors] = #self.cuda_tensors,
+                 [self.objects] = #self.objects}
   return setmetatable(self, {__index = V})
 end
 
@@ -204,6 +229,12 @@ end
 
 local function pick(list) return list[math.random(#list)] end
 
+-- A tensor from the pool: on cuda as often as the device mode says.
+function V:tensor()
+  if #self.cuda_tensors > 0 and math.random(100) <= self.cuda_share then return pick(self.cuda_tensors) end
+  return pick(self.tensors)
+end
+
 -- A value likely to get past the first type check.
 function V:plausible()
   local r = math.random(6)
@@ -211,7 +242,7 @@ function V:plausible()
   if r == 2 then return math.random() * 2 end
   if r == 3 then return pick(STRINGS) end
   if r == 4 then return pick(self.objects) end
-  return pick(self.tensors)
+  return self:tensor()
 end
 
 -- Anything at all, hostile ones included.
@@ -225,7 +256,7 @@ function V:any()
   if r == 8 then return math.random(3) == 1 and pick(self.misc) or pick(self.functions) end
   if r == 9 then return self:options() end
   if r == 10 then return pick(self.objects) end
-  return pick(self.tensors)
+  return self:tensor()
 end
 
 -- A pool object the function is a method of (obj[key] is fn), if one turns up.
@@ -268,11 +299,51 @@ function V:keep(entry, ...)
     local huge = torch.is_tensor(v) and v:numel() > (1 << 20)
     if (t == "table" or t == "userdata") and not names[v] and not huge then
       named(v, "<result of " .. entry.path .. ">")
-      local list = torch.is_tensor(v) and self.tensors or self.objects
+      local list = self.objects
+      if torch.is_tensor(v) then list = v.is_cuda and self.cuda_tensors or self.tensors end
       if #list < self.max_objects then list[#list + 1] = v
       else list[math.random(self.seeded[list] + 1, #list)] = v end
     end
   end
+end
+
+-- The devices a call's arguments are on: "cpu" (tensors on the CPU only),
+-- "cuda" (on cuda only: tensors, objects holding them, device names, option
+-- tables naming the device), "mixed" (both) or "none" (no tensor, no device).
+local function device_of_value(v, seen)
+  if torch.is_tensor(v) then
+    local ok, c = pcall(function() return v.is_cuda end)
+    return ok and c and "cuda" or "cpu"
+  end
+  if type(v) == "string" then return v:find("^cuda") and "cuda" or nil end
+  if on_cuda[v] then return "cuda" end
+  if type(v) == "table" and not seen[v] and getmetatable(v) == nil then -- option tables and lists, one level
+    seen[v] = true
+    local found, looked = nil, 0
+    for _, x in next, v do
+      looked = looked + 1
+      if looked > 32 then break end -- (the long lists hold numbers)
+      local d = (torch.is_tensor(x) or type(x) == "string") and device_of_value(x, seen)
+      if d == "cpu" and torch.is_tensor(x) or d == "cuda" then
+        if found and found ~= d then return "mixed" end
+        found = d
+      end
+    end
+    return found
+  end
+  return nil
+end
+
+function V.devices_of(args, n)
+  local cpu, gpu, seen = false, false, {}
+  for i = 1, n do
+    local d = device_of_value(args[i], seen)
+    if d == "mixed" then return "mixed" end
+    cpu = cpu or (d == "cpu")
+    gpu = gpu or (d == "cuda")
+  end
+  if cpu and gpu then return "mixed" end
+  return gpu and "cuda" or cpu and "cpu" or "none"
 end
 
 return V

@@ -15,9 +15,13 @@ local function need_sim()
   f:close()
 end
 
+-- Under `make asan` the cases run without LeakSanitizer: each is a small
+-- program that leaves its streams, events and handles to the process's end.
+local SELFTEST_ENV = "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 TENSH_SIM_DEVICES=2 "
+
 local function run(case)
   need_sim()
-  local p = assert(io.popen("TENSH_SIM_DEVICES=2 " .. exe .. " " .. case .. " 2>&1; echo EXIT=$?"))
+  local p = assert(io.popen(SELFTEST_ENV .. exe .. " " .. case .. " 2>&1; echo EXIT=$?"))
   local out = p:read("a")
   p:close()
   return out, tonumber(out:match("EXIT=(%d+)"))
@@ -140,7 +144,7 @@ end
 
 test("TENSH_SIM_LT_DECLINE=1: cuBLASLt finds no algorithm, as it may for a shape it has no kernel for", function()
   need_sim()
-  local p = assert(io.popen("TENSH_SIM_LT_DECLINE=1 TENSH_SIM_DEVICES=2 " .. exe .. " lt_product 2>&1"))
+  local p = assert(io.popen("TENSH_SIM_LT_DECLINE=1 " .. SELFTEST_ENV .. exe .. " lt_product 2>&1"))
   local out = p:read("a")
   p:close()
   has(out, "RESULT lt_product heuristic CUBLAS_STATUS_NOT_SUPPORTED returned=0", "lt_product declined")
@@ -155,7 +159,7 @@ end)
 
 test("TENSH_SIM_RACES=0: no race report, and the alternating thread order still shows the missing barrier", function()
   need_sim()
-  local p = assert(io.popen("TENSH_SIM_RACES=0 TENSH_SIM_DEVICES=2 " .. exe .. " missing_barrier 2>&1"))
+  local p = assert(io.popen("TENSH_SIM_RACES=0 " .. SELFTEST_ENV .. exe .. " missing_barrier 2>&1"))
   local out = p:read("a")
   p:close()
   ok(not out:find("data race", 1, true), "TENSH_SIM_RACES=0 still reported a race:\n" .. out)
@@ -168,6 +172,25 @@ test("host code that reads device memory is stopped and told why", function()
   has(out, "host code read device memory", "report")
   ok(not out:find("RESULT host_reads_device read", 1, true), "the read went through")
   ok(code ~= 0, "the process should end as on a GPU machine, exit " .. tostring(code))
+end)
+
+-- (the fuzzer's find, issue 26: a worker's std::bad_alloc ended the process)
+test("a launch the host has no memory left for fails with a clear error, the process goes on", function()
+  need_sim()
+  if os.getenv("ASAN_OPTIONS") then T.skip("under AddressSanitizer (its shadow takes terabytes of address space)") end
+  local env = "TENSH_SIM_DEVICES=2 TENSH_SIM_MEMORY=2G "
+  local p = assert(io.popen(env .. build .. [[/tensh -e 'torch.zeros(1, {device = "cuda"}):sum():item()
+    print(io.open("/proc/self/status"):read("a"):match("VmSize:%s*(%d+)"))']]))
+  local held = tonumber(p:read("a"))
+  p:close()
+  ok(held, "the size of a process that used cuda")
+  p = assert(io.popen(("ulimit -v %d && %s%s/tensh ../sim/host_oom.lua 2>&1; echo EXIT=$?"):format(held + (300 << 10),
+    env, build)))
+  local out = p:read("a")
+  p:close()
+  has(out, "RESULT\tfalse", "the reduction fails")
+  has(out, "the simulator has no host memory left for a thread's stack", "and says why")
+  has(out, "EXIT=0", "the process ends normally")
 end)
 
 test("the device says what it is", function()

@@ -729,6 +729,39 @@ test("RandomCrop: each output is a window of the zero-padded input; all offsets 
   raises(function() data.transforms.RandomCrop(3, {padding = -1}) end, "RandomCrop: padding must be a non-negative integer")
 end)
 
+-- the fuzzer's finds (issue 26): a torch.Size counted from 1, sizes past the C side's int32, a
+-- cuda tensor given to a transform, each once a message from inside the library
+test("Compose refuses lists of transforms nested too deep or holding themselves", function()
+  local deep, cyclic = {}, {}
+  local t = deep
+  for _ = 1, 100000 do t[1] = {}; t = t[1] end
+  cyclic[1] = cyclic
+  raises(function() data.transforms.Compose(deep) end, "transform: lists of transforms nested deeper than 100 levels")
+  raises(function() data.transforms.Compose(cyclic) end, "transform: lists of transforms nested deeper than 100 levels")
+  local x = torch.tensor(T.rand_list({1, 3, 3}))
+  close(data.transforms.Compose({{{data.transforms.Normalize(1, 2)}}})(x), ((x - 1) / 2):tolist(), 1e-6, 0,
+    "lists inside lists are flattened")
+end)
+
+test("RandomCrop takes a torch.Size; sizes past int32 and cuda inputs raise at the caller's line", function()
+  local x = torch.tensor(T.rand_list({2, 5, 4}))
+  local crop = data.transforms.RandomCrop(torch.Size({3, 2}))
+  list_eq(crop(x).shape:totable(), {2, 3, 2}, "a torch.Size {h, w} crops to (h, w)")
+  raises(function() data.transforms.RandomCrop(torch.Size({3})) end, "RandomCrop: size must be an integer or {h, w}")
+  local function at_caller(fn, message)
+    local err = raises(fn, message)
+    T.ok(err:find("^[^\n]*test_data%.lua:%d+: "), "raised at the caller's line: " .. err)
+  end
+  at_caller(function() data.transforms.RandomCrop(1 << 40) end,
+    "RandomCrop: size and padding must be at most 2147483647, got size (1099511627776, 1099511627776) and padding 0")
+  at_caller(function() data.transforms.RandomCrop(3, {padding = 1 << 31}) end, "and padding 2147483648")
+  at_caller(function() crop(torch.ones(2, 5, 4, {dtype = "int64"})) end, "transform: expected float32 samples, got int64")
+  if cuda.is_available() then
+    at_caller(function() crop(x:cuda()) end,
+      "RandomCrop: expected a CPU tensor, got one on cuda:0 (transforms run on the CPU: apply them before :cuda())")
+  end
+end)
+
 test("RandomHorizontalFlip: p = 0, 1 and 0.5 against Lua mirrors; the order of Compose matters", function()
   local xs = T.rand_list({40, 2, 2, 3}, -1, 1)
   local function run(tf)

@@ -27,6 +27,10 @@ test("bench and its JSON: wrong arguments, deep and cyclic tables are refused wi
   raises(function() return J.decode(("["):rep(J.MAX_DEPTH + 1)) end, "json.decode: nesting deeper than 1000 levels")
   user_error(function() local _ = J.decode(5) end, "json.decode: expected a string (JSON text), got number")
   user_error(function() local _ = J.array(5) end, "json.array: expected a plain table (a list) or nil, got number")
+  -- (the fuzzer's find, issue 26): a torch.Size read as a list from 1 raised inside the encoder
+  eq(J.encode({shape = torch.Size({2, 3}), empty = torch.Size({})}), '{"empty":[],"shape":[2,3]}', "a torch.Size is its list")
+  local raising = setmetatable({1, x = 2}, {__index = function() error("no fields") end})
+  eq(J.encode({raising}), "[[1]]", "tables are read raw")
   -- what stays legal: shared (not cyclic) tables, nesting up to the limit, re-marking an array
   local shared = {1}
   eq(J.encode({shared, shared}), "[[1],[1]]")

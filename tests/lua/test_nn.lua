@@ -987,6 +987,28 @@ test("MaxPool2d, AvgPool2d, AdaptiveAvgPool2d against Lua loops", function()
   raises(function() nn.MaxPool2d() end, "MaxPool2d: kernel_size is required")
 end)
 
+-- (issue 26: nn.AdaptiveAvgPool2d(torch.Size{3, 4}) was accepted, then its forward raised an unclear error)
+test("pooling layers and their functional forms take torch.Size sizes as the lists they hold", function()
+  local x = rand_tensor({2, 3, 6, 7})
+  local x1 = rand_tensor({2, 3, 9})
+  local S = torch.Size
+  local function same(a, b, what) close(a, b:tolist(), 0, 0, what) end
+  same(nn.AdaptiveAvgPool2d(S({3, 4}))(x), F.adaptive_avg_pool2d(x, {3, 4}), "AdaptiveAvgPool2d")
+  same(F.adaptive_avg_pool2d(x, S({2, 5})), F.adaptive_avg_pool2d(x, {2, 5}), "adaptive_avg_pool2d")
+  same(nn.AdaptiveMaxPool2d(S({3, 4}))(x), F.adaptive_max_pool2d(x, {3, 4}), "AdaptiveMaxPool2d")
+  same(nn.MaxPool2d(S({2, 3}), {stride = S({1, 2}), padding = S({1, 1})})(x),
+    F.max_pool2d(x, {2, 3}, {stride = {1, 2}, padding = {1, 1}}), "MaxPool2d")
+  same(F.max_pool2d(x, 3, {dilation = S({2, 1})}), F.max_pool2d(x, 3, {dilation = {2, 1}}), "max_pool2d dilation")
+  same(nn.AvgPool2d(S({2, 3}), {padding = S({1, 0})})(x), F.avg_pool2d(x, {2, 3}, {padding = {1, 0}}), "AvgPool2d")
+  same(nn.MaxPool1d(S({3}), {stride = S({2})})(x1), F.max_pool1d(x1, 3, {stride = 2}), "MaxPool1d")
+  same(nn.AvgPool1d(S({3}))(x1), F.avg_pool1d(x1, 3), "AvgPool1d")
+  local err = raises(function() F.adaptive_avg_pool2d(x, S({3})) end,
+    "nn.functional.adaptive_avg_pool2d: output_size must be an integer or a list of 2 integers, got a list of 1")
+  ok(err:find("^[^\n]*test_nn%.lua:%d+: "), "raised at the caller's line: " .. err)
+  raises(function() F.max_pool1d(x1, S({2, 2})) end,
+    "nn.functional.max_pool1d: kernel_size must be an integer or a list of 1 integer, got a list of 2")
+end)
+
 test("LayerNorm: against Lua over the last dims, affine, errors", function()
   local ln = nn.LayerNorm({3, 4}):double()
   eq(table.concat(shape(ln.weight), "x"), "3x4", "weight shape")

@@ -123,6 +123,21 @@ test("RMSprop against hand-computed updates", function()
     {lr = 0.01, centered = true, momentum = 0.5, maximize = true, eps = 1e-4}, 5)
 end)
 
+-- (the fuzzer's find, issue 26: printing a value nested 200000 deep overflowed Lua's stack)
+test("bad option values nested deep, holding themselves or long are shown cut short", function()
+  local p = nn.Linear(2, 2):parameters()
+  local deep, cyclic = {}, {}
+  local t = deep
+  for _ = 1, 200000 do t[1] = {}; t = t[1] end
+  cyclic[1] = cyclic
+  raises(function() optim.RMSprop(p, {alpha = deep}) end, "RMSprop: invalid alpha value: {{{{{{{{{...}}}}}}}}} (expected")
+  raises(function() optim.Adam(p, {betas = cyclic}) end, "Adam: betas must be a list of two numbers, got {{{{{{{{{...}}}}}}}}}")
+  local long = {}
+  for i = 1, 20 do long[i] = i end
+  raises(function() optim.SGD(p, {lr = 0.1, momentum = long}) end,
+    "SGD: invalid momentum value: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, ...}")
+end)
+
 test("float32 parameters follow the same updates within float32 rounding", function()
   local p = R({5})
   local a = torch.tensor(p, {requires_grad = true})

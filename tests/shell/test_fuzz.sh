@@ -11,7 +11,8 @@
 # calls are drawn from the seed and their number alone, so a slow machine
 # (or ASan) makes a prefix of the same calls, finding a subset of the same messages.
 # usage: test_fuzz.sh BUILD_DIR; ends with "shell:test_fuzz: N passed, N failed, N skipped".
-# FUZZ_SECONDS, FUZZ_CALLS and FUZZ_SEED change the run (default 60 s, 30000 calls, seed 11).
+# FUZZ_SECONDS, FUZZ_CALLS and FUZZ_SEED change the run (default 60 s, 30000 calls, seed 11);
+# FUZZ_DEVICE=cuda puts three in four tensors on cuda (tests/run.sh's simulated pass).
 set -u
 build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)

@@ -283,12 +283,20 @@ function F.conv2d(x, w, b, ...) return conv("conv2d", 2, x, w, b, ...) end
 
 -- ---- pooling ------------------------------------------------------------------------------
 
+-- Sizes may be torch.Size values, as in PyTorch (a layer's output_size = x.shape[...]): the
+-- kernels take plain lists, and a torch.Size counts from 0
+local size_mt = getmetatable(torch.Size({}))
+local function plain(v)
+  if getmetatable(v) == size_mt then return v:totable() end
+  return v
+end
+
 function F.max_pool2d(x, kernel_size, ...)
   check_tensor("max_pool2d", x)
   local a = args("max_pool2d", {"stride", "padding", "dilation", "ceil_mode", "return_indices"}, ...)
   if kernel_size == nil then raise("max_pool2d: kernel_size is required") end
-  return torch.max_pool2d(x, kernel_size, {stride = a.stride, padding = a.padding or 0, dilation = a.dilation or 1,
-    ceil_mode = a.ceil_mode or false, return_indices = a.return_indices or false})
+  return torch.max_pool2d(x, plain(kernel_size), {stride = plain(a.stride), padding = plain(a.padding or 0),
+    dilation = plain(a.dilation or 1), ceil_mode = a.ceil_mode or false, return_indices = a.return_indices or false})
 end
 
 function F.avg_pool2d(x, kernel_size, ...)
@@ -298,14 +306,14 @@ function F.avg_pool2d(x, kernel_size, ...)
   if a.divisor_override ~= nil then raise("avg_pool2d: divisor_override is not supported") end
   local count = a.count_include_pad
   if count == nil then count = true end
-  return torch.avg_pool2d(x, kernel_size, {stride = a.stride, padding = a.padding or 0,
+  return torch.avg_pool2d(x, plain(kernel_size), {stride = plain(a.stride), padding = plain(a.padding or 0),
     ceil_mode = a.ceil_mode or false, count_include_pad = count})
 end
 
 function F.adaptive_avg_pool2d(x, output_size)
   check_tensor("adaptive_avg_pool2d", x)
   if output_size == nil then raise("adaptive_avg_pool2d: output_size is required") end
-  return torch.adaptive_avg_pool2d(x, output_size)
+  return torch.adaptive_avg_pool2d(x, C.ntuple("nn.functional.adaptive_avg_pool2d", "output_size", output_size, 2, 0))
 end
 
 -- adaptive_max_pool2d(x, output_size, return_indices = false): the maxima of
@@ -323,6 +331,7 @@ end
 -- The 1-d pools run the 2-d kernels on (N, C, 1, L) (as PyTorch does): the arguments
 -- are single integers (or lists of one) checked here, so errors speak of 1-d sizes.
 local function single(fn, what, v, min)
+  v = plain(v)
   if type(v) == "table" then
     if #v ~= 1 then raise("%s: %s must be an integer or a list of 1 integer, got a list of %d", fn, what, #v) end
     v = v[1]
@@ -338,7 +347,8 @@ local function pool1d_args(fn, x, kernel_size, a)
     raise("%s: expected a 2-D (C, L) or 3-D (N, C, L) input, got shape %s", fn, shape_str(x))
   end
   local k = single(fn, "kernel_size", kernel_size, 1)
-  local s = (a.stride == nil or (type(a.stride) == "table" and #a.stride == 0)) and k or single(fn, "stride", a.stride, 1)
+  local stride = plain(a.stride)
+  local s = (stride == nil or (type(stride) == "table" and #stride == 0)) and k or single(fn, "stride", stride, 1)
   local p = single(fn, "padding", a.padding or 0, 0)
   local d = single(fn, "dilation", a.dilation or 1, 1)
   if p > k // 2 then

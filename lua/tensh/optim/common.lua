@@ -19,10 +19,20 @@ function M.sorted_keys(t)
   return keys
 end
 
-function M.show(v)
+-- A value for a message or a repr: lists as {a, b}, cut short past 16 items
+-- and 8 levels (a hostile value may be nested thousands deep, or be huge).
+function M.show(v, depth)
+  depth = depth or 0
   if type(v) == "table" and not torch.is_tensor(v) then
+    if depth >= 8 then return "{...}" end
     local parts = {}
-    for i, x in ipairs(v) do parts[i] = M.show(x) end
+    for i, x in ipairs(v) do
+      if i > 16 then
+        parts[i] = "..."
+        break
+      end
+      parts[i] = M.show(x, depth + 1)
+    end
     return "{" .. table.concat(parts, ", ") .. "}"
   end
   return tostring(v)
