@@ -105,8 +105,9 @@ end)
 -- models.gpt as nanoGPT writes it, trained as its train.py does: AdamW with decay on matrices
 -- (configure_optimizers), clip_grad_norm_ at 1.0. Batch 4: the launches are those of batch 16 (the
 -- benchmark's) in a quarter of the simulated device's time.
-local GPT_LAUNCH_BOUND = 180 -- today's count (249 before attention read strided heads, one-launch bias sums and a
--- two-launch LayerNorm backward); PyTorch eager runs ~150 kernels, issue 23 asks for <= 160
+local GPT_LAUNCH_BOUND = 164 -- today's count (249 before attention read strided heads, one-launch bias sums, a
+-- two-launch LayerNorm backward and one cat for the qkv split's backward); PyTorch eager runs ~150 kernels,
+-- issue 23 asks for <= 160 (the 16 bias copies of addmm go with a cuBLASLt bias epilogue)
 local function gpt_step()
   local V, T = 65, 128
   local model = models.gpt.GPT({vocab_size = V, block_size = T, n_layer = 4, n_head = 4, n_embd = 256}):cuda()
@@ -166,6 +167,7 @@ test("the small GPT's training step: at most " .. GPT_LAUNCH_BOUND .. " launches
   eq(rows.nll_loss.launches, 1, "cross_entropy's forward")
   eq(rows.nll_loss_backward.launches, 1, "and its backward")
   eq(rows.adam_step.launches, 2, "AdamW: one launch for each of the two groups")
+  ok(rows.SplitBackward0 and rows.SplitBackward0.launches == 4, "the qkv split's backward: one cat a layer")
   eq(rows.layer_norm.launches, 9, "LayerNorm: one launch each (4 layers x 2 + the final one)")
   eq(rows.sdpa_forward.launches, 4, "attention: one launch a layer")
   eq(rows.sdpa_backward.launches, 4, "and one back (dq, dk and dv, delta computed inside)")
