@@ -66,13 +66,14 @@ __device__ __forceinline__ double sub_rn(double a, double b) { return __dsub_rn(
 template <typename C> constexpr bool is_int_v = std::is_integral<C>::value;
 
 // Integer helpers, as the CPU's (wrapping through uint64, never UB).
-// err codes: 1 negative power, 2 division by zero; stored atomically (many
-// threads may meet the error: plain stores of the flag would race).
+// err codes: 1 negative power, 2 division by zero; many threads may meet the
+// error and store the same code, as tsc_store_any's stores that meet by design
+// (an atomicExch here made the int8 kernels spill).
 __device__ __forceinline__ int64_t ipow(int64_t b, int64_t e, int *err) {
   if (e < 0) {
     if (b == 1) return 1;
     if (b == -1) return (e & 1) ? -1 : 1;
-    if (err) atomicExch(err, 1);
+    if (err) tsc_store_any(err, 1);
     return 0;
   }
   uint64_t r = 1, x = (uint64_t)b;
@@ -85,7 +86,7 @@ __device__ __forceinline__ int64_t ipow(int64_t b, int64_t e, int *err) {
 }
 __device__ __forceinline__ int64_t ifloordiv(int64_t a, int64_t b, int *err) {
   if (b == 0) {
-    if (err) atomicExch(err, 2);
+    if (err) tsc_store_any(err, 2);
     return 0;
   }
   if (b == -1) return (int64_t)(0 - (uint64_t)a);
@@ -95,7 +96,7 @@ __device__ __forceinline__ int64_t ifloordiv(int64_t a, int64_t b, int *err) {
 }
 __device__ __forceinline__ int64_t iremainder(int64_t a, int64_t b, int *err) {
   if (b == 0) {
-    if (err) atomicExch(err, 2);
+    if (err) tsc_store_any(err, 2);
     return 0;
   }
   if (b == -1) return 0;

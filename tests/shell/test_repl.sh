@@ -224,9 +224,9 @@ else
   tm send-keys -t repl Tab
   wait_for '^> torch\.zeros' || { ok=0; fail "repl: completion" "torch.zer<TAB>" "$(pane | tail -n 5)"; }
   tm send-keys -t repl C-u
-  tm send-keys -t repl -l 'torch.cuda.is_'
+  tm send-keys -t repl -l 'torch.cuda.is_av'
   tm send-keys -t repl Tab
-  wait_for '^> torch\.cuda\.is_available\($' || { ok=0; fail "repl: completion" "torch.cuda.is_<TAB>" "$(pane | tail -n 5)"; }
+  wait_for '^> torch\.cuda\.is_available\($' || { ok=0; fail "repl: completion" "torch.cuda.is_av<TAB>" "$(pane | tail -n 5)"; }
   tm send-keys -t repl C-u
   type_line 't = torch.ones(3)'
   tm send-keys -t repl -l '#t:tol'
