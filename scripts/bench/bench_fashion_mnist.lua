@@ -1,4 +1,4 @@
--- Twin of ../shared/peers/fashion_mnist.py: one training epoch of its MLP
+-- Twin of scripts/bench/twins/fashion_mnist.py: one training epoch of its MLP
 -- and of its CNN on Fashion-MNIST, the same models, batch 128, Adam, data
 -- handling (the whole dataset as tensors, a random permutation per epoch).
 -- One run = one epoch; the runner's first (block-size) epoch is the warm-up,

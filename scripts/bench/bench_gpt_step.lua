@@ -1,4 +1,4 @@
--- The twin of twins/gpt_step.py: one training step of issue 23's small GPT
+-- The twin of scripts/bench/twins/gpt_step.py: one training step of issue 23's small GPT
 -- (models.gpt: 4 layers, 4 heads, width 256, context 128, character vocabulary
 -- 65, tied embeddings, causal attention, exact GELU), batch 16, AdamW with
 -- weight decay 0.1 on matrices only (configure_optimizers), gradient clipping

@@ -1,4 +1,4 @@
--- The twin of ../shared/peers/lstm_step.py: one training step (zero_grad,
+-- The twin of scripts/bench/twins/lstm_step.py: one training step (zero_grad,
 -- forward, cross-entropy, backward, Adam) of a 2-layer LSTM language model,
 -- vocab 1000, embedding 256, hidden 256, sequence 64, batch 32, batch_first.
 local common = dofile(debug.getinfo(1, "S").source:match("^@(.*)/") .. "/common.lua")

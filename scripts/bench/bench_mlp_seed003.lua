@@ -1,4 +1,4 @@
--- Seed 003's training step, the twin of ../shared/peers/mlp_seed003.py: an
+-- Seed 003's training step, the twin of scripts/bench/twins/mlp_seed003.py: an
 -- MLP 1024-2048-512-10 with ReLU, batch 128, Adam (default options),
 -- cross-entropy; one run = zero_grad, forward, loss, backward, step.
 -- mlp_seed003_clipped adds clip_grad_norm_ at 1.0 before the step, as

@@ -1,4 +1,4 @@
--- The twin of ../shared/peers/mobilenet_v3_small.py: one training step
+-- The twin of scripts/bench/twins/mobilenet_v3_small.py: one training step
 -- (zero_grad, forward, cross-entropy, backward, SGD with momentum 0.9) of
 -- MobileNetV3-small (models.mobilenet_v3_small, 10 classes) on random 32x32
 -- images, batch 128.

@@ -1,4 +1,4 @@
--- Micro-benchmarks, the twin of ../shared/peers/ops_micro.py: per-op overhead
+-- Micro-benchmarks, the twin of scripts/bench/twins/ops_micro.py: per-op overhead
 -- (1000 1-element adds per run), elementwise bandwidth (an add of 16 Mi
 -- elements, 64 Mi on a GPU), matmul (float32 at 1024; on a GPU float32, tf32
 -- and bfloat16 at 4096) and softmax and log_softmax over rows (1024 x 1024;

@@ -1,4 +1,4 @@
--- The twin of ../shared/peers/transformer_step.py: one training step (zero_grad,
+-- The twin of scripts/bench/twins/transformer_step.py: one training step (zero_grad,
 -- forward, cross-entropy, backward, AdamW) of a 4-layer Transformer encoder
 -- (d_model 256, 4 heads, feed-forward 1024, dropout 0.1, batch_first),
 -- mean-pooled into 10 classes, sequence 256, batch 16.

@@ -1,5 +1,5 @@
 -- Seed 000, "Deep Learning Guide: How to Accelerate Training using PyTorch
--- with CUDA" (../shared/seeds/000_a989126627ba6bfe.txt), ported line for line.
+-- with CUDA", ported line for line.
 -- GPU lines run when cuda.is_available(); without a GPU each must raise a Lua
 -- error naming the call, which is asserted instead.
 package.path = (arg and arg[0] and arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path

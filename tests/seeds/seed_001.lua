@@ -1,5 +1,5 @@
--- Seed 001, "How to Use CUDA with PyTorch: Clearly Explained"
--- (../shared/seeds/001_21d100bc265a666e.txt), ported line for line. Python's
+-- Seed 001, "How to Use CUDA with PyTorch: Clearly Explained",
+-- ported line for line. Python's
 -- keyword arguments are a trailing table: nn.Linear(in_features=64, ...) is
 -- nn.Linear({in_features = 64, ...}). GPU lines run when cuda.is_available();
 -- without a GPU each must raise a Lua error naming the call.

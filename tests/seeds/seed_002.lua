@@ -1,4 +1,4 @@
--- Seed 002, "How to use GPUs with PyTorch" (../shared/seeds/002_d53d14bf7d08b923.txt),
+-- Seed 002, "How to use GPUs with PyTorch",
 -- ported line for line, with the article's printed output asserted. GPU lines
 -- run when cuda.is_available(); without a GPU each must raise a Lua error
 -- naming the call.

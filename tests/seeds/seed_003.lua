@@ -1,4 +1,4 @@
--- Seed 003, "How to Use GPU Training in PyTorch" (../shared/seeds/003_fe73802a7caf21cd.txt),
+-- Seed 003, "How to Use GPU Training in PyTorch",
 -- ported line for line. GPU lines run when cuda.is_available(); without a GPU
 -- each must raise a Lua error naming the call. Python's `import time` is
 -- tensh.time; enumerate(loader) is a counter beside loader:iter().

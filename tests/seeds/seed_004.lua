@@ -1,4 +1,4 @@
--- Seed 004, "Utilizing GPUs for Accelerated Training" (../shared/seeds/004_1b3c66de42d0f71a.txt),
+-- Seed 004, "Utilizing GPUs for Accelerated Training",
 -- ported line for line. GPU lines run when cuda.is_available(); without a GPU
 -- each must raise a Lua error naming the call.
 package.path = (arg and arg[0] and arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path
