@@ -35,7 +35,7 @@ V        ?= 0
 INSTALL_DEPS ?= bash scripts/install-deps.sh
 
 ifeq ($(filter 1,$(V)),)
-# quiet: `CC src/tensor.c` in place of the command
+# quiet: `CC src/core/tensor.c` in place of the command
 say = @printf '  %-9s %s\n' '$(1)' '$(2)';
 endif
 .DEFAULT_GOAL := all
@@ -87,7 +87,8 @@ LDFLAGS  += $(OPT) $(LTO)
 LDLIBS   += -ldl -lcjson -lreadline -lz -lm -lpthread -fopenmp $(SAN)
 
 # ---- sources ----------------------------------------------------------------
-CORE_SRC  := $(wildcard src/*.c src/cpu/*.c src/data/*.c)
+# the core and the layers above it, one folder each (docs/design.md)
+CORE_SRC  := $(wildcard $(addsuffix /*.c,src/core src/ops src/autograd src/io src/dist src/cpu src/data))
 LUA_SRC   := $(wildcard src/lua/*.c)
 SHELL_SRC := $(wildcard src/shell/*.c)
 CUDA_SRC  := $(wildcard cuda/*.cu)

@@ -1,4 +1,4 @@
-// The CUDA backend's choke points for device activity (src/activity.h):
+// The CUDA backend's choke points for device activity (src/core/activity.h):
 // every kernel launch, copy, fill and host synchronisation that our code,
 // CUB included, asks of the runtime passes through here, so the counters and
 // the profiler see all of them and the sync debug mode checks every wait.
@@ -32,9 +32,9 @@
 
 #include "device_assert.cuh"
 extern "C" {
-#include "activity.h"
-#include "op_loss.h"
-#include "profiler.h"
+#include "core/activity.h"
+#include "ops/op_loss.h"
+#include "core/profiler.h"
 }
 
 static inline int64_t now_if(bool timed) { return timed ? ts_monotonic_ns() : 0; }

@@ -1,5 +1,5 @@
 // CUDA kernel of GradScaler's fused check and unscale (contract in
-// src/ops_amp.def; the CPU reference is src/cpu/amp.c). One launch per
+// src/ops/ops_amp.def; the CPU reference is src/cpu/amp.c). One launch per
 // tensor on the current stream, reading inv_scale from and writing found_inf
 // to device memory: no host synchronisation anywhere (the scaler reads
 // found_inf once per step).

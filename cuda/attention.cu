@@ -1,5 +1,5 @@
 // CUDA kernels of fused scaled dot-product attention (contracts in
-// src/ops_attention.def; the CPU's src/cpu/attention.c is the reference).
+// src/ops/ops_attention.def; the CPU's src/cpu/attention.c is the reference).
 // Flash attention's scheme with one thread per row: a block of ROWS threads
 // owns ROWS query rows (forward, dq) or key rows (dk, dv) and walks the other
 // side in tiles staged in shared memory. The forward keeps an online softmax
@@ -7,7 +7,7 @@
 // grows), so no (L, S) matrix exists; the backward rebuilds each probability
 // as exp(score - lse) from the saved log-sum-exp. Every output row is written
 // by one thread: no atomics, the same answer on every run. Dropout draws
-// ts_sdpa_keep (src/op_attention.h), as the CPU does.
+// ts_sdpa_keep (src/ops/op_attention.h), as the CPU does.
 // Operands are (B, H, rows, features) with any strides but a unit stride in
 // the last dim, so the heads of a (B, T, 3, H, D) projection are read where
 // the projection wrote them and the output is written in the layout the next

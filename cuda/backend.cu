@@ -7,7 +7,7 @@
 
 #include "common.cuh"
 extern "C" {
-#include "cache_alloc.h"
+#include "core/cache_alloc.h"
 }
 
 #define TSC_MAX_DEVICES 64
@@ -459,11 +459,13 @@ static ts_status prepare(ts_device dev) {
 
 static int current_device_fn(void) { return ts_cuda_current_device(); }
 
+static ts_kernel cuda_kernels[TS_OP_COUNT];
 static ts_backend cuda_backend;
 
 extern "C" void ts_cuda_backend_init(void) {
   if (ts_backends[TS_CUDA] || ts_cuda_device_count() == 0) return;
   cuda_backend.name = "cuda";
+  cuda_backend.kernels = cuda_kernels;
   cuda_backend.allocator = &device_allocator;
   cuda_backend.prepare = prepare;
   cuda_backend.copy_bytes = copy_bytes;
@@ -473,7 +475,7 @@ extern "C" void ts_cuda_backend_init(void) {
   cuda_backend.host_allocator = &ts_cuda_pinned_allocator;
   ts_cuda_kernel_table(cuda_backend.kernels);
   tsc_activity_init();
-  ts_pending_wait = wait_pending;
+  cuda_backend.pending_wait = wait_pending;
   ts_backends[TS_CUDA] = &cuda_backend;
 }
 

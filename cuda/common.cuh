@@ -11,11 +11,11 @@
 #include <stdint.h>
 
 extern "C" {
-#include "ops.h"
-#include "philox.h"
+#include "ops/ops.h"
+#include "core/philox.h"
 }
-#include "loop_plan.h"
-#include "cuda_api.h"
+#include "core/loop_plan.h"
+#include "core/cuda_api.h"
 
 // ---- registration: one function per family file -------------------------
 extern "C" {

@@ -1,6 +1,6 @@
 // Convolution through cuDNN's legacy API: the TS_KIND_LIBRARY kernels
 // CONV2D_FORWARD, CONV2D_BACKWARD_INPUT and CONV2D_BACKWARD_WEIGHT (contracts
-// in src/ops_nn.def), float32 and float64. Whatever this file declines
+// in src/ops/ops_nn.def), float32 and float64. Whatever this file declines
 // (TS_ERR_UNSUPPORTED: no library, a shape cuDNN refuses, no workspace) the
 // op layer composes from im2col and GEMM, overwriting the outputs (and zeroing
 // grad_weight before accumulating into it), so declining is safe at any point.

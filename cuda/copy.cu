@@ -1,5 +1,5 @@
 // CUDA kernels of the copy family: COPY (every dtype pair, any strides, on
-// one device; src/op_device.c moves bytes between devices),
+// one device; src/ops/op_device.c moves bytes between devices),
 // FILL, ARANGE and LINSPACE. src/cpu/copy.c is the spec: conversions as its
 // C casts (tsc_cvt), fill values converted once on the host by the same core
 // functions, arange and linspace computed in double with the CPU's formulas,
@@ -52,7 +52,7 @@ ts_status copy_device(ts_tensor *dst, ts_tensor *src) {
 }
 
 // Copies between devices never come here: ts_copy_ sends them to the
-// backend's copy_bytes (src/op_device.c). A CPU source here is a 0-dim scalar
+// backend's copy_bytes (src/ops/op_device.c). A CPU source here is a 0-dim scalar
 // (the dispatcher lets nothing else through), passed by value.
 ts_status k_copy(const ts_call *c) { return copy_device(c->out[0], c->in[0]); }
 

@@ -7,7 +7,7 @@
 
 #include "common.cuh"
 extern "C" {
-#include "activity.h"
+#include "core/activity.h"
 }
 
 extern "C" int ts_cuda_device_count(void) {

@@ -11,7 +11,13 @@
 #include <math.h>
 
 #include "loops.cuh"
-#include "erfinv.h"
+#include "core/erfinv.h"
+// Integer pow, floor division, remainder... as the CPU's (core/int_maths.h).
+// Many threads may meet an error and store the same code: tsc_store_any's
+// stores that meet by design (an atomicExch here made the int8 kernels spill).
+#define TS_INT_ERROR(err, code) ((err) ? tsc_store_any((int *)(err), (code)) : (void)0)
+#define TS_INT_HD __device__ __attribute__((always_inline))
+#include "core/int_maths.h"
 
 namespace {
 
@@ -65,59 +71,6 @@ __device__ __forceinline__ double sub_rn(double a, double b) { return __dsub_rn(
 
 template <typename C> constexpr bool is_int_v = std::is_integral<C>::value;
 
-// Integer helpers, as the CPU's (wrapping through uint64, never UB).
-// err codes: 1 negative power, 2 division by zero; many threads may meet the
-// error and store the same code, as tsc_store_any's stores that meet by design
-// (an atomicExch here made the int8 kernels spill).
-__device__ __forceinline__ int64_t ipow(int64_t b, int64_t e, int *err) {
-  if (e < 0) {
-    if (b == 1) return 1;
-    if (b == -1) return (e & 1) ? -1 : 1;
-    if (err) tsc_store_any(err, 1);
-    return 0;
-  }
-  uint64_t r = 1, x = (uint64_t)b;
-  while (e) {
-    if (e & 1) r *= x;
-    x *= x;
-    e >>= 1;
-  }
-  return (int64_t)r;
-}
-__device__ __forceinline__ int64_t ifloordiv(int64_t a, int64_t b, int *err) {
-  if (b == 0) {
-    if (err) tsc_store_any(err, 2);
-    return 0;
-  }
-  if (b == -1) return (int64_t)(0 - (uint64_t)a);
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
-  return q;
-}
-__device__ __forceinline__ int64_t iremainder(int64_t a, int64_t b, int *err) {
-  if (b == 0) {
-    if (err) tsc_store_any(err, 2);
-    return 0;
-  }
-  if (b == -1) return 0;
-  int64_t r = a % b;
-  if (r != 0 && ((r < 0) != (b < 0))) r += b;
-  return r;
-}
-__device__ __forceinline__ int64_t ifmod(int64_t a, int64_t b, int *err) { // the dividend's sign
-  if (b == 0) {
-    if (err) *err = 2;
-    return 0;
-  }
-  return b == -1 ? 0 : a % b;
-}
-__device__ __forceinline__ int64_t itruncdiv(int64_t a, int64_t b, int *err) {
-  if (b == 0) {
-    if (err) *err = 2;
-    return 0;
-  }
-  return b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b;
-}
 // torch's div_floor for floats (the CPU's FFLOORDIV): from a - fmod(a, b), so
 // floor_divide(inf, 2) is NaN and floor(7.0 / 0.7) is 9, as Python's //
 template <typename C> __device__ __forceinline__ C ffloordiv(C a, C b) {
@@ -222,7 +175,7 @@ template <typename C> struct f_pow_scalar {
   C p; // the exponent: (C)f[0]; integers: (int64_t)f[0]
   int *err;
   __device__ C operator()(C x) const {
-    if constexpr (is_int_v<C>) return ipow(x, p, err);
+    if constexpr (is_int_v<C>) return ts_ipow(x, p, err);
     else return p == (C)2 ? x * x : m_pow(x, p); // x*x is pow's correctly rounded value
   }
 };
@@ -259,7 +212,7 @@ struct f_div { template <typename C> __device__ C operator()(C a, C b) const { r
 struct f_floordiv {
   int *err;
   template <typename C> __device__ C operator()(C a, C b) const {
-    if constexpr (is_int_v<C>) return ifloordiv(a, b, err);
+    if constexpr (is_int_v<C>) return ts_ifloordiv(a, b, err);
     else return ffloordiv(a, b);
   }
 };
@@ -267,7 +220,7 @@ struct f_remainder {
   int *err;
   template <typename C> __device__ C operator()(C a, C b) const {
     if constexpr (is_int_v<C>) {
-      return iremainder(a, b, err);
+      return ts_iremainder(a, b, err);
     } else {
       C r = m_fmod(a, b);
       return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
@@ -277,14 +230,14 @@ struct f_remainder {
 struct f_fmod {
   int *err;
   template <typename C> __device__ C operator()(C a, C b) const {
-    if constexpr (is_int_v<C>) return ifmod(a, b, err);
+    if constexpr (is_int_v<C>) return ts_ifmod(a, b, err);
     else return m_fmod(a, b);
   }
 };
 struct f_truncdiv {
   int *err;
   template <typename C> __device__ C operator()(C a, C b) const {
-    if constexpr (is_int_v<C>) return itruncdiv(a, b, err);
+    if constexpr (is_int_v<C>) return ts_itruncdiv(a, b, err);
     else return m_trunc(a / b);
   }
 };
@@ -296,7 +249,7 @@ struct f_bitxor { template <typename C> __device__ C operator()(C a, C b) const 
 struct f_pow {
   int *err;
   template <typename C> __device__ C operator()(C a, C b) const {
-    if constexpr (is_int_v<C>) return ipow(a, b, err);
+    if constexpr (is_int_v<C>) return ts_ipow(a, b, err);
     else return m_pow(a, b);
   }
 };

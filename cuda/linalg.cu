@@ -1,5 +1,5 @@
 // CUDA linalg kernels: the batched matrix product BMM (contract in
-// src/ops_linalg.def; the CPU reference is src/cpu/linalg.c).
+// src/ops/ops_linalg.def; the CPU reference is src/cpu/linalg.c).
 //
 // float32/float64/float16/bfloat16 go to cuBLAS: row-major matrices are
 // column-major transposes, so C = A B is computed as C^T = B^T A^T, with

@@ -1,5 +1,5 @@
 // CUDA kernels of the fused classification losses (contracts in
-// src/ops_loss.def; the CPU reference is src/cpu/loss.c). A warp per row
+// src/ops/ops_loss.def; the CPU reference is src/cpu/loss.c). A warp per row
 // (n, s): the log-sum-exp, the target's term and the smoothing sum, in double
 // across the lanes. The forward is one launch when the loss is reduced and
 // small enough for one block (the usual batch: its warps take the rows, then
@@ -12,7 +12,7 @@
 
 #include "device_assert.cuh"
 extern "C" {
-#include "op_loss.h"
+#include "ops/op_loss.h"
 }
 
 namespace {

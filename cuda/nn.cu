@@ -1,4 +1,4 @@
-// CUDA kernels of the nn family (contracts in src/ops_nn.def; the CPU
+// CUDA kernels of the nn family (contracts in src/ops/ops_nn.def; the CPU
 // reference is src/cpu/nn.c). This file holds batch, layer and group norm and the
 // family's registration; convolution kernels live in nn_conv.cu, pooling in nn_pool.cu.
 //

@@ -1,5 +1,5 @@
 // CUDA kernels of the activations with kernels of their own (contracts in
-// src/ops_nn.def; the CPU reference is src/cpu/nn_act.c): softplus, elu,
+// src/ops/ops_nn.def; the CPU reference is src/cpu/nn_act.c): softplus, elu,
 // hardtanh, log_sigmoid, mish and their backward passes, as functors over
 // loops.cuh's elementwise machinery (any strides, float32 or float64).
 #include <math.h>

@@ -1,4 +1,4 @@
-// CUDA kernels for convolution (contracts in src/ops_nn.def; the CPU
+// CUDA kernels for convolution (contracts in src/ops/ops_nn.def; the CPU
 // reference is src/cpu/nn.c): IM2COL and its adjoint COL2IM for the GEMM
 // convolution, and the direct depthwise convolution, forward and backward.
 //

@@ -1,4 +1,4 @@
-// CUDA kernels for pooling (contracts in src/ops_nn.def; the CPU reference is
+// CUDA kernels for pooling (contracts in src/ops/ops_nn.def; the CPU reference is
 // src/cpu/nn.c): max, average, adaptive average and adaptive max pooling, their
 // backward passes, and the max-pool backward scatter (adaptive max pooling's too).
 //

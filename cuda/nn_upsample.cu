@@ -1,4 +1,4 @@
-// CUDA kernels of interpolation (contracts in src/ops_nn.def; the CPU
+// CUDA kernels of interpolation (contracts in src/ops/ops_nn.def; the CPU
 // reference is src/cpu/nn_upsample.c): nearest and bilinear resizing of
 // (N, C, H, W) planes, one thread per output cell, with the CPU's index and
 // weight formulas (PyTorch's). The backward passes scatter each gradient cell

@@ -1,5 +1,5 @@
 // CUDA optimizer kernels: the fused Adam/AdamW, SGD and RMSprop steps
-// (contracts in src/ops_optim.def; the CPU reference is src/cpu/optim.c).
+// (contracts in src/ops/ops_optim.def; the CPU reference is src/cpu/optim.c).
 //
 // One launch updates every parameter of the group (a multi-tensor apply):
 // the host builds a table of the group's tensors (up to five pointers per

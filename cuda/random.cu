@@ -1,4 +1,4 @@
-// CUDA random kernels over Philox (src/philox.h): rand, randn, randint and
+// CUDA random kernels over Philox (src/core/philox.h): rand, randn, randint and
 // randperm. Element j of the (contiguous) output draws counter offset + j
 // and goes through the CPU's formulas (src/cpu/random.c) operation for
 // operation, so a seed gives the same tensor on either device. Device code

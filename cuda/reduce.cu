@@ -1,4 +1,4 @@
-// CUDA reductions over one dim (contracts in src/ops_reduce.def; the CPU
+// CUDA reductions over one dim (contracts in src/ops/ops_reduce.def; the CPU
 // engine, src/cpu/reduce.c, is the reference): SUM (and mean), PROD, MAX and
 // MIN (with indices), VAR (and std), NORM, ALL, ANY, LOGSUMEXP. Scans and
 // softmax live in scan.cu and softmax.cu; this file registers them all.

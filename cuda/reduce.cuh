@@ -7,6 +7,7 @@
 #pragma once
 
 #include "common.cuh"
+#include "core/dtype_store.h"
 
 #include <math.h>
 
@@ -119,7 +120,7 @@ __device__ __forceinline__ uint64_t tsr_shfl_up(uint64_t v, int o) {
   return (uint64_t)__shfl_up_sync(TSR_FULL, (unsigned long long)v, o);
 }
 
-// ---- stores through a runtime dtype, as ts_store_f64 / ts_store_i64 ----------
+// ---- stores through a runtime dtype: the host's switch (core/dtype_store.h) --
 __device__ __forceinline__ int tsr_esize(ts_dtype dt) {
   switch (dt) {
   case TS_FLOAT64: case TS_INT64: return 8;
@@ -129,33 +130,8 @@ __device__ __forceinline__ int tsr_esize(ts_dtype dt) {
   }
 }
 
-__device__ inline void tsr_store_f64(char *p, ts_dtype dt, double v) {
-  switch (dt) {
-  case TS_FLOAT32: *(float *)p = (float)v; break;
-  case TS_FLOAT64: *(double *)p = v; break;
-  case TS_FLOAT16: *(__half *)p = __float2half_rn((float)v); break;
-  case TS_BFLOAT16: *(__nv_bfloat16 *)p = __float2bfloat16_rn((float)v); break;
-  case TS_INT64: *(int64_t *)p = (int64_t)v; break;
-  case TS_INT32: *(int32_t *)p = (int32_t)v; break;
-  case TS_INT16: *(int16_t *)p = (int16_t)(int64_t)v; break;
-  case TS_INT8: *(int8_t *)p = (int8_t)(int64_t)v; break;
-  case TS_UINT8: *(uint8_t *)p = (uint8_t)(int64_t)v; break;
-  case TS_BOOL: *(uint8_t *)p = v != 0; break;
-  default: break;
-  }
-}
-
-__device__ inline void tsr_store_i64(char *p, ts_dtype dt, int64_t v) {
-  switch (dt) {
-  case TS_INT64: *(int64_t *)p = v; break;
-  case TS_INT32: *(int32_t *)p = (int32_t)v; break;
-  case TS_INT16: *(int16_t *)p = (int16_t)v; break;
-  case TS_INT8: *(int8_t *)p = (int8_t)v; break;
-  case TS_UINT8: *(uint8_t *)p = (uint8_t)v; break;
-  case TS_BOOL: *(uint8_t *)p = v != 0; break;
-  default: tsr_store_f64(p, dt, (double)v); break;
-  }
-}
+__device__ __forceinline__ void tsr_store_f64(char *p, ts_dtype dt, double v) { ts_store_f64_as(p, dt, v); }
+__device__ __forceinline__ void tsr_store_i64(char *p, ts_dtype dt, int64_t v) { ts_store_i64_as(p, dt, v); }
 
 // ---- logsumexp state --------------------------------------------------------
 // (m, s): s = sum of exp(x - sh(m)), sh(m) = m unless m is infinite (then 0,

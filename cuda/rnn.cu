@@ -1,4 +1,4 @@
-// CUDA kernels of the recurrent cells (contracts in src/ops_rnn.def; the CPU
+// CUDA kernels of the recurrent cells (contracts in src/ops/ops_rnn.def; the CPU
 // reference is src/cpu/rnn.c). One thread per (row, hidden unit): it reads
 // the unit's gates across the row's blocks and writes the new state, so each
 // step's gate math is one launch. Operands contiguous, float32 or float64;

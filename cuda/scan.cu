@@ -1,4 +1,4 @@
-// CUDA cumsum along one dim (CUMSUM in src/ops_reduce.def; the CPU's
+// CUDA cumsum along one dim (CUMSUM in src/ops/ops_reduce.def; the CPU's
 // scan_tile in src/cpu/reduce.c is the reference). Float inputs accumulate in
 // double and write their own dtype (float16 and bfloat16 through float, as the
 // CPU's store); integers and bool accumulate in uint64 (wrapping like torch)

@@ -1,5 +1,5 @@
 // CUDA softmax and log_softmax along one dim (SOFTMAX, LOG_SOFTMAX in
-// src/ops_reduce.def; the CPU's softmax_row_f32 and scan_tile in
+// src/ops/ops_reduce.def; the CPU's softmax_row_f32 and scan_tile in
 // src/cpu/reduce.c are the reference). float16 and bfloat16 compute in float.
 //
 // Semantics, as the CPU and torch: the max is taken with NaN winning; softmax

@@ -80,7 +80,7 @@ $(SIM_BUILD)/tensh.so: $(SIM_OBJ)
 	$(call say,LINK,$@)$(CXX) -O2 -pthread -shared -o $@ $^ $(SIM_LIBS)
 .PRECIOUS: $(SIM_BUILD)/gen/cuda/%.cc $(SIM_BUILD)/gen/cuda/%.cuh
 
-# The simulator's own tests: deliberately broken CUDA code (tests/lua/test_sim.lua)
+# The simulator's own tests: deliberately broken CUDA code (tests/lua/test_cuda_sim.lua)
 SIM_RT_OBJ := $(SIM_RT:%.cc=$(SIM_BUILD)/%.o)
 $(SIM_BUILD)/gen/tests/sim/%.cc: tests/sim/%.cu $(SIM_BUILD)/simlaunch
 	@mkdir -p $(dir $@)

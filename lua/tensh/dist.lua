@@ -9,7 +9,7 @@
 -- Each collective first compares what every rank passed (a 16-integer
 -- signature gathered from all ranks): a shape, dtype or device that differs
 -- is an error on every rank naming the ranks, where MPI would hang or mix
--- bytes. The C half is torch._dist (src/lua/ldist.c over src/dist_mpi.c).
+-- bytes. The C half is torch._dist (src/lua/ldist.c over src/dist/dist_mpi.c).
 local M = {}
 
 local args = require "tensh.args"
@@ -422,7 +422,7 @@ function M.recv(t, src, o)
   return peer
 end
 
--- for DistributedDataParallel (lua/tensh/nn/ddp.lua): a non-blocking SUM of
+-- for DistributedDataParallel (lua/tensh/nn/distributed.lua): a non-blocking SUM of
 -- a contiguous host buffer every rank builds the same way (no signature check)
 function M._iall_reduce_sum(h) return C.iall_reduce(h, op_codes.SUM) end
 -- the same on a CUDA buffer under "nccl": queued on the device's stream, so

@@ -1,4 +1,4 @@
--- torch.profiler: PyTorch's profiler over tensh's recorder (src/profiler.c).
+-- torch.profiler: PyTorch's profiler over tensh's recorder (src/core/profiler.c).
 --
 --   do
 --     local prof <close> = torch.profiler.profile({activities = {"cpu", "cuda"}, record_shapes = true})

@@ -1,6 +1,6 @@
 -- The ATen op PyTorch's profiler names where a tensh kernel corresponds to
 -- one (PyTorch users read "aten::addmm", "aten::relu"), by registry name
--- (src/ops*.def). Kernels with no single ATen counterpart are left out and
+-- (src/ops/ops*.def). Kernels with no single ATen counterpart are left out and
 -- keep their own name: "bmm" runs every matmul, 2-d ones included (aten::mm,
 -- aten::addmm in PyTorch), im2col/col2im are steps inside a convolution,
 -- the optimizer steps are foreach loops there, the batch-norm pieces and

@@ -996,7 +996,7 @@ end)
 
 -- ---- math composed from the kernel ops -----------------------------------------
 -- (log2, log10, exp2, expm1, tan, sinh, cosh, asinh, acosh, atanh and trunc
--- are kernel ops now: src/ops.def)
+-- are kernel ops now: src/ops/ops.def)
 
 
 both("frac", function(t)

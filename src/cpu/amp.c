@@ -1,4 +1,4 @@
-/* CPU kernel of GradScaler's fused check and unscale (src/ops_amp.def). */
+/* CPU kernel of GradScaler's fused check and unscale (src/ops/ops_amp.def). */
 #include <math.h>
 
 #include "cpu.h"

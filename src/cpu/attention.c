@@ -1,5 +1,5 @@
 /* CPU kernels of fused scaled dot-product attention (contracts in
- * src/ops_attention.def). Forward: each block of BQ queries meets the keys in
+ * src/ops/ops_attention.def). Forward: each block of BQ queries meets the keys in
  * blocks of BK: one GEMM for the block's scores, the mask, an online softmax
  * (running max and sum per query; the partial output is rescaled when the max
  * grows), dropout, one GEMM into the output. Only a BQ x BK block of scores

@@ -2,7 +2,8 @@
 #include "cpu.h"
 
 extern const ts_allocator ts_cpu_allocator;
-static ts_backend cpu_backend = {.name = "cpu", .allocator = &ts_cpu_allocator};
+static ts_kernel cpu_kernels[TS_OP_COUNT];
+static ts_backend cpu_backend = {.name = "cpu", .kernels = cpu_kernels, .allocator = &ts_cpu_allocator};
 
 void ts_cpu_backend_init(void) {
   if (ts_backends[TS_CPU]) return;

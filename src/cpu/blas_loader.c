@@ -11,7 +11,7 @@
  * Then, unless the user set OPENBLAS_CORETYPE, it is closed and opened again
  * with the core type that fits the CPU's instructions (the shell used to
  * restart itself for that, when OpenBLAS loaded with it). */
-#include "../tensh.h"
+#include "core/tensh.h"
 
 #include <cblas.h>
 #include <dlfcn.h>

@@ -29,7 +29,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "../cache_alloc.h"
+#include "core/cache_alloc.h"
 
 /* Under ASan the cache's memory would hide overruns and uses after free from
  * it (ASan sees only malloc's blocks): a mapping starts poisoned, a block is

@@ -22,7 +22,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "../cache_alloc.h"
+#include "core/cache_alloc.h"
 
 /* ---- libdnnl, opened on first use -----------------------------------------
  * Linked at start, its 36,000 relocations (and libstdc++'s, libOpenCL's) were

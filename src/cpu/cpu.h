@@ -3,8 +3,8 @@
 #ifndef TENSH_CPU_H
 #define TENSH_CPU_H
 
-#include "../half.h"
-#include "../ops.h"
+#include "core/half.h"
+#include "ops/ops.h"
 #include "iter.h"
 
 /* Each family file fills its slots of the CPU kernel table. */

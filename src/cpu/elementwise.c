@@ -7,7 +7,8 @@
 #include <tgmath.h>
 
 #include "vmath.h"
-#include "../erfinv.h"
+#include "core/erfinv.h"
+#include "core/int_maths.h"
 
 /* exp and tanh in the compute type: the vectorisable ones for float (and
  * the half types, which compute in float), libm's for double */
@@ -120,52 +121,6 @@
 
 /* ---- helpers used inside expressions ---- */
 
-static inline int64_t ipow(int64_t b, int64_t e, ts_loop_ctx *ctx) {
-  if (e < 0) {
-    if (b == 1) return 1;
-    if (b == -1) return (e & 1) ? -1 : 1;
-    ctx->err = 1;
-    return 0;
-  }
-  uint64_t r = 1, x = (uint64_t)b; /* unsigned: wraps like torch instead of UB */
-  while (e) {
-    if (e & 1) r *= x;
-    x *= x;
-    e >>= 1;
-  }
-  return (int64_t)r;
-}
-
-static inline int64_t ifloordiv(int64_t a, int64_t b, ts_loop_ctx *ctx) {
-  if (b == 0) { ctx->err = 2; return 0; }
-  if (b == -1) return (int64_t)(0 - (uint64_t)a);
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
-  return q;
-}
-
-static inline int64_t iremainder(int64_t a, int64_t b, ts_loop_ctx *ctx) {
-  if (b == 0) { ctx->err = 2; return 0; }
-  if (b == -1) return 0;
-  int64_t r = a % b;
-  if (r != 0 && ((r < 0) != (b < 0))) r += b;
-  return r;
-}
-
-/* C's remainder of integers: the sign of the dividend (fmod's), as torch.fmod */
-static inline int64_t ifmod(int64_t a, int64_t b, ts_loop_ctx *ctx) {
-  if (b == 0) { ctx->err = 2; return 0; }
-  if (b == -1) return 0; /* INT64_MIN % -1 traps in C */
-  return a % b;
-}
-
-/* a / b rounded toward zero, as div(a, b, {rounding_mode = "trunc"}) */
-static inline int64_t itruncdiv(int64_t a, int64_t b, ts_loop_ctx *ctx) {
-  if (b == 0) { ctx->err = 2; return 0; }
-  if (b == -1) return (int64_t)(0 - (uint64_t)a);
-  return a / b;
-}
-
 #define FREMAINDER(a, b) ({ ct r_ = fmod(a, b); (r_ != 0 && ((r_ < 0) != (b < 0))) ? r_ + b : r_; })
 /* torch's div_floor for floats: the quotient of a - fmod(a, b), corrected by
  * one where fmod's sign differs from b's, so floor(7.0 / 0.7) is 9 (as
@@ -225,7 +180,7 @@ U_F(reciprocal, (ct)1 / x)
 U_F(clamp, CLAMP_EXPR(p0_, p1_))
 U_I(clamp, CLAMP_EXPR(p0_, p1_))
 U_F(pow_scalar, pow(x, p0_))
-U_I(pow_scalar, ipow(x, (int64_t)ctx->f[0], ctx))
+U_I(pow_scalar, ts_ipow(x, (int64_t)ctx->f[0], &ctx->err))
 U_I(bitnot, ~x) U_B(bitnot, !x)
 U_F(expm1, expm1(x))
 U_F(exp2, exp2(x))
@@ -262,13 +217,13 @@ B_F_SAME(add1, a + b)                  B_I_SAME(add1, (int64_t)((uint64_t)a + (u
 B_F_SAME(sub, a - alpha_ * b)   B_I_SAME(sub, (int64_t)((uint64_t)a - (uint64_t)(alpha_ * b)))
 B_F_SAME(mul, a * b)                   B_I_SAME(mul, (int64_t)((uint64_t)a * (uint64_t)b)) B_B_SAME(mul, a && b)
 B_F_SAME(div, a / b)
-B_F_SAME(floordiv, FFLOORDIV(a, b))    B_I_SAME(floordiv, ifloordiv(a, b, ctx))
-B_F_SAME(remainder, FREMAINDER(a, b))  B_I_SAME(remainder, iremainder(a, b, ctx))
-B_F_SAME(pow, pow(a, b))               B_I_SAME(pow, ipow(a, b, ctx))
+B_F_SAME(floordiv, FFLOORDIV(a, b))    B_I_SAME(floordiv, ts_ifloordiv(a, b, &ctx->err))
+B_F_SAME(remainder, FREMAINDER(a, b))  B_I_SAME(remainder, ts_iremainder(a, b, &ctx->err))
+B_F_SAME(pow, pow(a, b))               B_I_SAME(pow, ts_ipow(a, b, &ctx->err))
 B_F_SAME(maximum, FMAX_NAN(a, b))      B_I_SAME(maximum, a > b ? a : b) B_B_SAME(maximum, a || b)
 B_F_SAME(minimum, FMIN_NAN(a, b))      B_I_SAME(minimum, a < b ? a : b) B_B_SAME(minimum, a && b)
-B_F_SAME(fmod, fmod(a, b))             B_I_SAME(fmod, ifmod(a, b, ctx))
-B_F_SAME(truncdiv, trunc(a / b))       B_I_SAME(truncdiv, itruncdiv(a, b, ctx))
+B_F_SAME(fmod, fmod(a, b))             B_I_SAME(fmod, ts_ifmod(a, b, &ctx->err))
+B_F_SAME(truncdiv, trunc(a / b))       B_I_SAME(truncdiv, ts_itruncdiv(a, b, &ctx->err))
 B_I_SAME(bitand, a & b) B_B_SAME(bitand, a & b)
 B_I_SAME(bitor, a | b)  B_B_SAME(bitor, a | b)
 B_I_SAME(bitxor, a ^ b) B_B_SAME(bitxor, a ^ b)

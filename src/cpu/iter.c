@@ -1,7 +1,7 @@
 /* The CPU elementwise iterator (see iter.h). */
 #include "iter.h"
 
-#include "../loop_plan.h"
+#include "core/loop_plan.h"
 
 #include <string.h>
 #ifdef _OPENMP

@@ -5,7 +5,7 @@
 #ifndef TENSH_CPU_ITER_H
 #define TENSH_CPU_ITER_H
 
-#include "../tensh.h"
+#include "core/tensh.h"
 
 #define TS_ITER_MAX_OPS 4 /* at most TS_LOOP_MAX_OPS (loop_plan.h) */
 

@@ -1,5 +1,5 @@
 /* CPU kernels of the fused classification losses (contracts in
- * src/ops_loss.def): one pass over the rows each way, row sums in double,
+ * src/ops/ops_loss.def): one pass over the rows each way, row sums in double,
  * the reduction summed in row order (the same result at any thread count).
  * A class index out of range fails before anything is written. */
 #include <math.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../op_loss.h"
+#include "ops/op_loss.h"
 #include "cpu.h"
 #include "vmath.h"
 

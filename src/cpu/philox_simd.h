@@ -1,6 +1,6 @@
 /* Philox draws for many consecutive counters at once, for the CPU kernels that
  * draw one per element (rand, dropout masks). The same values as ts_philox
- * (src/philox.h, which the CUDA kernels share), with the rounds written out so
+ * (src/core/philox.h, which the CUDA kernels share), with the rounds written out so
  * that the counters run in vector lanes: a call of ts_philox per counter does
  * not vectorise and costs ~13 ns a draw. Each includer gets its own clones. */
 #ifndef TENSH_PHILOX_SIMD_H

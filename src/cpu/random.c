@@ -1,7 +1,7 @@
 /* CPU random kernels over Philox: element j of the output (in row-major
  * order) draws counter offset + j, exactly as the CUDA kernels will. */
 #include "cpu.h"
-#include "../philox.h"
+#include "core/philox.h"
 
 #include <math.h>
 #include <omp.h>

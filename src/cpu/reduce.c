@@ -19,7 +19,7 @@
  * sums use 8 partial sums per block, then one running sum per chunk and line. */
 #include "cpu.h"
 #include "vmath.h"
-#include "../loop_plan.h"
+#include "core/loop_plan.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
-/* CPU kernels of the recurrent cells (contracts in src/ops_rnn.def): the gate
+/* CPU kernels of the recurrent cells (contracts in src/ops/ops_rnn.def): the gate
  * math of one time step of an LSTM, GRU or Elman RNN over M rows, forward and
  * backward, one pass over the rows. The GEMMs around them are BMM calls of
- * the op layer (src/op_rnn.c). Every operand is contiguous, float32 or
+ * the op layer (src/ops/op_rnn.c). Every operand is contiguous, float32 or
  * float64; an output may be the input the contract says it may alias (each
  * element is read before it is written, by the same iteration). */
 #include <math.h>

@@ -7,7 +7,7 @@
  * randomness from Philox keyed by the sample's epoch position. */
 #include "data.h"
 
-#include "../philox.h"
+#include "core/philox.h"
 
 #include <stdio.h>
 #include <stdlib.h>

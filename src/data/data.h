@@ -13,7 +13,7 @@
 #ifndef TENSH_DATA_H
 #define TENSH_DATA_H
 
-#include "../ops.h"
+#include "ops/ops.h"
 
 #define TS_DATA_MAX_FIELDS 8
 #define TS_DATA_MAX_TRANSFORMS 16 /* random draws are keyed by (position * 16 + transform) */

@@ -11,7 +11,7 @@
 #ifndef TENSH_PNG_H
 #define TENSH_PNG_H
 
-#include "../tensh.h"
+#include "core/tensh.h"
 
 /* torchvision.io.ImageReadMode: the channels read_image returns */
 typedef enum ts_png_mode {

@@ -1,4 +1,4 @@
-/* Device activity in the `cuda` table (src/activity.h): counters for tests
+/* Device activity in the `cuda` table (src/core/activity.h): counters for tests
  * and benchmarks, and PyTorch's sync debug mode.
  *   cuda.launch_count(), cuda.sync_count()   kernels launched, host synchronisations, since start-up
  *   cuda.activity_counts()                   {launches =, syncs =, memcpys =, memsets =}
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "lt.h"
-#include "../activity.h"
+#include "core/activity.h"
 
 static int l_launch_count(lua_State *L) {
   ts_activity_counts c;

@@ -1,8 +1,8 @@
 /* Mixed-precision bindings: the autocast regions' state (lua/tensh/amp.lua
  * checks the arguments and keeps the <close> objects) and GradScaler's
  * fused check-and-unscale. */
-#include "../autocast.h"
-#include "../op_amp.h"
+#include "autograd/autocast.h"
+#include "ops/op_amp.h"
 #include "lt.h"
 
 static const char *const device_types[] = {"cpu", "cuda", NULL};

@@ -1,4 +1,4 @@
-/* Binding of fused attention (src/op_attention.h) for lua/tensh/nn/attention.lua:
+/* Binding of fused attention (src/ops/op_attention.h) for lua/tensh/nn/attention.lua:
  * torch._sdpa(q, k, v, {mask =, dropout_p =, is_causal =, scale =}) -> o, with q
  * (B, L, E), k (B, S, E), v (B, S, Ev) (or 4-D with heads: (B, H, L, E) ...,
  * strided) and an additive mask of q's dtype broadcastable to (B, L, S) / (B, H, L, S). F.scaled_dot_product_attention checks its

@@ -3,7 +3,7 @@
  * torch.no_grad / enable_grad / set_grad_enabled), torch.autograd.grad. */
 #include <string.h>
 
-#include "../autograd.h"
+#include "autograd/autograd.h"
 #include "lt.h"
 
 void lt_push_grad_fn(lua_State *L, ts_tensor *t) {

@@ -5,9 +5,9 @@
  * Each table reads and writes its settings through __index/__newindex, so a
  * typo or a non-boolean is an error instead of a silently ignored field. */
 #include "lt.h"
-#include "../op_linalg.h"
+#include "ops/op_linalg.h"
 #ifdef TS_HAVE_CUDA
-#include "../../cuda/cuda_api.h"
+#include "core/cuda_api.h"
 #endif
 
 #include <string.h>

@@ -15,7 +15,7 @@
 #include <omp.h>
 #endif
 #ifdef TS_HAVE_CUDA
-#include "../../cuda/cuda_api.h"
+#include "core/cuda_api.h"
 #endif
 
 /* torch._clock() -> seconds (float) on CLOCK_MONOTONIC; only differences mean anything */

@@ -8,7 +8,7 @@
  * runs a full collection first (as torch.cuda's do: the figures say what the
  * program still holds). */
 #include "lt.h"
-#include "../cache_alloc.h"
+#include "core/cache_alloc.h"
 
 static ts_cache_stats cpu_stats(lua_State *L, const char *fn) {
   lua_gc(L, LUA_GCCOLLECT);

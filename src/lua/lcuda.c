@@ -9,8 +9,8 @@
 #include <string.h>
 
 #ifdef TS_HAVE_CUDA
-#include "../../cuda/cuda_api.h"
-#include "../cache_alloc.h"
+#include "core/cuda_api.h"
+#include "core/cache_alloc.h"
 #define HAVE_CUDA 1
 #else
 #define HAVE_CUDA 0
@@ -711,7 +711,6 @@ void lt_open_cuda(lua_State *L) {
   int v = ts_cuda_runtime_version();
   lua_pushfstring(L, "%d.%d", v / 1000, (v % 1000) / 10);
   lua_setfield(L, -2, "version");
-  ts_backend_loaders[TS_CUDA] = ts_cuda_backend_init; /* the driver is asked on first use */
   lua_pushcfunction(L, m_record_stream);
   lua_setfield(L, -3, "record_stream"); /* a tensor method; methods are below the table */
 

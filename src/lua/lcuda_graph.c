@@ -11,7 +11,7 @@
 #include <string.h>
 
 #ifdef TS_HAVE_CUDA
-#include "../../cuda/cuda_api.h"
+#include "core/cuda_api.h"
 
 #define LT_GRAPH "tensh.cuda.CUDAGraph"
 

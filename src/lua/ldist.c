@@ -1,14 +1,14 @@
 /* torch._dist: the C half of dist (lua/tensh/dist.lua checks the arguments
  * across ranks, stages device tensors through host memory and keeps the
  * public names). Every tensor here is a contiguous CPU tensor (the nccl
- * calls take CUDA tensors, checked in src/dist_nccl.c). Also sets
+ * calls take CUDA tensors, checked in src/dist/dist_nccl.c). Also sets
  * RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE from Open MPI's
  * variables at start-up, as torchrun sets them, so a script reads its rank
  * before init_process_group under `tensh --nproc` and `mpirun` alike. */
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../dist.h"
+#include "dist/dist.h"
 #include "lt.h"
 
 static ts_tensor *check_host(lua_State *L, int idx, const char *fn) {

@@ -1,4 +1,4 @@
-/* Binding of the fused classification losses (src/op_loss.h) for
+/* Binding of the fused classification losses (src/ops/op_loss.h) for
  * lua/tensh/nn/losses.lua:
  *   torch._nll_loss(input, target, {weight =, ignore_index = -100,
  *                   reduction = "mean", label_smoothing = 0, logits = false})
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "lt.h"
-#include "../op_loss.h"
+#include "ops/op_loss.h"
 
 static int l_nll_loss(lua_State *L) {
   ts_tensor *x = lt_check(L, 1), *target = lt_check(L, 2), *weight = NULL;

@@ -1,14 +1,14 @@
 /* Printing tensors the way PyTorch does: __tostring (so print(t) and
- * tostring(t)) through the core formatter (src/format.c), and
+ * tostring(t)) through the core formatter (src/io/format.c), and
  * torch.set_printoptions / torch.get_printoptions. */
 #include "lt.h"
-#include "../autograd.h"
+#include "autograd/autograd.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../format.h"
+#include "io/format.h"
 
 #define LT_STRBOX "tensh.strbox"
 

@@ -1,7 +1,7 @@
 /* The profiler's bindings, wrapped by lua/tensh/profiler.lua (torch.profiler):
  *   torch._profiler_start({record_shapes =, profile_memory =, cuda =, with_stack =})
  *     (cuda: device times per op, and every launch, copy and synchronisation)
- *   torch._profiler_stop()   waits for the device's work first (uncounted: src/activity.h)
+ *   torch._profiler_stop()   waits for the device's work first (uncounted: src/core/activity.h)
  *   torch._profiler_push(name) -> id; torch._profiler_pop(id)   record_function scopes
  *   torch._profiler_events() -> a list of event tables (see l_events), the number dropped */
 #include "lt.h"
@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../activity.h"
-#include "../profiler.h"
+#include "core/activity.h"
+#include "core/profiler.h"
 #ifdef TS_HAVE_CUDA
-#include "../../cuda/cuda_api.h"
+#include "core/cuda_api.h"
 #endif
 
 #ifdef TS_HAVE_CUDA

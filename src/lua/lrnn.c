@@ -1,4 +1,4 @@
-/* Binding of the recurrent op (src/op_rnn.h) for lua/tensh/nn_rnn.lua:
+/* Binding of the recurrent op (src/ops/op_rnn.h) for lua/tensh/nn/rnn.lua:
  * torch._rnn_layer(mode, xproj, w_hh, {h0 =, c0 =, b_hh =, w_hr =,
  * reverse =, batch_sizes = {...}}) -> output, h_n[, c_n]. The layers check
  * their arguments with PyTorch's messages first; this checks again (the core

@@ -1,5 +1,5 @@
 /* torch.save(obj, path) and torch.load(path, [map_location,] {map_location=, flat=}): Lua
- * values <-> safetensors files (the file format is src/safetensors.c's).
+ * values <-> safetensors files (the file format is src/io/safetensors.c's).
  *
  * The tensors of obj go into the file under flattened names ({fc1 = {weight
  * = W}} -> "fc1.weight", integer keys as decimals), so PyTorch's
@@ -23,7 +23,7 @@
  * runs code: the document is data, decoded by the walk below. */
 #include "lt.h"
 
-#include "../safetensors.h"
+#include "io/safetensors.h"
 
 #include <cJSON.h>
 #include <errno.h>

@@ -10,7 +10,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-#include "../ops.h"
+#include "ops/ops.h"
 
 #define LT_TENSOR "tensh.Tensor"
 #define LT_SIZE "torch.Size"
@@ -38,7 +38,7 @@ int lt_error(lua_State *L, ts_status st);
 
 /* luaL_argerror / luaL_typeerror, except when the call came from tensh's
  * Lua library: then the message names the function the user called, at the
- * user's line (ltensor.c). Never return. */
+ * user's line (largs.c). Never return. */
 int lt_argerror(lua_State *L, int idx, const char *msg);
 int lt_typeerror(lua_State *L, int idx, const char *expected);
 

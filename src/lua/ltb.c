@@ -1,5 +1,5 @@
 /* The `tb` namespace: tb.SummaryWriter over the core's event-file writer
- * (src/tbevents.c; images as PNGs from src/data/png.c, laid out by
+ * (src/io/tbevents.c; images as PNGs from src/data/png.c, laid out by
  * lua/tensh/image.lua), as torch.utils.tensorboard spells it, and torch._isatty
  * for lua/tensh/progress.lua. A writer's userdata owns its C writer and
  * closes it on close(), on __close and on __gc; a closed writer's methods
@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "../data/png.h"
-#include "../tbevents.h"
+#include "io/tbevents.h"
 
 #define LT_TB_WRITER "tensh.tb.SummaryWriter"
 

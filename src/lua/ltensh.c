@@ -109,7 +109,7 @@ void lt_open_bench(lua_State *L); /* lbench.c: torch._clock for scripts/bench */
 void lt_open_dist(lua_State *L);  /* ldist.c: torch._dist, MPI collectives for lua/tensh/dist.lua */
 
 int luaopen_tensh(lua_State *L) {
-  ts_cpu_backend_init();
+  ts_backend_get(TS_CPU);
   lua_newtable(L); /* torch */
   int torch = lua_gettop(L);
   lua_newtable(L); /* tensor methods */

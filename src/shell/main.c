@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../dist.h"
-#include "../tensh.h"
+#include "dist/dist.h"
+#include "core/tensh.h"
 #include "repl.h"
 
 int luaopen_tensh(lua_State *L);

@@ -24,7 +24,7 @@
 #include <sys/select.h>
 #include <unistd.h>
 
-#include "../tensh.h"
+#include "core/tensh.h"
 
 /* ---- Ctrl-C ------------------------------------------------------------------ */
 

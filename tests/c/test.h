@@ -3,7 +3,7 @@
 
 #include <stdio.h>
 
-#include "ops.h"
+#include "ops/ops.h"
 
 void t_fail(const char *file, int line, const char *msg);
 

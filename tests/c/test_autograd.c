@@ -3,8 +3,8 @@
  * non-differentiable ones (comparisons, logical) leave no history. The
  * values of the formulas are checked in tests/lua/test_autograd.lua. */
 #include "test.h"
-#include "autograd.h"
-#include "op_loss.h"
+#include "autograd/autograd.h"
+#include "ops/op_loss.h"
 
 #include <string.h>
 

@@ -1,9 +1,9 @@
 /* The caching device allocator on a fake device: raw memory from malloc
  * under a byte budget (to provoke out-of-memory), counted raw mallocs and
  * frees, and events that complete only when the test says so. Every number
- * asserted here follows from the policy in src/cache_alloc.h. */
+ * asserted here follows from the policy in src/core/cache_alloc.h. */
 #include "test.h"
-#include "cache_alloc.h"
+#include "core/cache_alloc.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -1,10 +1,10 @@
 /* Core invariants: the registry has no gaps, promotion follows torch, half
  * conversions round correctly, views, overflow checks, Philox. */
 #include "test.h"
-#include "half.h"
-#include "philox.h"
+#include "core/half.h"
+#include "core/philox.h"
 #ifdef TS_HAVE_CUDA
-#include "../../cuda/cuda_api.h"
+#include "core/cuda_api.h"
 #endif
 
 #include <math.h>
@@ -163,7 +163,7 @@ void test_iter_parallel_cast(void) {
 }
 
 /* Tensor headers freed on a thread join that thread's free list
- * (src/mempool.c); when the thread exits, the list goes back to malloc.
+ * (src/core/mempool.c); when the thread exits, the list goes back to malloc.
  * A DataLoader worker whose allocations failed used to lose 320 bytes each. */
 static void *make_and_drop_tensors(void *arg) {
   int *failures = arg;

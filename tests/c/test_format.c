@@ -4,7 +4,7 @@
  * CUDA, the shown elements are gathered to a compact CPU copy and must print
  * exactly as the CPU tensor does. */
 #include "test.h"
-#include "format.h"
+#include "io/format.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,8 +1,8 @@
-/* The safetensors core (src/safetensors.c) without Lua: the exact header
+/* The safetensors core (src/io/safetensors.c) without Lua: the exact header
  * bytes the writer produces, the parser's answer to each kind of corrupt
  * header, JSON escapes both ways, and a file round trip with a strided tensor. */
 #include "test.h"
-#include "safetensors.h"
+#include "io/safetensors.h"
 
 #include <stdlib.h>
 #include <string.h>

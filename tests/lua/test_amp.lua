@@ -1,4 +1,4 @@
--- Mixed precision (lua/tensh/amp.lua, src/autocast.*): the dtype each op
+-- Mixed precision (lua/tensh/amp.lua, src/autograd/autocast.*): the dtype each op
 -- family runs in under torch.autocast on the suite's device, against
 -- PyTorch's lists written out here (not read from autocast.def); values
 -- against the same op on inputs cast by hand; gradients reaching float32

@@ -1,5 +1,5 @@
 -- Attention and Transformer layers: F.scaled_dot_product_attention (the fused
--- op, src/op_attention.c), nn.MultiheadAttention and the Transformer layers
+-- op, src/ops/op_attention.c), nn.MultiheadAttention and the Transformer layers
 -- against PyTorch's outputs and gradients on fixed weights
 -- (tests/fixtures/attention/attention_torch.lua, made by
 -- gen_attention_fixture.py next to it), the op against the composed math and

@@ -1,7 +1,7 @@
 -- Issue 21's nn.functional functions and modules: softplus, elu, hardtanh,
--- logsigmoid, mish (kernels of their own, src/op_nn_act.c), softmin,
--- normalize, group_norm (fused, src/op_nn_norm.c), interpolate (nearest,
--- linear, bilinear: src/op_nn_upsample.c), max_pool1d/avg_pool1d (the 2-d
+-- logsigmoid, mish (kernels of their own, src/ops/op_nn_act.c), softmin,
+-- normalize, group_norm (fused, src/ops/op_nn_norm.c), interpolate (nearest,
+-- linear, bilinear: src/ops/op_nn_upsample.c), max_pool1d/avg_pool1d (the 2-d
 -- kernels), adaptive_max_pool2d, kl_div and huber_loss. Values and gradients
 -- against PyTorch 1.13's (tests/fixtures/functional21/functional21_torch.lua,
 -- made by gen_functional21_fixture.py next to it: float64 and float32,

@@ -1,4 +1,4 @@
--- Functional losses (lua/tensh/losses.lua) against references computed here
+-- Functional losses (lua/tensh/nn/losses.lua) against references computed here
 -- in plain Lua doubles from the input lists, their gradients against finite
 -- differences, and every error path.
 local T = require "harness"

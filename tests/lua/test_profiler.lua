@@ -178,7 +178,7 @@ test("export_chrome_trace writes the Trace Event Format", function()
 end)
 
 test("ATen names: rows, the table's names = 'aten' and the trace carry PyTorch's name where one corresponds", function()
-  -- every mapped name is a registry kernel (src/ops*.def), so a renamed kernel cannot leave a dead entry
+  -- every mapped name is a registry kernel (src/ops/ops*.def), so a renamed kernel cannot leave a dead entry
   local kernels = torch.backends._dispatch_counts().cpu
   for name, aten in pairs(profiler.aten_names) do
     ok(kernels[name] ~= nil, "'" .. name .. "' is a registry kernel")

@@ -75,16 +75,16 @@ if want "make demo without a GPU runs no nvcc"; then
 fi
 
 # ---- the incremental build, on one small object ----------------------------------
-obj=$tmp/inc/src/status.o
+obj=$tmp/inc/src/core/status.o
 build_one() { make -C "$root" --no-print-directory BUILD="$tmp/inc" CUDA=0 SIM=0 LTO= "$@" "$obj" 2>&1; }
 if want "one line per file"; then
   out=$(build_one)
-  if [ "$(grep -vE '^(✓|✗) ' <<<"$out")" = "  CC        src/status.c" ]; then pass
-  else fail "one line per file" "expected '  CC        src/status.c'" "$out"; fi
+  if [ "$(grep -vE '^(✓|✗) ' <<<"$out")" = "  CC        src/core/status.c" ]; then pass
+  else fail "one line per file" "expected '  CC        src/core/status.c'" "$out"; fi
   # removing the object, not touching the source: a touch within the file
   # system's timestamp granularity leaves the object up to date (CI saw that)
   out=$(rm -f "$obj" && build_one V=1)
-  grep -qE '^([^ ]*ccache )?[a-z-]*(cc|gcc) .* -c src/status\.c -o ' <<<"$out" && pass || fail "V=1 prints the command" "no full command" "$out"
+  grep -qE '^([^ ]*ccache )?[a-z-]*(cc|gcc) .* -c src/core/status\.c -o ' <<<"$out" && pass || fail "V=1 prints the command" "no full command" "$out"
 fi
 if want "dependencies"; then
   build_one >/dev/null

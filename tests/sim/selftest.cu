@@ -1,6 +1,6 @@
 // Deliberately broken CUDA code, each piece a fault the simulated device must
 // report (or, for races, make visible). Built for the simulator only
-// (build-sim/sim_selftest); tests/lua/test_sim.lua runs one case per process
+// (build-sim/sim_selftest); tests/lua/test_cuda_sim.lua runs one case per process
 // and checks what it printed: "RESULT <what>" lines on stdout, the
 // simulator's reports on stderr.
 #include <cuda_runtime.h>

@@ -1,5 +1,5 @@
 -- nn layers, one family a file: attention. F.scaled_dot_product_attention (one
--- fused op per backend, torch._sdpa: src/op_attention.c; no (L, S) matrix is
+-- fused op per backend, torch._sdpa: src/ops/op_attention.c; no (L, S) matrix is
 -- kept, the backward recomputes it from the saved log-sum-exp),
 -- F.multi_head_attention_forward and nn.MultiheadAttention, with PyTorch's
 -- arguments, parameter names, initialisation and errors. nn.lua copies the

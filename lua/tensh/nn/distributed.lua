@@ -7,7 +7,7 @@
 -- the parameters go into buckets of about bucket_cap_mb (in reverse order of
 -- model:parameters(), the order their gradients tend to become ready; the
 -- first bucket is at most 1 MiB so communication starts early). Each parameter has
--- a post-accumulate-grad hook (src/autograd.c): when all of a bucket's
+-- a post-accumulate-grad hook (src/autograd/autograd.c): when all of a bucket's
 -- gradients are ready, they are copied into the bucket's flat host buffer
 -- (pinned for CUDA parameters) and its all-reduce starts while the rest of
 -- the backward runs (buckets start in index order, the same on every rank,

@@ -104,7 +104,7 @@ function F.hardsigmoid(x, ...)
   return y
 end
 
--- ---- activations with kernels of their own (torch._nn, src/op_nn_act.c) ------------------
+-- ---- activations with kernels of their own (torch._nn, src/ops/op_nn_act.c) ------------------
 
 local nnc = torch._nn
 

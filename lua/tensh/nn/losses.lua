@@ -26,7 +26,7 @@ local function check_optional_tensor(fn, name, v)
 end
 
 -- The prelude every loss shares: input and target are tensors (cast to
--- float32 under autocast: src/autocast.def), opts holds only the keys in
+-- float32 under autocast: src/autograd/autocast.def), opts holds only the keys in
 -- `allowed`, its tensor options (weight, pos_weight) are tensors.
 -- Returns input, target, opts (a table) and the reduction.
 local TENSOR_OPTS = {"weight", "pos_weight"}
@@ -63,7 +63,7 @@ end
 local function same_shape(a, b) return a.shape == b.shape end
 
 -- ---- negative log-likelihood over class indices ----------------------------
--- One fused op each way (torch._nll_loss: src/op_loss.h). The class indices'
+-- One fused op each way (torch._nll_loss: src/ops/op_loss.h). The class indices'
 -- range is checked where the loss runs: at once on the CPU, on a device at
 -- its next synchronisation (a device-side assert), so a training step never
 -- waits for the host to read the targets.

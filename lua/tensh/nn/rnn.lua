@@ -4,7 +4,7 @@
 -- names, shapes, initialisation and errors.
 -- Each layer and direction is one input-projection GEMM over all steps and
 -- one torch._rnn_layer call: the recurrence in C, one GEMM and one fused cell
--- kernel per step, recorded as one autograd node (src/op_rnn.c). A
+-- kernel per step, recorded as one autograd node (src/ops/op_rnn.c). A
 -- PackedSequence runs as its padded time-major form with its batch sizes:
 -- the projection is computed on the packed rows only, then laid out padded.
 -- nn.lua copies the classes this returns into nn; the utilities go to
