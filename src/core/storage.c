@@ -40,9 +40,10 @@ void ts_set_oom_hook(void (*hook)(void *ud), void *ud) { oom_hook = hook, oom_ho
 ts_status ts_storage_sync(ts_storage *s) {
   if (!s->pending) return TS_OK;
   uintptr_t ev = s->pending;
+  ts_backend *be = s->pending_on;
   s->pending = 0;
   s->pending_on = NULL;
-  return s->pending_on->pending_wait(ev);
+  return be->pending_wait(ev);
 }
 
 /* the wording of ts_device_resolve, which callers normally meet first */

@@ -88,7 +88,7 @@ if want "one line per file"; then
 fi
 if want "dependencies"; then
   build_one >/dev/null
-  hdr=$(sed -n 's/^\(src\/[a-z_]*\.h\):$/\1/p' "${obj%.o}.d" | head -n 1)
+  hdr=$(sed -n 's/^\(src\/[a-z_/]*\.h\):$/\1/p' "${obj%.o}.d" | head -n 1)
   if make -q --no-print-directory -C "$root" BUILD="$tmp/inc" CUDA=0 SIM=0 LTO= "$obj"; then pass
   else fail "dependencies: up to date" "a second make would rebuild status.o"; fi
   if [ -n "$hdr" ]; then
