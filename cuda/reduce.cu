@@ -33,6 +33,7 @@ namespace {
 
 constexpr int NSLOT = 4; // independent accumulators per thread
 constexpr int64_t ONE_PASS_ROWS = 4096; // column reductions this short run in one launch (128 rows a thread)
+constexpr int64_t MAX_CHUNK = (int64_t)1 << 30; // rows of one split at most: the kernels count them in int
 
 template <typename T> using fop_t = std::conditional_t<std::is_same<T, double>::value, double, float>;
 
@@ -324,7 +325,7 @@ __device__ __forceinline__ typename Op::S thread_rows(const Op &op, const T *__r
 #pragma unroll
   for (int j = 0; j < NSLOT; j++) a[j] = op.init();
   if (rs == 1) {
-    // counts in int: a chunk has fewer than 2^31 rows (run()), and `#pragma
+    // counts in int: a chunk has at most MAX_CHUNK rows (run()), and `#pragma
     // unroll 2` over an int64 count divided by a 64-bit routine call for the
     // trip count, which made kernels spill
     constexpr int V = tsr_vw<T>::value;
@@ -443,7 +444,7 @@ __device__ __forceinline__ void col_lines(const Op &op, const tsr_lines &g, cons
       A a[NSLOT];
 #pragma unroll
       for (int j = 0; j < NSLOT; j++) a[j] = op.init();
-      // rows counted in int from the chunk's first (fewer than 2^31, run()),
+      // rows counted in int from the chunk's first (at most MAX_CHUNK, run()),
       // read through a pointer that steps: fewer live 64-bit values
       const int n = (int)(r1 - r0);
       const int64_t step = BY * rs;
@@ -570,7 +571,7 @@ template <typename T, class Op> ts_status run(const ts_call *c, const Op &op, co
     if (nsplit > R / per_split) nsplit = R / per_split;
     if (nsplit > 65535) nsplit = 65535;
   }
-  if (R > INT32_MAX && nsplit < tsr_cdiv(R, INT32_MAX)) nsplit = tsr_cdiv(R, INT32_MAX); // chunks count in int
+  if (R > MAX_CHUNK && nsplit < tsr_cdiv(R, MAX_CHUNK)) nsplit = tsr_cdiv(R, MAX_CHUNK);
   int64_t chunk = R;
   if (nsplit > 1) {
     chunk = tsr_cdiv(R, nsplit);
