@@ -36,9 +36,20 @@ struct attn_p {
   uint64_t seed, offset;
 };
 
-// the offset of row r of batch-and-head bh (bh = b * H + h) in an operand
-__device__ __forceinline__ int64_t at(const attn_p &a, const strides3 &s, int64_t bh, int64_t r) {
-  return (bh / a.H) * s.b + (bh % a.H) * s.h + r * s.r;
+// batch-and-head bh = b * H + h and its parts, divided once per thread: a
+// 64-bit division is a call to a routine, and with one per tile (and per
+// masked score) the values live across the calls spilled (sdpa_fwd<double>)
+struct head {
+  int64_t bh, b, h;
+};
+__device__ __forceinline__ head head_of(const attn_p &a, int64_t bh) {
+  const int64_t b = bh / a.H;
+  return {bh, b, bh - b * a.H};
+}
+
+// the offset of row r of head hd in an operand
+__device__ __forceinline__ int64_t at(const strides3 &s, const head &hd, int64_t r) {
+  return hd.b * s.b + hd.h * s.h + r * s.r;
 }
 
 // rows of the other side per tile: what fits the shared memory (0: read global memory)
@@ -49,17 +60,17 @@ template <typename T> int tile_rows(int64_t width) {
 
 // score (bh, i, j) from the dot product: scaled, masked, -inf for a future key
 template <typename T>
-__device__ __forceinline__ T score(const attn_p &a, const T *mask, int64_t bh, int64_t i, int64_t j, T dot) {
+__device__ __forceinline__ T score(const attn_p &a, const T *mask, const head &hd, int64_t i, int64_t j, T dot) {
   T s = dot * (T)a.scale;
-  if (mask) s += mask[(bh / a.H) * a.ms0 + (bh % a.H) * a.ms1 + i * a.ms2 + j * a.ms3];
+  if (mask) s += mask[hd.b * a.ms0 + hd.h * a.ms1 + i * a.ms2 + j * a.ms3];
   if (a.causal && j > i) s = -(T)INFINITY;
   return s;
 }
 
-template <typename T> __device__ __forceinline__ T dropped(const attn_p &a, int64_t bh, int64_t i, int64_t j, T x) {
+template <typename T> __device__ __forceinline__ T dropped(const attn_p &a, const head &hd, int64_t i, int64_t j, T x) {
   if (a.p <= 0) return x;
   const T rs = a.p < 1 ? (T)(1 / (1 - a.p)) : (T)0; // as the CPU computes it
-  return ts_sdpa_keep(a.seed, a.offset, bh * a.L + i, a.S, j, (float)a.p) ? x * rs : (T)0;
+  return ts_sdpa_keep(a.seed, a.offset, hd.bh * a.L + i, a.S, j, (float)a.p) ? x * rs : (T)0;
 }
 
 template <typename T> __device__ __forceinline__ T dot(const T *x, const T *y, int64_t n) {
@@ -68,9 +79,11 @@ template <typename T> __device__ __forceinline__ T dot(const T *x, const T *y, i
   return acc;
 }
 
-// n rows (row stride ld) of width features into shared memory, packed (all threads)
-template <typename T> __device__ void stage(T *dst, const T *src, int64_t n, int64_t width, int64_t ld) {
-  for (int64_t x = threadIdx.x; x < n * width; x += blockDim.x) dst[x] = src[(x / width) * ld + x % width];
+// n rows (row stride ld) of width features into shared memory, packed (all
+// threads). A tile fits SMEM_BYTES, so its indices divide in 32 bits (inline;
+// a 64-bit division is a routine call)
+template <typename T> __device__ void stage(T *dst, const T *src, int n, int width, int64_t ld) {
+  for (int x = threadIdx.x; x < n * width; x += blockDim.x) dst[x] = src[(int64_t)(x / width) * ld + x % width];
 }
 
 // the next tile: n rows of x (wx features, row stride ldx) and y (wy, ldy) moved
@@ -81,8 +94,8 @@ __device__ void next_tile(int tile, T *xs, T *ys, const T *&x, const T *&y, int6
                           int64_t wx, int64_t wy) {
   if (tile <= 0) return;
   __syncthreads(); // the previous tile is used up
-  stage(xs, x, n, wx, ldx);
-  stage(ys, y, n, wy, ldy);
+  stage(xs, x, (int)n, (int)wx, ldx);
+  stage(ys, y, (int)n, (int)wy, ldy);
   __syncthreads();
   x = xs, y = ys, ldx = wx, ldy = wy;
 }
@@ -95,21 +108,22 @@ __global__ void __launch_bounds__(ROWS)
   const int64_t nb = (a.L + ROWS - 1) / ROWS, bh = blockIdx.x / nb, i0 = (blockIdx.x % nb) * ROWS;
   const int64_t i = i0 + threadIdx.x, step = tile > 0 ? tile : TILE;
   const bool active = i < a.L;
-  const T *q = Q + at(a, a.q, bh, i);
-  T *o = O + at(a, a.o, bh, i);
+  const head hd = head_of(a, bh);
+  const T *q = Q + at(a.q, hd, i);
+  T *o = O + at(a.o, hd, i);
   T m = -(T)INFINITY, l = 0, s[TILE];
   if (active)
     for (int64_t e = 0; e < a.Ev; e++) o[e] = 0;
   const int64_t jend = a.causal && i0 + ROWS < a.S ? i0 + ROWS : a.S; // uniform across the block
   for (int64_t j0 = 0; j0 < jend; j0 += step) {
     const int nk = (int)(a.S - j0 < step ? a.S - j0 : step);
-    const T *kt = K + at(a, a.k, bh, j0), *vt = V + at(a, a.v, bh, j0);
+    const T *kt = K + at(a.k, hd, j0), *vt = V + at(a.v, hd, j0);
     int64_t ldk = a.k.r, ldv = a.v.r;
     next_tile(tile, ks, vs, kt, vt, ldk, ldv, nk, a.E, a.Ev);
     if (!active) continue;
     T mx = -(T)INFINITY;
     for (int c = 0; c < nk; c++) {
-      s[c] = score(a, mask, bh, i, j0 + c, dot(q, kt + c * ldk, a.E));
+      s[c] = score(a, mask, hd, i, j0 + c, dot(q, kt + c * ldk, a.E));
       mx = s[c] > mx ? s[c] : mx;
     }
     const T mn = mx > m ? mx : m, shift = mn == -(T)INFINITY ? (T)0 : mn, corr = exp(m - shift);
@@ -117,7 +131,7 @@ __global__ void __launch_bounds__(ROWS)
     for (int c = 0; c < nk; c++) {
       T e = exp(s[c] - shift);
       sum += e;
-      s[c] = dropped(a, bh, i, j0 + c, e);
+      s[c] = dropped(a, hd, i, j0 + c, e);
     }
     l = l * corr + sum, m = mn;
     for (int64_t e = 0; e < a.Ev; e++) {
@@ -144,23 +158,24 @@ template <typename T> __device__ void bwd_q(const attn_p &a, const bwd_args<T> &
   const int64_t nb = (a.L + ROWS - 1) / ROWS, bh = qb / nb, i0 = (qb % nb) * ROWS;
   const int64_t i = i0 + threadIdx.x, step = tile > 0 ? tile : TILE;
   const bool active = i < a.L;
-  const T *q = w.Q + at(a, a.q, bh, i), *g = w.dO + at(a, a.g, bh, i);
-  T *dq = w.dQ + at(a, a.dq, bh, i), ds[TILE];
+  const head hd = head_of(a, bh);
+  const T *q = w.Q + at(a.q, hd, i), *g = w.dO + at(a.g, hd, i);
+  T *dq = w.dQ + at(a.dq, hd, i), ds[TILE];
   // delta_i = do_i . o_i, the softmax backward's row term (o = dropped p v)
-  const T lse = active ? w.LSE[bh * a.L + i] : (T)0, delta = active ? dot(g, w.O + at(a, a.o, bh, i), a.Ev) : (T)0;
+  const T lse = active ? w.LSE[bh * a.L + i] : (T)0, delta = active ? dot(g, w.O + at(a.o, hd, i), a.Ev) : (T)0;
   if (active)
     for (int64_t e = 0; e < a.E; e++) dq[e] = 0;
   const int64_t jend = a.causal && i0 + ROWS < a.S ? i0 + ROWS : a.S;
   for (int64_t j0 = 0; j0 < jend; j0 += step) {
     const int nk = (int)(a.S - j0 < step ? a.S - j0 : step);
-    const T *kt = w.K + at(a, a.k, bh, j0), *vt = w.V + at(a, a.v, bh, j0);
+    const T *kt = w.K + at(a.k, hd, j0), *vt = w.V + at(a.v, hd, j0);
     int64_t ldk = a.k.r, ldv = a.v.r;
     next_tile(tile, ks, vs, kt, vt, ldk, ldv, nk, a.E, a.Ev);
     if (!active) continue;
     for (int c = 0; c < nk; c++) {
       const int64_t j = j0 + c;
-      T p = exp(score(a, w.mask, bh, i, j, dot(q, kt + c * ldk, a.E)) - lse);
-      T dp = dropped(a, bh, i, j, dot(g, vt + c * ldv, a.Ev));
+      T p = exp(score(a, w.mask, hd, i, j, dot(q, kt + c * ldk, a.E)) - lse);
+      T dp = dropped(a, hd, i, j, dot(g, vt + c * ldv, a.Ev));
       ds[c] = p * (dp - delta);
     }
     for (int64_t e = 0; e < a.E; e++) {
@@ -179,8 +194,9 @@ __device__ void bwd_kv(const attn_p &a, const bwd_args<T> &w, int64_t kb, int ti
   const int64_t nb = (a.S + ROWS - 1) / ROWS, bh = kb / nb, j0 = (kb % nb) * ROWS;
   const int64_t j = j0 + threadIdx.x, step = tile > 0 ? tile : TILE;
   const bool active = j < a.S;
-  const T *k = w.K + at(a, a.k, bh, j), *v = w.V + at(a, a.v, bh, j);
-  T *dk = w.dK + at(a, a.dk, bh, j), *dv = w.dV + at(a, a.dv, bh, j), pv[TILE], ds[TILE];
+  const head hd = head_of(a, bh);
+  const T *k = w.K + at(a.k, hd, j), *v = w.V + at(a.v, hd, j);
+  T *dk = w.dK + at(a.dk, hd, j), *dv = w.dV + at(a.dv, hd, j), pv[TILE], ds[TILE];
   if (active) {
     for (int64_t e = 0; e < a.E; e++) dk[e] = 0;
     for (int64_t e = 0; e < a.Ev; e++) dv[e] = 0;
@@ -188,18 +204,18 @@ __device__ void bwd_kv(const attn_p &a, const bwd_args<T> &w, int64_t kb, int ti
   // causal: queries before the block's first key see none of its keys
   for (int64_t i0 = a.causal ? j0 : 0; i0 < a.L; i0 += step) {
     const int nq = (int)(a.L - i0 < step ? a.L - i0 : step);
-    const T *qt = w.Q + at(a, a.q, bh, i0), *gt = w.dO + at(a, a.g, bh, i0);
+    const T *qt = w.Q + at(a.q, hd, i0), *gt = w.dO + at(a.g, hd, i0);
     int64_t ldq = a.q.r, ldg = a.g.r;
     __syncthreads(); // the previous tile's deltas are used up
     next_tile(tile, qs, gs, qt, gt, ldq, ldg, nq, a.E, a.Ev);
-    if (threadIdx.x < nq) dl[threadIdx.x] = dot(gt + threadIdx.x * ldg, w.O + at(a, a.o, bh, i0 + threadIdx.x), a.Ev);
+    if (threadIdx.x < nq) dl[threadIdx.x] = dot(gt + threadIdx.x * ldg, w.O + at(a.o, hd, i0 + threadIdx.x), a.Ev);
     __syncthreads();
     if (!active) continue;
     for (int c = 0; c < nq; c++) {
       const int64_t i = i0 + c;
-      T p = exp(score(a, w.mask, bh, i, j, dot(qt + c * ldq, k, a.E)) - w.LSE[bh * a.L + i]);
-      pv[c] = dropped(a, bh, i, j, p);
-      T dp = dropped(a, bh, i, j, dot(gt + c * ldg, v, a.Ev));
+      T p = exp(score(a, w.mask, hd, i, j, dot(qt + c * ldq, k, a.E)) - w.LSE[bh * a.L + i]);
+      pv[c] = dropped(a, hd, i, j, p);
+      T dp = dropped(a, hd, i, j, dot(gt + c * ldg, v, a.Ev));
       ds[c] = p * (dp - dl[c]);
     }
     for (int64_t e = 0; e < a.Ev; e++) {

@@ -504,10 +504,11 @@ __global__ void __launch_bounds__(TILE_THREADS) tile_count_kernel(Op op, I n, in
   if (threadIdx.x == 0) counts[blockIdx.x] = total;
 }
 
+using tile_scan = cub::BlockScan<int, TILE_THREADS>;
+
 template <class Op, typename I>
-__global__ void __launch_bounds__(TILE_THREADS) tile_emit_kernel(Op op, I n, const int64_t *offsets) {
-  using S = cub::BlockScan<int, TILE_THREADS>;
-  __shared__ typename S::TempStorage tmp;
+__device__ __forceinline__ void tile_emit(const Op &op, I n, const int64_t *offsets, tile_scan::TempStorage &tmp) {
+  using S = tile_scan;
   int64_t base = (int64_t)blockIdx.x * TILE + (int64_t)threadIdx.x * TILE_ITEMS;
   bool f[TILE_ITEMS];
   int c = 0;
@@ -527,13 +528,30 @@ __global__ void __launch_bounds__(TILE_THREADS) tile_emit_kernel(Op op, I n, con
     }
 }
 
+template <class Op, typename I>
+__global__ void __launch_bounds__(TILE_THREADS) tile_emit_kernel(Op op, I n, const int64_t *offsets) {
+  __shared__ tile_scan::TempStorage tmp;
+  tile_emit(op, n, offsets, tmp);
+}
+
+// 64-bit element indices (masks past 2^31 elements, unique's positions) take
+// more registers, and a mask's offsets a division routine call each: with its
+// blocks per SM left to ptxas, the kernel spilled 8 to 16 bytes to keep 4 of
+// them. Given as 3, it spills nothing.
+template <class Op>
+__global__ void __launch_bounds__(TILE_THREADS, 3) tile_emit64_kernel(Op op, int64_t n, const int64_t *offsets) {
+  __shared__ tile_scan::TempStorage tmp;
+  tile_emit(op, n, offsets, tmp);
+}
+
 template <typename I, class Op> ts_status run_tiles(const Op &op, int64_t n, const char *what) {
   if (n == 0) return TS_OK;
   int64_t tiles = (n + TILE - 1) / TILE;
   if (tiles > INT_MAX) return ts_fail(TS_ERR_UNSUPPORTED, "%s: %lld elements are too many on cuda", what, (long long)n);
   cudaStream_t s = tsc_stream();
   if (tiles == 1) { // one block sees every element: no counts to scan
-    tile_emit_kernel<Op, I><<<1, TILE_THREADS, 0, s>>>(op, (I)n, nullptr);
+    if constexpr (sizeof(I) == 8) tile_emit64_kernel<Op><<<1, TILE_THREADS, 0, s>>>(op, (int64_t)n, nullptr);
+    else tile_emit_kernel<Op, I><<<1, TILE_THREADS, 0, s>>>(op, (I)n, nullptr);
     TSC_LAUNCH_CHECK(what);
     return TS_OK;
   }
@@ -546,7 +564,10 @@ template <typename I, class Op> ts_status run_tiles(const Op &op, int64_t n, con
   TSC_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, (int64_t *)counts.p, (int64_t *)offs.p, (int)tiles, s));
   if ((st = scan.alloc(bytes))) return st;
   TSC_CHECK(cub::DeviceScan::ExclusiveSum(scan.p, bytes, (int64_t *)counts.p, (int64_t *)offs.p, (int)tiles, s));
-  tile_emit_kernel<Op, I><<<(unsigned)tiles, TILE_THREADS, 0, s>>>(op, (I)n, (const int64_t *)offs.p);
+  if constexpr (sizeof(I) == 8)
+    tile_emit64_kernel<Op><<<(unsigned)tiles, TILE_THREADS, 0, s>>>(op, (int64_t)n, (const int64_t *)offs.p);
+  else
+    tile_emit_kernel<Op, I><<<(unsigned)tiles, TILE_THREADS, 0, s>>>(op, (I)n, (const int64_t *)offs.p);
   TSC_LAUNCH_CHECK(what);
   return TS_OK;
 }

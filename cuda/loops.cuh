@@ -112,6 +112,12 @@ __device__ __forceinline__ void tsc_ew_dense_body(int64_t n, const F &f, Out *ou
   const int64_t nvec = n / V;
   const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  // the tail (fewer than V elements) first: placed after the loop, its copy
+  // of f ran with the loop's values still live, and double atan spilled on sm_90
+  if (V > 1) {
+    const int64_t k = nvec * V + tid;
+    if (k < n) out[k] = f((in.scalar ? in.v : in.p[k])...);
+  }
   for (int64_t i = tid; i < nvec; i += step) {
     tsc_vec<Out, V> o;
     auto body = [&](const tsc_vec<In, V> &...x) {
@@ -120,10 +126,6 @@ __device__ __forceinline__ void tsc_ew_dense_body(int64_t n, const F &f, Out *ou
     };
     body(tsc_load_vec<V>(in, i)...);
     reinterpret_cast<tsc_vec<Out, V> *>(out)[i] = o;
-  }
-  if (V > 1) { // the tail: fewer than V elements
-    const int64_t k = nvec * V + tid;
-    if (k < n) out[k] = f((in.scalar ? in.v : in.p[k])...);
   }
 }
 

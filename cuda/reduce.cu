@@ -26,12 +26,14 @@
 // overflows where the double one does not; variance cancels).
 #include "reduce.cuh"
 
+#include <limits>
 #include <type_traits>
 
 namespace {
 
 constexpr int NSLOT = 4; // independent accumulators per thread
 constexpr int64_t ONE_PASS_ROWS = 4096; // column reductions this short run in one launch (128 rows a thread)
+constexpr int64_t MAX_CHUNK = (int64_t)1 << 30; // rows of one split at most: the kernels count them in int
 
 template <typename T> using fop_t = std::conditional_t<std::is_same<T, double>::value, double, float>;
 
@@ -97,16 +99,18 @@ template <typename T> struct ProdOp {
 
 // MAX (mx) and MIN: the value and its row; a NaN beats every number, ties
 // (NaN with NaN too) go to the smaller row, which is what the CPU's in-order
-// "first stays" gives, whatever order the partial states merge in.
+// "first stays" gives, whatever order the partial states merge in. Integers
+// up to 32 bits compare as int: int64 values doubled the registers of the
+// four accumulators, and the row kernel of 8-bit and bool inputs spilled.
 template <typename T> struct ExtOp {
   static constexpr bool ints = !tsc_is_float<T>::value;
-  using F = std::conditional_t<ints, int64_t, tsc_opmath_t<T>>;
+  using F = std::conditional_t<ints, std::conditional_t<(sizeof(T) < 8), int, int64_t>, tsc_opmath_t<T>>;
   struct S { F v; int64_t i; };
   using A = S;
   ts_dtype odt;
   bool mx;
   __device__ S ident() const {
-    if constexpr (ints) return {mx ? INT64_MIN : INT64_MAX, INT64_MAX};
+    if constexpr (ints) return {mx ? std::numeric_limits<F>::min() : std::numeric_limits<F>::max(), INT64_MAX};
     else return {mx ? -F(INFINITY) : F(INFINITY), INT64_MAX};
   }
   __device__ A init() const { return ident(); }
@@ -120,7 +124,7 @@ template <typename T> struct ExtOp {
   }
   __device__ void add(A &a, T x, int64_t r) const {
     F v;
-    if constexpr (ints) v = (int64_t)x;
+    if constexpr (ints) v = (F)x;
     else v = tsc_cast<F>(x);
     if (better(a, v, r)) a.v = v, a.i = r;
   }
@@ -321,21 +325,24 @@ __device__ __forceinline__ typename Op::S thread_rows(const Op &op, const T *__r
 #pragma unroll
   for (int j = 0; j < NSLOT; j++) a[j] = op.init();
   if (rs == 1) {
+    // counts in int: a chunk has at most MAX_CHUNK rows (run()), and `#pragma
+    // unroll 2` over an int64 count divided by a 64-bit routine call for the
+    // trip count, which made kernels spill
     constexpr int V = tsr_vw<T>::value;
     const T *q = p + r0;
-    int64_t n = r1 - r0, head = tsr_head(q);
+    int n = (int)(r1 - r0), head = (int)tsr_head(q);
     if (head > n) head = n;
-    for (int64_t j = k; j < head; j += G) op.add(a[0], q[j], r0 + j); // head < V <= 16 rows
-    int64_t nv = (n - head) / V;
+    for (int j = k; j < head; j += G) op.add(a[0], q[j], r0 + j); // head < V <= 16 rows
+    int nv = (n - head) / V;
     const tsr_vec<T, V> *vq = (const tsr_vec<T, V> *)(q + head);
 #pragma unroll 2
-    for (int64_t c = k; c < nv; c += G) {
+    for (int c = k; c < nv; c += G) {
       tsr_vec<T, V> w = vq[c];
-      int64_t rb = r0 + head + c * V;
+      int64_t rb = r0 + head + (int64_t)c * V;
 #pragma unroll
       for (int v = 0; v < V; v++) op.add(a[v % NSLOT], w.v[v], rb + v);
     }
-    for (int64_t j = head + nv * V + k; j < n; j += G) op.add(a[1 % NSLOT], q[j], r0 + j);
+    for (int j = head + nv * V + k; j < n; j += G) op.add(a[1 % NSLOT], q[j], r0 + j);
   } else {
     int64_t r = r0 + k, step = G;
     for (; r + 3 * step < r1; r += 4 * step) {
@@ -353,63 +360,104 @@ __device__ __forceinline__ typename Op::S thread_rows(const Op &op, const T *__r
   return s;
 }
 
-// Row kernel: groups of G threads per line, blockDim.x / G lines per block;
+// Stores line's state: to its partial slot (part[line * nsplit + y]) when the
+// reduced dim is split, else to the outputs, whose offsets are computed here:
+// kept live across the line's loop from its start, they made kernels spill.
+template <class Op>
+__device__ __forceinline__ void store_line(const Op &op, const tsr_lines &g, int64_t line, const typename Op::S &s,
+                                           typename Op::S *part, char *out0, int64_t *out1) {
+  if (part) {
+    part[line * gridDim.y + blockIdx.y] = s;
+    return;
+  }
+  int64_t off[3];
+  tsr_line_offsets<3>(g, line, off);
+  op.store(s, out0, off[1], out1, off[2]);
+}
+
+// Row kernels: groups of G threads per line, blockDim.x / G lines per block;
 // grid.y splits the reduced dim in chunks (partials to part[line * nsplit + y]).
+// sm: one state per warp.
 template <class Op, typename T>
-__global__ void __launch_bounds__(512) reduce_row_k(Op op, tsr_lines g, const T *__restrict__ x, char *out0,
-                                                    int64_t *out1, int G, int64_t chunk, typename Op::S *part) {
+__device__ __forceinline__ void row_lines(const Op &op, const tsr_lines &g, const T *__restrict__ x, char *out0,
+                                          int64_t *out1, int G, int64_t chunk, typename Op::S *part,
+                                          typename Op::S *sm) {
   using S = typename Op::S;
-  __shared__ S sm[512 / 32];
   int k = threadIdx.x % G, lpb = blockDim.x / G;
   int64_t r0 = (int64_t)blockIdx.y * chunk, r1 = r0 + chunk < g.R ? r0 + chunk : g.R;
-  int64_t nlb = (g.nlines + lpb - 1) / lpb;
-  for (int64_t lb = blockIdx.x; lb < nlb; lb += gridDim.x) {
-    int64_t line = lb * lpb + threadIdx.x / G;
-    int64_t off[3] = {0, 0, 0};
+  // blocks stride over their first lines (no block count: it divides in 64 bits, a routine call)
+  for (int64_t first = (int64_t)blockIdx.x * lpb; first < g.nlines; first += (int64_t)gridDim.x * lpb) {
+    int64_t line = first + threadIdx.x / G;
     S s = op.ident();
     if (line < g.nlines) {
-      tsr_line_offsets<3>(g, line, off);
+      int64_t off[1];
+      tsr_line_offsets<1>(g, line, off);
       s = thread_rows(op, x + off[0], g.rs, r0, r1, k, G);
     }
     s = group_reduce(op, s, G, sm);
-    if (k == 0 && line < g.nlines) {
-      if (part) part[line * gridDim.y + blockIdx.y] = s;
-      else op.store(s, out0, off[1], out1, off[2]);
-    }
+    if (k == 0 && line < g.nlines) store_line(op, g, line, s, part, out0, out1);
   }
+}
+
+// The blocks per SM the row kernel keeps are given: left out, ptxas picks the
+// register count of an occupancy step itself and spills to reach it (8 to 52
+// bytes in some 30 instantiations). Two blocks of 512 threads (64 registers)
+// for most ops; the ops of row_wide need more and keep one, as they had.
+template <class Op> struct row_wide : std::false_type {};
+template <typename T> struct row_wide<VarOp<T>> : std::true_type {};  // four double accumulators
+template <> struct row_wide<NormOp<double, false>> : std::true_type {}; // pow and the run-time p in double
+template <> struct row_wide<LseOp<double>> : std::true_type {};         // exp and log in double
+template <typename T> struct row_wide<ProdOp<T>> : std::bool_constant<(sizeof(T) == 1)> {}; // 16 64-bit products a vector
+
+template <class Op, typename T>
+__global__ void __launch_bounds__(512, 2) reduce_row_k(Op op, tsr_lines g, const T *__restrict__ x, char *out0,
+                                                       int64_t *out1, int G, int64_t chunk, typename Op::S *part) {
+  __shared__ typename Op::S sm[512 / 32];
+  row_lines(op, g, x, out0, out1, G, chunk, part, sm);
+}
+
+template <class Op, typename T>
+__global__ void __launch_bounds__(512, 1) reduce_row_wide_k(Op op, tsr_lines g, const T *__restrict__ x, char *out0,
+                                                            int64_t *out1, int G, int64_t chunk, typename Op::S *part) {
+  __shared__ typename Op::S sm[512 / 32];
+  row_lines(op, g, x, out0, out1, G, chunk, part, sm);
 }
 
 // Column kernel: BX neighbouring lines per block (threadIdx.x % BX), BY
 // threads per line (threadIdx.x / BX) taking rows ty, ty + BY, ... of the
 // block's chunk; BX and BY are powers of two.
 template <class Op, typename T>
-__global__ void __launch_bounds__(256) reduce_col_k(Op op, tsr_lines g, const T *__restrict__ x, char *out0,
-                                                    int64_t *out1, int BX, int64_t chunk, typename Op::S *part) {
+__device__ __forceinline__ void col_lines(const Op &op, const tsr_lines &g, const T *__restrict__ x, char *out0,
+                                          int64_t *out1, int BX, int64_t chunk, typename Op::S *part,
+                                          typename Op::S *sm) {
   using S = typename Op::S;
   using A = typename Op::A;
-  __shared__ S sm[256];
   int tx = threadIdx.x % BX, ty = threadIdx.x / BX, BY = blockDim.x / BX;
   int64_t r0 = (int64_t)blockIdx.y * chunk, r1 = r0 + chunk < g.R ? r0 + chunk : g.R;
-  int64_t nlb = (g.nlines + BX - 1) / BX, rs = g.rs;
-  for (int64_t lb = blockIdx.x; lb < nlb; lb += gridDim.x) {
-    int64_t line = lb * BX + tx;
-    int64_t off[3] = {0, 0, 0};
+  int64_t rs = g.rs;
+  for (int64_t first = (int64_t)blockIdx.x * BX; first < g.nlines; first += (int64_t)gridDim.x * BX) {
+    int64_t line = first + tx;
     S s = op.ident();
     if (line < g.nlines) {
-      tsr_line_offsets<3>(g, line, off);
-      const T *p = x + off[0];
+      int64_t off[1];
+      tsr_line_offsets<1>(g, line, off);
       A a[NSLOT];
 #pragma unroll
       for (int j = 0; j < NSLOT; j++) a[j] = op.init();
-      int64_t r = r0 + ty;
-      for (; r + 3 * BY < r1; r += 4 * BY) {
-        T x0 = p[r * rs], x1 = p[(r + BY) * rs], x2 = p[(r + 2 * BY) * rs], x3 = p[(r + 3 * BY) * rs];
-        op.add(a[0], x0, r);
-        op.add(a[1], x1, r + BY);
-        op.add(a[2], x2, r + 2 * BY);
-        op.add(a[3], x3, r + 3 * BY);
+      // rows counted in int from the chunk's first (at most MAX_CHUNK, run()),
+      // read through a pointer that steps: fewer live 64-bit values
+      const int n = (int)(r1 - r0);
+      const int64_t step = BY * rs;
+      const T *p = x + off[0] + (r0 + ty) * rs;
+      int r = ty;
+      for (; r + 3 * BY < n; r += 4 * BY, p += 4 * step) {
+        T x0 = p[0], x1 = p[step], x2 = p[2 * step], x3 = p[3 * step];
+        op.add(a[0], x0, r0 + r);
+        op.add(a[1], x1, r0 + r + BY);
+        op.add(a[2], x2, r0 + r + 2 * BY);
+        op.add(a[3], x3, r0 + r + 3 * BY);
       }
-      for (; r < r1; r += BY) op.add(a[0], p[r * rs], r);
+      for (; r < n; r += BY, p += step) op.add(a[0], *p, r0 + r);
       s = op.finish(a[0]);
 #pragma unroll
       for (int j = 1; j < NSLOT; j++) op.merge(s, op.finish(a[j]));
@@ -425,12 +473,29 @@ __global__ void __launch_bounds__(256) reduce_col_k(Op op, tsr_lines g, const T 
         __syncthreads();
       }
     }
-    if (ty == 0 && line < g.nlines) {
-      if (part) part[line * gridDim.y + blockIdx.y] = s;
-      else op.store(s, out0, off[1], out1, off[2]);
-    }
+    if (ty == 0 && line < g.nlines) store_line(op, g, line, s, part, out0, out1);
   }
 }
+
+template <class Op, typename T>
+__global__ void __launch_bounds__(256) reduce_col_k(Op op, tsr_lines g, const T *__restrict__ x, char *out0,
+                                                    int64_t *out1, int BX, int64_t chunk, typename Op::S *part) {
+  __shared__ typename Op::S sm[256];
+  col_lines(op, g, x, out0, out1, BX, chunk, part, sm);
+}
+
+// VarOp's states (three doubles, four accumulators of four) took the column
+// kernel past 64 registers, and with its blocks per SM left to ptxas it spilled
+// 48 bytes on sm_90 to keep 4; given as 3, it does not.
+template <class Op, typename T>
+__global__ void __launch_bounds__(256, 3) reduce_col_var_k(Op op, tsr_lines g, const T *__restrict__ x, char *out0,
+                                                           int64_t *out1, int BX, int64_t chunk, typename Op::S *part) {
+  __shared__ typename Op::S sm[256];
+  col_lines(op, g, x, out0, out1, BX, chunk, part, sm);
+}
+
+template <class Op> struct is_var : std::false_type {};
+template <typename T> struct is_var<VarOp<T>> : std::true_type {};
 
 // Merges each line's nsplit partial states in order and stores the result;
 // G (<= 32) threads per line.
@@ -439,9 +504,8 @@ __global__ void __launch_bounds__(256) reduce_finish_k(Op op, tsr_lines g, const
                                                        char *out0, int64_t *out1, int G) {
   using S = typename Op::S;
   int k = threadIdx.x % G, lpb = blockDim.x / G;
-  int64_t nlb = (g.nlines + lpb - 1) / lpb;
-  for (int64_t lb = blockIdx.x; lb < nlb; lb += gridDim.x) {
-    int64_t line = lb * lpb + threadIdx.x / G;
+  for (int64_t first = (int64_t)blockIdx.x * lpb; first < g.nlines; first += (int64_t)gridDim.x * lpb) {
+    int64_t line = first + threadIdx.x / G;
     S s = op.ident();
     if (line < g.nlines)
       for (int j = k; j < nsplit; j += G) op.merge(s, part[line * nsplit + j]);
@@ -507,6 +571,7 @@ template <typename T, class Op> ts_status run(const ts_call *c, const Op &op, co
     if (nsplit > R / per_split) nsplit = R / per_split;
     if (nsplit > 65535) nsplit = 65535;
   }
+  if (R > MAX_CHUNK && nsplit < tsr_cdiv(R, MAX_CHUNK)) nsplit = tsr_cdiv(R, MAX_CHUNK);
   int64_t chunk = R;
   if (nsplit > 1) {
     chunk = tsr_cdiv(R, nsplit);
@@ -519,8 +584,16 @@ template <typename T, class Op> ts_status run(const ts_call *c, const Op &op, co
     if (!part) return st;
   }
   dim3 grid(grid_x(nlb), (unsigned)nsplit);
-  if (col) reduce_col_k<Op, T><<<grid, threads, 0, stream>>>(op, g, x, out0, out1, BX, chunk, part);
-  else reduce_row_k<Op, T><<<grid, threads, 0, stream>>>(op, g, x, out0, out1, G, chunk, part);
+  if (col) {
+    if constexpr (is_var<Op>::value)
+      reduce_col_var_k<Op, T><<<grid, threads, 0, stream>>>(op, g, x, out0, out1, BX, chunk, part);
+    else
+      reduce_col_k<Op, T><<<grid, threads, 0, stream>>>(op, g, x, out0, out1, BX, chunk, part);
+  } else if constexpr (row_wide<Op>::value) {
+    reduce_row_wide_k<Op, T><<<grid, threads, 0, stream>>>(op, g, x, out0, out1, G, chunk, part);
+  } else {
+    reduce_row_k<Op, T><<<grid, threads, 0, stream>>>(op, g, x, out0, out1, G, chunk, part);
+  }
   ts_status st = tsc_after_launch(name);
   if (!st && part) {
     int G2 = tsr_pow2_at_least(nsplit, 32);

@@ -17,8 +17,9 @@
 // indices of max/min; strides 0 when absent).
 struct tsr_lines {
   int nd;                          // line dims after coalescing, innermost last, >= 1
-  bool div32;                      // nlines < 2^32: 32-bit division in tsr_line_offsets
   int64_t sizes[TS_MAX_DIMS];      // line dims
+  uint64_t magic[TS_MAX_DIMS];     // division by sizes[d] as a multiply-high and a shift (tsr_line_offsets)
+  int shift[TS_MAX_DIMS];
   int64_t st[3][TS_MAX_DIMS];      // element strides of each operand along the line dims
   int64_t nlines;
   int64_t R, rs, ors;              // reduced size; in's and out[0]'s strides along it (ors: scans)
@@ -45,7 +46,13 @@ static inline void tsr_lines_init(tsr_lines *g, const ts_call *c) {
   }
   g->nlines = 1;
   for (int q = 0; q < g->nd; q++) g->nlines *= g->sizes[q];
-  g->div32 = g->nlines <= (int64_t)UINT32_MAX;
+  for (int q = 1; q < g->nd; q++) { // Granlund-Montgomery, as tsc_make_geom32 in 64 bits
+    uint64_t div = (uint64_t)g->sizes[q];
+    int sh = 0;
+    while (sh < 63 && ((uint64_t)1 << sh) < div) sh++;
+    g->shift[q] = sh;
+    g->magic[q] = (uint64_t)(((unsigned __int128)1 << 64) * (((uint64_t)1 << sh) - div) / div + 1);
+  }
 }
 
 // The input stride of the innermost line dim: how far apart neighbouring
@@ -56,7 +63,9 @@ static inline int64_t tsr_line_stride(const tsr_lines *g) { return g->nlines > 1
 // Element offsets of line `line` in the first N operands. Fixed-bound loops
 // keep the indexing into g's arrays static (g lives in kernel parameters);
 // the outermost dim takes the quotient without a division, so the common
-// one-dim case divides nothing.
+// one-dim case divides nothing. The others divide by a multiply-high and a
+// shift (exact for line < 2^63): a 64-bit `/` is a call to a division
+// routine, and the values live across it spilled in a dozen kernels.
 template <int N>
 __device__ __forceinline__ void tsr_line_offsets(const tsr_lines &g, int64_t line, int64_t off[N]) {
 #pragma unroll
@@ -64,14 +73,9 @@ __device__ __forceinline__ void tsr_line_offsets(const tsr_lines &g, int64_t lin
 #pragma unroll
   for (int d = TS_MAX_DIMS - 1; d >= 1; d--) {
     if (d < g.nd) {
-      int64_t q, r;
-      if (g.div32) {
-        uint32_t l = (uint32_t)line, s = (uint32_t)g.sizes[d];
-        uint32_t q32 = l / s;
-        q = q32, r = l - q32 * s;
-      } else {
-        q = line / g.sizes[d], r = line - q * g.sizes[d];
-      }
+      uint64_t l = (uint64_t)line;
+      int64_t q = (int64_t)((__umul64hi(l, g.magic[d]) + l) >> g.shift[d]);
+      int64_t r = line - q * g.sizes[d];
 #pragma unroll
       for (int k = 0; k < N; k++) off[k] += r * g.st[k][d];
       line = q;
@@ -79,6 +83,20 @@ __device__ __forceinline__ void tsr_line_offsets(const tsr_lines &g, int64_t lin
   }
 #pragma unroll
   for (int k = 0; k < N; k++) off[k] += line * g.st[k][0];
+}
+
+// for (i = i0; i < end; i += step) body(i), unrolled U times by hand:
+// `#pragma unroll U` over a runtime step computes its trip count with a 64-bit
+// division, a call to a routine, and the values live across that call spilled.
+template <int U, class Body>
+__device__ __forceinline__ void tsr_strided_for(int64_t i, int64_t end, int64_t step, Body body) {
+#pragma unroll 1
+  for (; i + (U - 1) * step < end; i += U * step) {
+#pragma unroll
+    for (int u = 0; u < U; u++) body(i + u * step);
+  }
+#pragma unroll 1
+  for (; i < end; i += step) body(i);
 }
 
 static inline int64_t tsr_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -36,8 +36,8 @@ template <typename T, typename F> __device__ __forceinline__ void put(T *p, F v)
 // ---- warp kernel ------------------------------------------------------------
 // W lanes per line (32 / W lines per warp); each lane holds ELEMS elements in chunks of V.
 template <typename T, int ELEMS, int V>
-__global__ void __launch_bounds__(256) softmax_warp_k(tsr_lines g, const T *__restrict__ x, T *__restrict__ y, int R,
-                                                      int W, bool logsm) {
+__device__ __forceinline__ void warp_rows(const tsr_lines &g, const T *__restrict__ x, T *__restrict__ y, int R, int W,
+                                          bool logsm) {
   constexpr int NC = ELEMS / V; // chunks of V per lane
   if (ELEMS > 1) W = 32;        // rows of more than 32: a constant width makes the column offsets immediates
   int lane = threadIdx.x & 31, sub = lane & (W - 1), rpw = 32 / W;
@@ -108,6 +108,21 @@ __global__ void __launch_bounds__(256) softmax_warp_k(tsr_lines g, const T *__re
       }
     }
   }
+}
+
+template <typename T, int ELEMS, int V>
+__global__ void __launch_bounds__(256) softmax_warp_k(tsr_lines g, const T *__restrict__ x, T *__restrict__ y, int R,
+                                                      int W, bool logsm) {
+  warp_rows<T, ELEMS, V>(g, x, y, R, W, logsm);
+}
+
+// 32 values a lane read one at a time (rows of 513 to 1024 not in whole
+// vectors) need some 80 to 110 registers: with the blocks per SM left to
+// ptxas, it spilled to keep 3 of them on sm_90; given as 2, it does not.
+template <typename T, int ELEMS, int V>
+__global__ void __launch_bounds__(256, 2) softmax_warp_wide_k(tsr_lines g, const T *__restrict__ x,
+                                                              T *__restrict__ y, int R, int W, bool logsm) {
+  warp_rows<T, ELEMS, V>(g, x, y, R, W, logsm);
 }
 
 // ---- block kernel -------------------------------------------------------------
@@ -257,19 +272,19 @@ __global__ void __launch_bounds__(1024, 1) softmax_block_k(tsr_lines g, const T 
       if (rs == 1) {
         int64_t head = tsr_head(xr);
         if (head > R) head = R;
+#pragma unroll 1
         for (int64_t j = tid; j < head; j += nt) tsr_lse_add(m, s, tsc_cast<F>(xr[j]));
         int64_t nv = (R - head) / V;
         const tsr_vec<T, V> *vx = (const tsr_vec<T, V> *)(xr + head);
-#pragma unroll 2
-        for (int64_t c = tid; c < nv; c += nt) {
+        tsr_strided_for<2>(tid, nv, nt, [&](int64_t c) {
           tsr_vec<T, V> w = vx[c];
 #pragma unroll
           for (int e = 0; e < V; e++) tsr_lse_add(m, s, tsc_cast<F>(w.v[e]));
-        }
+        });
+#pragma unroll 1
         for (int64_t j = head + nv * V + tid; j < R; j += nt) tsr_lse_add(m, s, tsc_cast<F>(xr[j]));
       } else {
-#pragma unroll 4
-        for (int64_t r = tid; r < R; r += nt) tsr_lse_add(m, s, tsc_cast<F>(xr[r * rs]));
+        tsr_strided_for<4>(tid, R, nt, [&](int64_t r) { tsr_lse_add(m, s, tsc_cast<F>(xr[r * rs])); });
       }
       block_lse(m, s, sm_a, sm_b);
       finisher<F> fin;
@@ -277,21 +292,21 @@ __global__ void __launch_bounds__(1024, 1) softmax_block_k(tsr_lines g, const T 
       if (rs == 1 && ors == 1 && tsr_head(xr) == tsr_head(yr)) {
         int64_t head = tsr_head(xr);
         if (head > R) head = R;
+#pragma unroll 1
         for (int64_t j = tid; j < head; j += nt) put(yr + j, fin(tsc_cast<F>(xr[j])));
         int64_t nv = (R - head) / V;
         const tsr_vec<T, V> *vx = (const tsr_vec<T, V> *)(xr + head);
         tsr_vec<T, V> *vy = (tsr_vec<T, V> *)(yr + head);
-#pragma unroll 2
-        for (int64_t c = tid; c < nv; c += nt) {
+        tsr_strided_for<2>(tid, nv, nt, [&](int64_t c) {
           tsr_vec<T, V> w = vx[c];
 #pragma unroll
           for (int e = 0; e < V; e++) w.v[e] = tsc_cast<T>(fin(tsc_cast<F>(w.v[e])));
           vy[c] = w;
-        }
+        });
+#pragma unroll 1
         for (int64_t j = head + nv * V + tid; j < R; j += nt) put(yr + j, fin(tsc_cast<F>(xr[j])));
       } else {
-#pragma unroll 4
-        for (int64_t r = tid; r < R; r += nt) put(yr + r * ors, fin(tsc_cast<F>(xr[r * rs])));
+        tsr_strided_for<4>(tid, R, nt, [&](int64_t r) { put(yr + r * ors, fin(tsc_cast<F>(xr[r * rs]))); });
       }
     }
     __syncthreads(); // the shared slots are reused by the next row
@@ -302,22 +317,20 @@ __global__ void __launch_bounds__(1024, 1) softmax_block_k(tsr_lines g, const T 
 // Lines whose elements are far apart (the softmax dim is not innermost): BX threads
 // across neighbouring lines (coalesced reads), BY = blockDim.x / BX down each line.
 template <typename T>
-__global__ void __launch_bounds__(256) softmax_col_k(tsr_lines g, const T *__restrict__ x, T *__restrict__ y, int BX,
-                                                     bool logsm) {
+__device__ __forceinline__ void col_lines(const tsr_lines &g, const T *__restrict__ x, T *__restrict__ y, int BX,
+                                          bool logsm, tsc_opmath_t<T> *sm_m, tsc_opmath_t<T> *sm_s) {
   using F = tsc_opmath_t<T>;
-  __shared__ F sm_m[256], sm_s[256];
   int tx = threadIdx.x % BX, ty = threadIdx.x / BX, BY = blockDim.x / BX;
   int64_t R = g.R, rs = g.rs, ors = g.ors;
-  int64_t nlb = (g.nlines + BX - 1) / BX;
-  for (int64_t lb = blockIdx.x; lb < nlb; lb += gridDim.x) {
-    int64_t line = lb * BX + tx;
+  for (int64_t first = (int64_t)blockIdx.x * BX; first < g.nlines; first += (int64_t)gridDim.x * BX) {
+    int64_t line = first + tx; // (no count of line blocks: a 64-bit division, a routine call)
     bool valid = line < g.nlines;
-    int64_t off[2] = {0, 0};
     F m = F(-INFINITY), s = F(0);
     if (valid) {
-      tsr_line_offsets<2>(g, line, off);
-#pragma unroll 4
-      for (int64_t r = ty; r < R; r += BY) tsr_lse_add(m, s, tsc_cast<F>(x[off[0] + r * rs]));
+      int64_t off[1];
+      tsr_line_offsets<1>(g, line, off);
+      const T *xl = x + off[0];
+      tsr_strided_for<4>(ty, R, BY, [&](int64_t r) { tsr_lse_add(m, s, tsc_cast<F>(xl[r * rs])); });
     }
     if (BY > 1) {
       sm_m[threadIdx.x] = m, sm_s[threadIdx.x] = s;
@@ -332,13 +345,34 @@ __global__ void __launch_bounds__(256) softmax_col_k(tsr_lines g, const T *__res
       m = sm_m[tx], s = sm_s[tx];
     }
     if (valid) {
+      // the offsets again, rather than kept live across the merge (that spilled)
+      int64_t off[2];
+      tsr_line_offsets<2>(g, line, off);
       finisher<F> fin;
       fin.init(m, s, logsm);
-#pragma unroll 4
-      for (int64_t r = ty; r < R; r += BY) put(y + off[1] + r * ors, fin(tsc_cast<F>(x[off[0] + r * rs])));
+      const T *xl = x + off[0];
+      T *yl = y + off[1];
+      tsr_strided_for<4>(ty, R, BY, [&](int64_t r) { put(yl + r * ors, fin(tsc_cast<F>(xl[r * rs]))); });
     }
     __syncthreads(); // the shared slots are reused by the next lines
   }
+}
+
+// The blocks per SM are given: left to ptxas, it picked the register count of
+// an occupancy step and spilled to reach it (8 to 48 bytes). Six (40
+// registers) for float and narrower; double's exp and log need more, and its
+// kernel keeps three.
+template <typename T>
+__global__ void __launch_bounds__(256, 6) softmax_col_k(tsr_lines g, const T *__restrict__ x, T *__restrict__ y, int BX,
+                                                        bool logsm) {
+  __shared__ float sm_m[256], sm_s[256];
+  col_lines<T>(g, x, y, BX, logsm, sm_m, sm_s);
+}
+
+__global__ void __launch_bounds__(256, 3) softmax_col_double_k(tsr_lines g, const double *__restrict__ x,
+                                                               double *__restrict__ y, int BX, bool logsm) {
+  __shared__ double sm_m[256], sm_s[256];
+  col_lines<double>(g, x, y, BX, logsm, sm_m, sm_s);
 }
 
 // ---- launcher -------------------------------------------------------------------
@@ -359,7 +393,10 @@ ts_status launch_warp(const tsr_lines &g, const T *x, T *y, int W, bool vec, boo
       return tsc_after_launch(logsm ? "log_softmax" : "softmax");
     }
   }
-  softmax_warp_k<T, ELEMS, 1><<<grid, 256, 0, stream>>>(g, x, y, (int)g.R, W, logsm);
+  if constexpr (ELEMS == 32)
+    softmax_warp_wide_k<T, ELEMS, 1><<<grid, 256, 0, stream>>>(g, x, y, (int)g.R, W, logsm);
+  else
+    softmax_warp_k<T, ELEMS, 1><<<grid, 256, 0, stream>>>(g, x, y, (int)g.R, W, logsm);
   return tsc_after_launch(logsm ? "log_softmax" : "softmax");
 }
 
@@ -403,7 +440,10 @@ template <typename T> ts_status run_softmax(const ts_call *c, bool logsm) {
   int BY = 1;
   while (BY < 256 / bxmin && (int64_t)BY * 16 < R) BY <<= 1;
   int BX = 256 / BY < lines2 ? 256 / BY : lines2;
-  softmax_col_k<T><<<grid_x(tsr_cdiv(g.nlines, BX)), BX * BY, 0, stream>>>(g, x, y, BX, logsm);
+  if constexpr (std::is_same<T, double>::value)
+    softmax_col_double_k<<<grid_x(tsr_cdiv(g.nlines, BX)), BX * BY, 0, stream>>>(g, x, y, BX, logsm);
+  else
+    softmax_col_k<T><<<grid_x(tsr_cdiv(g.nlines, BX)), BX * BY, 0, stream>>>(g, x, y, BX, logsm);
   return tsc_after_launch(logsm ? "log_softmax" : "softmax");
 }
 

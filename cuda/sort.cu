@@ -247,12 +247,15 @@ template <class KM> ts_status sort_typed(ts_tensor *x, ts_tensor *vals, ts_tenso
   int segbits = rows > 1 ? 64 - __builtin_clzll((unsigned long long)(rows - 1)) : 0;
   if (n >= INT32_MAX) // positions need 64 bits: one (rare, huge) row at a time on 64-bit keys
     return sort_rows<KM, uint64_t, int64_t>(x, vals, inds, dim, desc, ROW_BY_ROW);
-  if (rows == 1) return sort_rows<KM, typename KM::K, int32_t>(x, vals, inds, dim, desc, ONE_ROW);
+  // 8- and 16-bit keys go in 32-bit ones (sorted on their own bits, so the
+  // passes are as many): CUB's radix downsweep for 16-bit keys spilled (72
+  // bytes on sm_80, 96 on sm_90; with 32-bit offsets still 56), the 32-bit one
+  // does not, and no 16-bit sort is compiled (~20 s each)
+  using SK = std::conditional_t<sizeof(typename KM::K) < 4, uint32_t, typename KM::K>;
+  if (rows == 1) return sort_rows<KM, SK, int32_t>(x, vals, inds, dim, desc, ONE_ROW);
   if (n >= LONG_ROW && KM::bits + segbits <= 64)
     return sort_rows<KM, uint64_t, int32_t>(x, vals, inds, dim, desc, COMPOSITE);
-  if (n >= LONG_ROW && rows <= FEW_ROWS) return sort_rows<KM, typename KM::K, int32_t>(x, vals, inds, dim, desc, ROW_BY_ROW);
-  // 8- and 16-bit keys go in 32-bit ones here: one segmented sort fewer to compile (~20 s each)
-  using SK = std::conditional_t<sizeof(typename KM::K) < 4, uint32_t, typename KM::K>;
+  if (n >= LONG_ROW && rows <= FEW_ROWS) return sort_rows<KM, SK, int32_t>(x, vals, inds, dim, desc, ROW_BY_ROW);
   return sort_rows<KM, SK, int32_t>(x, vals, inds, dim, desc, SEGMENTED);
 }
 
