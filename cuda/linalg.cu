@@ -13,6 +13,11 @@
 //
 // Integers (wrapping, as the CPU's uint64 accumulation), K = 0 and sizes past
 // cuBLAS's int take a tiled kernel that reads any strides.
+//
+// GEMM_BIAS and GEMM_BGRAD (a Linear layer's forward, and its weight and bias
+// gradients) are one cuBLASLt call each with the bias in the epilogue, for
+// float32 (TF32 when allowed), float16 and bfloat16; where cuBLASLt declines
+// they return TS_ERR_UNSUPPORTED and the op layer copies and sums as before.
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
@@ -170,20 +175,42 @@ static ts_status gemm_blas(blas_dev *d, const gemm_args &g, double alpha, double
   return TS_OK;
 }
 
-// float16/bfloat16 through cuBLASLt. Returns false, having launched nothing,
-// where cuBLASLt declines (no algorithm, a status other than success): the
-// caller falls back to gemm_blas for the same slice.
+// What cuBLASLt does after the product (cublasLtEpilogue_t): nothing, add a
+// bias vector to every column of the column-major D (BIAS), or write op(X)'s
+// rows (BGRADA) / op(Y)'s columns (BGRADB) summed over k to a vector, which
+// is a Linear layer's bias gradient taken inside its weight-gradient GEMM.
+// The vector has D's type and is contiguous.
+struct lt_epilogue {
+  cublasLtEpilogue_t kind;
+  const void *vec;
+};
+static const lt_epilogue no_epilogue = {CUBLASLT_EPILOGUE_DEFAULT, NULL};
+
+// float16/bfloat16 (and float32 with an epilogue) through cuBLASLt. Returns
+// false, having launched nothing, where cuBLASLt declines (no algorithm, a
+// status other than success): the caller falls back to a path without it.
 template <typename T>
-static bool gemm_lt(blas_dev *d, const gemm_args &g, double alpha, double beta, void *ws, size_t ws_size) {
+static bool gemm_lt(blas_dev *d, const gemm_args &g, double alpha, double beta, void *ws, size_t ws_size,
+                    const lt_epilogue &epi = no_epilogue) {
   constexpr cudaDataType_t ty = blas_type<T>::v;
+  if (ty == CUDA_R_64F) return false; // float64 is not sent to cuBLASLt
   const float fa = (float)alpha, fb = (float)beta;
+  cublasComputeType_t ct = CUBLAS_COMPUTE_32F; // float accumulation, float alpha and beta
+  if (ty == CUDA_R_32F && ts_get_float32_matmul_precision() != TS_MATMUL_HIGHEST) ct = CUBLAS_COMPUTE_32F_FAST_TF32;
   cublasLtMatmulDesc_t op = NULL;
   cublasLtMatrixLayout_t lx = NULL, ly = NULL, lc = NULL;
   cublasLtMatmulPreference_t pref = NULL;
-  bool ok = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
+  bool ok = cublasLtMatmulDescCreate(&op, ct, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
   int32_t tx = g.tx, tyy = g.ty;
   ok = ok && cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tx, sizeof tx) == CUBLAS_STATUS_SUCCESS;
   ok = ok && cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tyy, sizeof tyy) == CUBLAS_STATUS_SUCCESS;
+  if (epi.kind != CUBLASLT_EPILOGUE_DEFAULT) {
+    // set before the heuristic, which reads the vector's address for its alignment
+    uint32_t e = epi.kind;
+    ok = ok && cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e) == CUBLAS_STATUS_SUCCESS;
+    ok = ok && cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &epi.vec, sizeof epi.vec) ==
+                   CUBLAS_STATUS_SUCCESS;
+  }
   const int32_t cnt = (int32_t)g.nb;
   // the stored (pre-op) shapes: op N reads (rows, cols) as given, op T the transpose
   const bool nx = g.tx == CUBLAS_OP_N, ny = g.ty == CUBLAS_OP_N;
@@ -349,6 +376,23 @@ static ts_status operand(const ts_tensor *t, int64_t rows, int64_t cols, blas_ma
   return TS_OK;
 }
 
+// Runs fn(d, ws) with the current device's cuBLAS handles, under their lock,
+// with the current stream's workspace (d->ws_size bytes).
+template <typename F> static ts_status with_blas(F &&fn) {
+  int dev = 0;
+  TSC_CHECK(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= TSC_MAX_DEVICES) return ts_fail(TS_ERR_DEVICE, "bmm: CUDA device %d is past %d", dev, TSC_MAX_DEVICES);
+  blas_dev *d = &g_blas[dev];
+  std::lock_guard<std::mutex> lock(d->mu);
+  ts_status st = blas_ready(d, dev);
+  void *ws = NULL;
+  bool ws_temp = false;
+  if (!st) st = blas_workspace(d, tsc_stream(), &ws, &ws_temp);
+  if (!st) st = fn(d, ws);
+  if (ws_temp) tsc_temp_free(ws);
+  return st;
+}
+
 template <typename T>
 static ts_status bmm_blas(const ts_tensor *A, const ts_tensor *Bm, ts_tensor *O, double alpha, double beta) {
   const int64_t nb = O->sizes[0], M = O->sizes[1], N = O->sizes[2], K = A->sizes[2];
@@ -361,37 +405,82 @@ static ts_status bmm_blas(const ts_tensor *A, const ts_tensor *Bm, ts_tensor *O,
     return st;
   gemm_args g = plan(&a, &b, &c, M, N, K, nb);
 
-  int dev = 0;
-  TSC_CHECK(cudaGetDevice(&dev));
-  if (dev < 0 || dev >= TSC_MAX_DEVICES) return ts_fail(TS_ERR_DEVICE, "bmm: CUDA device %d is past %d", dev, TSC_MAX_DEVICES);
-  blas_dev *d = &g_blas[dev];
-  {
-    std::lock_guard<std::mutex> lock(d->mu);
-    if ((st = blas_ready(d, dev))) return st;
-    void *ws;
-    bool ws_temp;
-    if ((st = blas_workspace(d, tsc_stream(), &ws, &ws_temp))) return st;
+  st = with_blas([&](blas_dev *d, void *ws) {
+    ts_status r = TS_OK;
     // cuBLASLt for the half types, unless an operand is a broadcast batch (a
     // zero batch stride is documented for strided batched GEMM only)
     const bool lt = !std::is_same<T, float>::value && !std::is_same<T, double>::value &&
                     (nb == 1 || (g.x->bs != 0 && g.y->bs != 0));
-    for (int64_t b0 = 0; b0 < nb && !st; b0 += BATCH_SLICE) {
+    for (int64_t b0 = 0; b0 < nb && !r; b0 += BATCH_SLICE) {
       blas_mat s[3] = {*g.x, *g.y, *g.c};
       gemm_args gs = g;
       for (int i = 0; i < 3; i++) s[i].p += b0 * s[i].bs * (int64_t)sizeof(T);
       gs.x = &s[0], gs.y = &s[1], gs.c = &s[2];
       gs.nb = nb - b0 < BATCH_SLICE ? nb - b0 : BATCH_SLICE;
-      if (!(lt && gemm_lt<T>(d, gs, alpha, beta, ws, d->ws_size))) st = gemm_blas<T>(d, gs, alpha, beta, ws, d->ws_size);
+      if (!(lt && gemm_lt<T>(d, gs, alpha, beta, ws, d->ws_size))) r = gemm_blas<T>(d, gs, alpha, beta, ws, d->ws_size);
     }
-    if (ws_temp) tsc_temp_free(ws);
-    if (st) return st;
-  }
+    return r;
+  });
+  if (st) return st;
   TSC_LAUNCH_CHECK("bmm");
   if (pc) {
     int64_t ss[3] = {M * N, N, 1};
     if ((st = copy3<T>((const T *)tc.p, ss, tsc_ptr<T>(O), O->strides, nb, M, N))) return st;
   }
   return TS_OK;
+}
+
+// ---- products with an epilogue ------------------------------------------------------
+
+// out (M,N) = alpha a (M,K) @ b (K,N) in one cuBLASLt call whose epilogue
+// reads or writes the vector epi.vec. The TS_KIND_LIBRARY kernels below:
+// TS_ERR_UNSUPPORTED, with nothing launched, where cuBLASLt declines or an
+// operand would need packing (the op layer then composes the op as before).
+template <typename T>
+static ts_status lt_product(const ts_tensor *A, const ts_tensor *Bm, ts_tensor *O, double alpha, lt_epilogue epi) {
+  const int64_t M = O->sizes[0], N = O->sizes[1], K = A->sizes[1];
+  if (M <= 0 || N <= 0 || K <= 0) return TS_ERR_UNSUPPORTED; // nothing to fuse: the composed form is as cheap
+  blas_mat a, b, c;
+  const ts_tensor *ts[3] = {A, Bm, O};
+  blas_mat *ms[3] = {&a, &b, &c};
+  const int64_t rows[3] = {M, K, M}, cols[3] = {K, N, N};
+  for (int i = 0; i < 3; i++) {
+    bool tr;
+    int ld;
+    if (!ts_blas_layout(rows[i], cols[i], ts[i]->strides[0], ts[i]->strides[1], &tr, &ld)) return TS_ERR_UNSUPPORTED;
+    ms[i]->p = (const char *)ts_data(ts[i]), ms[i]->bs = 0, ms[i]->ld = ld, ms[i]->col = tr;
+  }
+  // a row-major out is cuBLAS's column-major D^T: D's rows, along which the
+  // bias runs, are out's columns (N), and out's a and b are its B and A
+  if (c.col) return TS_ERR_UNSUPPORTED;
+  gemm_args g = plan(&a, &b, &c, M, N, K, 1);
+  bool ran = false;
+  ts_status st = with_blas([&](blas_dev *d, void *ws) {
+    ran = gemm_lt<T>(d, g, alpha, 0, ws, d->ws_size, epi);
+    return TS_OK;
+  });
+  if (st) return st;
+  if (!ran) return TS_ERR_UNSUPPORTED;
+  TSC_LAUNCH_CHECK("addmm");
+  return TS_OK;
+}
+
+static ts_status lt_kernel(const ts_call *c, lt_epilogue epi) {
+  switch (c->out[0]->dtype) {
+  case TS_FLOAT32: return lt_product<float>(c->in[0], c->in[1], c->out[0], c->f[0], epi);
+  case TS_FLOAT16: return lt_product<__half>(c->in[0], c->in[1], c->out[0], c->f[0], epi);
+  case TS_BFLOAT16: return lt_product<__nv_bfloat16>(c->in[0], c->in[1], c->out[0], c->f[0], epi);
+  default: return TS_ERR_UNSUPPORTED; // float64 and integers: cuBLASLt has no epilogue for them here
+  }
+}
+
+// GEMM_BIAS: a Linear layer's forward, the bias added by the epilogue
+static ts_status k_gemm_bias(const ts_call *c) { return lt_kernel(c, {CUBLASLT_EPILOGUE_BIAS, ts_data(c->in[2])}); }
+
+// GEMM_BGRAD: out[0] = in[0] @ in[1] with in[i[0]] summed over k into out[1]:
+// in[0] is cuBLAS's B (BGRADB), in[1] its A (BGRADA)
+static ts_status k_gemm_bgrad(const ts_call *c) {
+  return lt_kernel(c, {c->i[0] == 0 ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_BGRADA, ts_data(c->out[1])});
 }
 
 // ---- the kernel ------------------------------------------------------------------
@@ -417,4 +506,8 @@ static ts_status k_bmm(const ts_call *c) {
   });
 }
 
-extern "C" void tsc_register_linalg(ts_kernel *k) { k[TS_OP_BMM] = k_bmm; }
+extern "C" void tsc_register_linalg(ts_kernel *k) {
+  k[TS_OP_BMM] = k_bmm;
+  k[TS_OP_GEMM_BIAS] = k_gemm_bias;
+  k[TS_OP_GEMM_BGRAD] = k_gemm_bgrad;
+}

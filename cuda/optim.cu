@@ -18,11 +18,12 @@
 
 #define MT_CHUNK 16384 // elements per block: 256 threads x 4 wide x 16 steps
 #define MT_SLOTS 5     // tensors per parameter at most; slot 1 is the grad (read only)
-#define MT_TABLE 48    // parameters per launch: 48 entries of 72 bytes fit CUDA's 4 KiB of kernel arguments
+#define MT_TABLE 48    // parameters per launch: 48 entries of 80 bytes fit CUDA's 4 KiB of kernel arguments
 
 // One parameter: its tensors, all contiguous, of n elements; an unused slot is NULL.
 struct mt_entry {
   void *t[MT_SLOTS];
+  const float *step; // a capturable Adam's step count, read on the device; NULL otherwise
   int64_t n;
   int64_t first_block; // blocks of the earlier entries
   int f64;             // float64 (else float32)
@@ -98,12 +99,19 @@ __device__ __forceinline__ const mt_entry &mt_find(const mt_table &tab, int64_t 
   return e;
 }
 
+// The functor for entry e: op itself, unless it reads something per entry
+// on the device (a capturable Adam's step: an overload below).
+template <class Op> __device__ __forceinline__ Op entry_op(const Op &op, const mt_entry &) { return op; }
+struct adam_op;
+__device__ adam_op entry_op(const adam_op &op, const mt_entry &e);
+
 template <class Op> __global__ void mt_kernel(const mt_table tab, int64_t total_blocks, Op op) {
   for (int64_t vb = blockIdx.x; vb < total_blocks; vb += gridDim.x) {
     int64_t start, end;
     const mt_entry e = mt_find(tab, vb, &start, &end);
-    if (e.f64) mt_chunk<double>(op, e, start, end);
-    else mt_chunk<float>(op, e, start, end);
+    const Op eop = entry_op(op, e);
+    if (e.f64) mt_chunk<double>(eop, e, start, end);
+    else mt_chunk<float>(eop, e, start, end);
   }
 }
 
@@ -112,9 +120,10 @@ static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 static unsigned mt_grid(int64_t blocks) { return (unsigned)(blocks < INT32_MAX ? blocks : INT32_MAX); }
 
 // The tables for c's parameters (c->i[1] tensors each, placed in slots by
-// slot_of[0..per)): launch(table, its blocks, the blocks of the tables
-// before it) for each. flag_below: parameters with an index below it get
-// flag 1. Empty parameters are left out, so every entry owns >= 1 block.
+// slot_of[0..per); slot -1: the tensor is the entry's step): launch(table,
+// its blocks, the blocks of the tables before it) for each. flag_below:
+// parameters with an index below it get flag 1. Empty parameters are left
+// out, so every entry owns >= 1 block.
 template <class Launch>
 static ts_status mt_tables(const ts_call *c, const int *slot_of, int64_t flag_below, const Launch &launch) {
   const int per = (int)c->i[1];
@@ -134,6 +143,10 @@ static ts_status mt_tables(const ts_call *c, const int *slot_of, int64_t flag_be
     memset(&e, 0, sizeof e);
     e.vec = 1;
     for (int j = 0; j < per; j++) {
+      if (slot_of[j] < 0) {
+        e.step = (const float *)ts_data(t[j]);
+        continue;
+      }
       e.t[slot_of[j]] = ts_data(t[j]);
       e.vec &= aligned16(e.t[slot_of[j]]);
     }
@@ -176,15 +189,61 @@ struct adam_op {
   }
 };
 
+// A capturable step: the bias corrections from the entry's count on the
+// device (the count after this step: step_increment ran before), in double
+// as the host computes them for a count it holds, so both give equal weights.
+__device__ adam_op entry_op(const adam_op &op, const mt_entry &e) {
+  if (!e.step) return op;
+  adam_op o = op;
+  const double step = (double)*e.step;
+  o.step_size = op.lr / (1 - pow(op.b1, step)), o.bc2_sqrt = sqrt(1 - pow(op.b2, step));
+  return o;
+}
+
+// Adds 1 to each of n step counts (a capturable step's torch._foreach_add_(steps, 1)).
+#define STEP_LIST 480 // counts per launch: 480 pointers fit the 4 KiB of kernel arguments
+struct step_list {
+  float *s[STEP_LIST];
+  int n;
+};
+
+__global__ void step_increment(const step_list l) {
+  for (int i = threadIdx.x; i < l.n; i += blockDim.x) l.s[i][0] += 1.0f;
+}
+
+// The steps of c's parameters (the last of each one's c->i[1] tensors) counted on:
+// one launch per STEP_LIST of them, ordered before the update that reads them.
+static ts_status increment_steps(const ts_call *c) {
+  const int per = (int)c->i[1];
+  step_list l;
+  l.n = 0;
+  for (int k = 0; k + per <= c->nin; k += per) {
+    l.s[l.n++] = (float *)ts_data(c->in[k + per - 1]);
+    if (l.n == STEP_LIST || k + 2 * per > c->nin) {
+      step_increment<<<1, TSC_THREADS, 0, tsc_stream()>>>(l);
+      ts_status st = tsc_after_launch("adam_step (the step counts)");
+      if (st) return st;
+      l.n = 0;
+    }
+  }
+  return TS_OK;
+}
+
 static ts_status k_adam_step(const ts_call *c) {
   adam_op h;
   double lr = c->f[0], wd;
   memcpy(&wd, &c->i[3], sizeof wd);
   h.lr = lr, h.b1 = c->f[1], h.b2 = c->f[2], h.eps = c->f[3], h.wd = wd;
-  h.amsgrad = c->i[1] > 4, h.maximize = c->i[0] & 2, h.decoupled = c->i[0] & 4;
+  h.amsgrad = c->i[0] & 1, h.maximize = c->i[0] & 2, h.decoupled = c->i[0] & 4;
+  const bool capturable = c->i[0] & 8;
   const double step = (double)c->i[2];
   h.step_size = lr / (1 - pow(h.b1, step)), h.bc2_sqrt = sqrt(1 - pow(h.b2, step));
-  static const int slots[] = {0, 1, 2, 3, 4};
+  // capturable: the last tensor of each parameter is its step count, read per entry (slot -1)
+  const int slots[] = {0, 1, 2, 3, h.amsgrad ? 4 : -1, -1};
+  if (capturable) {
+    ts_status st = increment_steps(c);
+    if (st) return st;
+  }
   return mt_apply(c, "adam_step", slots, 0, h);
 }
 

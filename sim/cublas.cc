@@ -10,7 +10,12 @@
 // overlaps an input (cuBLAS computes in place only C == D in cuBLASLt), an
 // operand not aligned to its element, and in cuBLASLt an operand less
 // aligned than the preference the algorithm was chosen under said
-// (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES). TENSH_SIM_LT_DECLINE=1 makes
+// (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES), and a bias vector less aligned
+// than its pointer was when the heuristic read it. Of the epilogues, BIAS,
+// BGRADA and BGRADB are emulated (a vector of D's type, one batch entry); the
+// heuristic finds no algorithm for the others, nor for compute and data types
+// outside float32 accumulation (float32, TF32, float16, bfloat16) and float64
+// without an epilogue. TENSH_SIM_LT_DECLINE=1 makes
 // cuBLASLt find no algorithm for any matmul, as it may for a shape or
 // alignment it has no kernel for, so the caller's fallback runs.
 #include "sim.h"
@@ -33,7 +38,12 @@ struct lt_pref {
 };
 struct lt_desc {
   cublasComputeType_t compute;
+  cudaDataType_t scale;
   int32_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
+  uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const char *bias = nullptr; // CUBLASLT_MATMUL_DESC_BIAS_POINTER: the bias, or where a bias gradient goes
+  int32_t bias_type = -1;     // CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE; -1: D's type
+  int64_t bias_batch_stride = 0;
 };
 struct lt_layout {
   cudaDataType type;
@@ -73,6 +83,22 @@ static void store(cudaDataType t, char *p, float v) {
   case CUDA_R_16BF: *(__nv_bfloat16 *)p = __float2bfloat16_rn(v); break;
   default: *(float *)p = v;
   }
+}
+
+// What cuBLASLt's epilogue adds, as emulated: nothing, a bias added to every
+// column of D (CUBLASLT_EPILOGUE_BIAS), or a bias gradient: op(A)'s rows
+// (BGRADA, length m) or op(B)'s columns (BGRADB, length n) summed over k into
+// a vector of D's type. The other epilogues (ReLU, GELU, their aux outputs)
+// are not emulated: the heuristic declines them.
+struct lt_epi {
+  uint32_t kind = CUBLASLT_EPILOGUE_DEFAULT;
+  const char *vec = nullptr;
+  cudaDataType type = CUDA_R_32F; // the vector's (D's)
+};
+
+static bool epi_known(uint32_t e) {
+  return e == CUBLASLT_EPILOGUE_DEFAULT || e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_BGRADA ||
+         e == CUBLASLT_EPILOGUE_BGRADB;
 }
 
 // One column-major matrix as cuBLAS reads it.
@@ -136,9 +162,33 @@ static bool apart(const mat &out, const mat &in, int64_t nb, const char *what) {
   return false;
 }
 
-// D = alpha op(A) op(B) + beta C for each batch entry, on the host.
+// The epilogue's bias gradient of one batch entry: op(A)'s rows (BGRADA) or
+// op(B)'s columns (BGRADB) summed over k in float, as read (not TF32-rounded).
+static void bias_grad_host(const lt_epi &e, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const mat &A,
+                           const char *a, const mat &B, const char *bb) {
+  const bool on_a = e.kind == CUBLASLT_EPILOGUE_BGRADA;
+  const mat &X = on_a ? A : B;
+  const char *x = on_a ? a : bb;
+  const bool tr = on_a ? ta : tb;
+  const int64_t len = on_a ? m : n;
+  const size_t es = elem_size(X.type);
+  for (int64_t v = 0; v < len; v++) {
+    // op(A) (m x k): element (v, kk) is stored at (v, kk), or at (kk, v) when A is transposed;
+    // op(B) (k x n): element (kk, v) is stored at (kk, v), or at (v, kk) when B is transposed
+    float acc = 0;
+    for (int64_t kk = 0; kk < k; kk++) {
+      const bool at_vk = on_a ? !tr : tr;
+      int64_t off = at_vk ? v + kk * X.ld : kk + v * X.ld;
+      acc += load(X.type, x + off * (int64_t)es, false);
+    }
+    store(e.type, (char *)e.vec + v * (int64_t)elem_size(e.type), acc);
+  }
+}
+
+// D = alpha op(A) op(B) + beta C (+ the epilogue's bias) for each batch entry,
+// on the host; a bias gradient epilogue writes its vector too.
 static void gemm_host(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, mat A, mat B, double beta,
-                      mat C, mat D, int64_t nb, bool f64, bool tf32) {
+                      mat C, mat D, int64_t nb, bool f64, bool tf32, const lt_epi &epi = lt_epi()) {
   size_t es = elem_size(D.type);
   for (int64_t b = 0; b < nb; b++) {
     const char *a = A.p + b * A.bs * (int64_t)es, *bb = B.p + b * B.bs * (int64_t)es;
@@ -168,6 +218,11 @@ static void gemm_host(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double 
       cblas_sgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
                   (float)alpha, fa.data(), (int)(A.rows > 0 ? A.rows : 1), fb.data(), (int)(B.rows > 0 ? B.rows : 1),
                   1.0f, out.data(), (int)(m > 0 ? m : 1));
+    if (epi.kind == CUBLASLT_EPILOGUE_BIAS) // added in float before D is rounded to its type, as the epilogue does
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t i = 0; i < m; i++) out[i + j * m] += load(epi.type, epi.vec + i * (int64_t)es, false);
+    if (epi.kind == CUBLASLT_EPILOGUE_BGRADA || epi.kind == CUBLASLT_EPILOGUE_BGRADB)
+      bias_grad_host(epi, ta, tb, m, n, k, A, a, B, bb);
     for (int64_t j = 0; j < n; j++)
       for (int64_t i = 0; i < m; i++) store(D.type, d + (i + j * D.ld) * (int64_t)es, out[i + j * m]);
   }
@@ -236,7 +291,7 @@ cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) {
 
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t c, cudaDataType_t scale) {
   lt_desc *p = new lt_desc();
-  p->compute = c;
+  p->compute = c, p->scale = scale;
   *d = (cublasLtMatmulDesc_t)p;
   return scale == CUDA_R_32F || scale == CUDA_R_64F ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
 }
@@ -249,11 +304,24 @@ cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) {
 cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a,
                                               const void *buf, size_t n) {
   lt_desc *p = (lt_desc *)d;
-  if (n != sizeof(int32_t)) return CUBLAS_STATUS_INVALID_VALUE;
-  if (a == CUBLASLT_MATMUL_DESC_TRANSA) memcpy(&p->ta, buf, 4);
-  else if (a == CUBLASLT_MATMUL_DESC_TRANSB) memcpy(&p->tb, buf, 4);
-  else return CUBLAS_STATUS_NOT_SUPPORTED;
-  return CUBLAS_STATUS_SUCCESS;
+  // each attribute's size as cublasLt.h gives its type; the ones not emulated are refused
+  struct {
+    cublasLtMatmulDescAttributes_t a;
+    size_t n;
+    void *field;
+  } const known[] = {{CUBLASLT_MATMUL_DESC_TRANSA, 4, &p->ta},
+                     {CUBLASLT_MATMUL_DESC_TRANSB, 4, &p->tb},
+                     {CUBLASLT_MATMUL_DESC_EPILOGUE, 4, &p->epilogue},
+                     {CUBLASLT_MATMUL_DESC_BIAS_POINTER, sizeof(void *), &p->bias},
+                     {CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, 4, &p->bias_type},
+                     {CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, 8, &p->bias_batch_stride}};
+  for (const auto &k : known)
+    if (a == k.a) {
+      if (n != k.n || !buf) return CUBLAS_STATUS_INVALID_VALUE;
+      memcpy(k.field, buf, n);
+      return CUBLAS_STATUS_SUCCESS;
+    }
+  return CUBLAS_STATUS_NOT_SUPPORTED;
 }
 
 cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType t, uint64_t rows, uint64_t cols,
@@ -306,8 +374,32 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
 }
 
 // What the emulated heuristic puts in an algorithm: the alignment (bytes) of
-// A, B, C and D its kernel needs: what the preference promised, up to 16.
-static void algo_alignments(const cublasLtMatmulAlgo_t &algo, uint32_t out[4]) { memcpy(out, algo.data, 16); }
+// A, B, C and D its kernel needs (what the preference promised, up to 16),
+// then the bias vector's (what its pointer had when the heuristic read it, up
+// to 16: cublasLt.h says routines that do not dereference the pointer, the
+// heuristic among them, use its value to decide the alignment expected).
+static void algo_alignments(const cublasLtMatmulAlgo_t &algo, uint32_t out[5]) { memcpy(out, algo.data, 20); }
+
+static uint32_t pointer_alignment(const void *p) {
+  uint32_t al = 1;
+  while (al < 16 && !((uintptr_t)p & al)) al <<= 1;
+  return al;
+}
+
+static bool epi_has_vector(uint32_t e) { return e != CUBLASLT_EPILOGUE_DEFAULT; }
+
+// The (compute, scale, matrix type) combinations emulated, as cublasLtMatmul's
+// table lists them: float32 accumulation for float32 (TF32 too), float16 and
+// bfloat16, scaled in float32; float64 in float64, without an epilogue.
+static bool types_emulated(const lt_desc *d, const lt_layout *const ls[4]) {
+  for (int i = 1; i < 4; i++)
+    if (ls[i]->type != ls[0]->type) return false;
+  const cudaDataType t = ls[0]->type;
+  if (d->compute == CUBLAS_COMPUTE_64F) return d->scale == CUDA_R_64F && t == CUDA_R_64F && !epi_has_vector(d->epilogue);
+  if (d->compute == CUBLAS_COMPUTE_32F_FAST_TF32) return d->scale == CUDA_R_32F && t == CUDA_R_32F;
+  return d->compute == CUBLAS_COMPUTE_32F && d->scale == CUDA_R_32F &&
+         (t == CUDA_R_32F || t == CUDA_R_16F || t == CUDA_R_16BF);
+}
 
 static bool lt_declines() {
   static bool on = [] {
@@ -325,8 +417,22 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
   if (!h || requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
   *returned = 0;
   if (lt_declines()) return CUBLAS_STATUS_NOT_SUPPORTED; // as cuBLASLt says when it has no algorithm
+  if (!desc || !Ad || !Bd || !Cd || !Dd || !pref) return CUBLAS_STATUS_INVALID_VALUE;
+  const lt_desc *dd = (const lt_desc *)desc;
+  const lt_layout *ls[4] = {(const lt_layout *)Ad, (const lt_layout *)Bd, (const lt_layout *)Cd, (const lt_layout *)Dd};
+  // what is not emulated has no algorithm here, so a caller's fallback runs rather than a guess
+  if (!types_emulated(dd, ls) || !epi_known(dd->epilogue)) return CUBLAS_STATUS_NOT_SUPPORTED;
+  uint32_t need[5];
+  need[4] = 0;
+  if (epi_has_vector(dd->epilogue)) {
+    if (!dd->bias) return CUBLAS_STATUS_INVALID_VALUE;
+    // a vector of another type than D's, or one per batch entry, is not emulated
+    if ((dd->bias_type != -1 && dd->bias_type != (int32_t)ls[3]->type) || ls[3]->batch != 1)
+      return CUBLAS_STATUS_NOT_SUPPORTED;
+    need[4] = pointer_alignment(dd->bias);
+    if (need[4] < elem_size(ls[3]->type)) return CUBLAS_STATUS_NOT_SUPPORTED; // no kernel reads split elements
+  }
   memset(&results[0], 0, sizeof results[0]);
-  uint32_t need[4];
   for (int i = 0; i < 4; i++) need[i] = ((const lt_pref *)pref)->align[i] < 16 ? ((const lt_pref *)pref)->align[i] : 16;
   memcpy(results[0].algo.data, need, sizeof need);
   results[0].state = CUBLAS_STATUS_SUCCESS;
@@ -362,9 +468,28 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
       ((const char *)C != (const char *)D && !apart(d, c, nb, "cublasLtMatmul")))
     return CUBLAS_STATUS_INVALID_VALUE;
   if (!algo) return CUBLAS_STATUS_INVALID_VALUE;
+  const lt_layout *ls[4] = {la, lb, lc, ld};
+  if (!types_emulated(dd, ls) || !epi_known(dd->epilogue)) return CUBLAS_STATUS_NOT_SUPPORTED;
   // every batch entry as aligned as the algorithm was chosen for
-  uint32_t need[4];
+  uint32_t need[5];
   algo_alignments(*algo, need);
+  lt_epi epi;
+  epi.kind = dd->epilogue, epi.vec = dd->bias, epi.type = ld->type;
+  mat vec{dd->bias, ld->type, 0, 1, 1, 0}; // the epilogue's vector as a one-column matrix
+  if (epi_has_vector(epi.kind)) {
+    // the heuristic saw this epilogue's vector (need[4] set) for one batch entry
+    if (!need[4] || nb != 1 || !dd->bias) return CUBLAS_STATUS_INVALID_VALUE;
+    vec.rows = vec.ld = epi.kind == CUBLASLT_EPILOGUE_BGRADB ? n : m;
+    if (!aligned_to(dd->bias, need[4] > elem_size(ld->type) ? need[4] : elem_size(ld->type), "cublasLtMatmul bias"))
+      return CUBLAS_STATUS_EXECUTION_FAILED;
+    if (!mat_ok(vec, 1, "cublasLtMatmul bias") || !apart(d, vec, 1, "cublasLtMatmul (bias)"))
+      return CUBLAS_STATUS_INVALID_VALUE;
+    // a bias gradient is an output: apart from the inputs too
+    if (epi.kind != CUBLASLT_EPILOGUE_BIAS &&
+        (!apart(vec, a, 1, "cublasLtMatmul bias gradient") || !apart(vec, b, 1, "cublasLtMatmul bias gradient") ||
+         !apart(vec, c, 1, "cublasLtMatmul bias gradient")))
+      return CUBLAS_STATUS_INVALID_VALUE;
+  }
   const mat *ms[4] = {&a, &b, &c, &d};
   static const char *names[4] = {"cublasLtMatmul A", "cublasLtMatmul B", "cublasLtMatmul C", "cublasLtMatmul D"};
   for (int i = 0; i < 4; i++) {
@@ -373,10 +498,12 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
       if (!aligned_to(ms[i]->p + e * ms[i]->bs * (int64_t)es, need[i] > es ? need[i] : es, names[i]))
         return CUBLAS_STATUS_EXECUTION_FAILED;
   }
-  double al = *(const float *)alpha, be = *(const float *)beta;
+  const bool f64 = dd->compute == CUBLAS_COMPUTE_64F, tf32 = dd->compute == CUBLAS_COMPUTE_32F_FAST_TF32;
+  double al = scalar(alpha, f64), be = scalar(beta, f64);
+  const int nm = epi_has_vector(epi.kind) ? 5 : 4;
   cudaError_t e = enqueue_host(s, "cublasLtMatmul", [=] {
-    const mat ms[] = {a, b, c, d};
-    if (blocks_ok(ms, 4, nb, "cublasLtMatmul")) gemm_host(ta, tb, m, n, k, al, a, b, be, c, d, nb, false, false);
+    const mat ms[] = {a, b, c, d, vec};
+    if (blocks_ok(ms, nm, nb, "cublasLtMatmul")) gemm_host(ta, tb, m, n, k, al, a, b, be, c, d, nb, f64, tf32, epi);
   });
   return e ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;
 }

@@ -202,7 +202,8 @@ function Optimizer:state_dict()
     if i ~= nil then
       local s = {}
       for k, v in pairs(st) do
-        if k == "step" then s[k] = torch.tensor(v, {dtype = "float32"}) else s[k] = v end -- PyTorch keeps step as a float32 tensor
+        -- PyTorch keeps step as a float32 tensor (a capturable group's already is, on the device)
+        if k == "step" and not torch.is_tensor(v) then s[k] = torch.tensor(v, {dtype = "float32"}) else s[k] = v end
       end
       state[i] = s
     end
@@ -397,6 +398,29 @@ local function adam_validate(name, g)
   check_number(name, g, "weight_decay", nonneg, "weight_decay >= 0")
   check_flag(name, g, "amsgrad")
   check_flag(name, g, "maximize")
+  check_flag(name, g, "capturable")
+end
+
+-- Whether the current CUDA stream is capturing a graph: asked only when the
+-- group's parameters are on CUDA (so a CPU session never starts the backend).
+local function capturing(g)
+  local p = g.params[1]
+  return p ~= nil and p.device.type == "cuda" and cuda.is_current_stream_capturing()
+end
+
+-- capturable = true (PyTorch's): each parameter's step count is a float32
+-- tensor on its device, incremented and read there, so the step holds no
+-- host value a CUDA graph would freeze. Counts made the other way (a loaded
+-- state, the flag switched) are converted, outside a capture.
+local function step_state(name, g, p, st, i)
+  if g.capturable then
+    if p.device.type ~= "cuda" then
+      fail("%s: capturable=True needs the parameters on CUDA, but parameter %d is on %s", name, i - 1, tostring(p.device))
+    end
+    if not torch.is_tensor(st.step) then st.step = torch.tensor(st.step, {dtype = "float32", device = p.device}) end
+  elseif torch.is_tensor(st.step) then
+    st.step = st.step:item()
+  end
 end
 
 -- Whether the fused step (torch._adam_step, one C call for the whole group)
@@ -412,33 +436,48 @@ end
 
 -- decoupled: AdamW's weight decay (p *= 1 - lr wd) instead of Adam's (g += wd p)
 local function adam_update(self, g, decoupled)
+  local name = self.__name
   local lr, wd, eps = g.lr, g.weight_decay, g.eps
   local beta1, beta2 = g.betas[1], g.betas[2]
+  local capture = capturing(g)
+  if capture and not g.capturable then -- the host's step count would be frozen into the graph
+    fail("%s:step: attempting CUDA graph capture of step() but param_groups' capturable is False; construct the "
+      .. "optimizer with {capturable = true} (its step count then lives on the device)", name)
+  end
   local active, fuse, step, device = {}, torch._adam_step ~= nil, nil, nil
-  for _, p in ipairs(g.params) do
+  for i, p in ipairs(g.params) do
     if p.grad ~= nil then
       local st = self.state[p]
+      if capture and (st == nil or (g.amsgrad and st.max_exp_avg_sq == nil) or not torch.is_tensor(st.step)) then
+        -- made inside the capture, the zeros would be made again by every replay
+        fail("%s:step: the optimizer's state is made on its first step: run a step before capturing it "
+          .. "(warm-up, as in PyTorch)", name)
+      end
       if st == nil then
         st = {step = 0, exp_avg = torch.zeros_like(p), exp_avg_sq = torch.zeros_like(p)}
         self.state[p] = st
       end
       if g.amsgrad and st.max_exp_avg_sq == nil then st.max_exp_avg_sq = torch.zeros_like(p) end
-      st.step = st.step + 1
+      step_state(name, g, p, st, i)
+      if not g.capturable then
+        st.step = st.step + 1
+        if step == nil then step = st.step elseif step ~= st.step then fuse = false end
+      end
       active[#active + 1] = p
-      if step == nil then step = st.step elseif step ~= st.step then fuse = false end
       fuse = fuse and fusable(p, st)
       if device == nil then device = p.device elseif device ~= p.device then fuse = false end -- one launch, one device
     end
   end
   if #active == 0 then return end
   if fuse then -- one C call for the group (the same update, element by element)
-    local ps, gs, ms, vs, vms = {}, {}, {}, {}, {}
+    local ps, gs, ms, vs, vms, steps = {}, {}, {}, {}, {}, {}
     for i, p in ipairs(active) do
       local st = self.state[p]
-      ps[i], gs[i], ms[i], vs[i], vms[i] = p, p.grad, st.exp_avg, st.exp_avg_sq, st.max_exp_avg_sq
+      ps[i], gs[i], ms[i], vs[i], vms[i], steps[i] = p, p.grad, st.exp_avg, st.exp_avg_sq, st.max_exp_avg_sq, st.step
     end
     torch._adam_step(ps, gs, ms, vs, g.amsgrad and vms or nil, {step = step, lr = lr, beta1 = beta1, beta2 = beta2,
-      eps = eps, weight_decay = wd, amsgrad = g.amsgrad, maximize = g.maximize, decoupled = decoupled})
+      eps = eps, weight_decay = wd, amsgrad = g.amsgrad, maximize = g.maximize, decoupled = decoupled,
+      steps = g.capturable and steps or nil})
     return
   end
   for _, p in ipairs(active) do
@@ -450,10 +489,16 @@ local function adam_update(self, g, decoupled)
     end
     st.exp_avg:mul_(beta1):add_(grad, {alpha = 1 - beta1})
     st.exp_avg_sq:mul_(beta2):add_(grad * grad, {alpha = 1 - beta2})
-    local bias_correction1 = 1 - beta1 ^ st.step
-    local bias_correction2 = 1 - beta2 ^ st.step
-    local step_size = lr / bias_correction1
-    local bc2_sqrt = math.sqrt(bias_correction2)
+    local step_size, bc2_sqrt
+    if g.capturable then -- the corrections as tensors on the device (in p's dtype): 1 - beta^t = -expm1(t ln beta)
+      st.step:add_(1)
+      local t = st.step:to(p.dtype)
+      step_size = (t * math.log(beta1)):expm1():neg():reciprocal():mul(lr)
+      bc2_sqrt = (t * math.log(beta2)):expm1():neg():sqrt()
+    else
+      step_size = lr / (1 - beta1 ^ st.step)
+      bc2_sqrt = math.sqrt(1 - beta2 ^ st.step)
+    end
     local denom
     if g.amsgrad then
       st.max_exp_avg_sq:maximum_(st.exp_avg_sq)
@@ -462,11 +507,13 @@ local function adam_update(self, g, decoupled)
       denom = st.exp_avg_sq:sqrt()
     end
     denom:div_(bc2_sqrt):add_(eps)
-    p:add_(st.exp_avg / denom, {alpha = -step_size})
+    if g.capturable then p:sub_(st.exp_avg / denom * step_size)
+    else p:add_(st.exp_avg / denom, {alpha = -step_size}) end
   end
 end
 
-local adam_defaults = {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0, amsgrad = false, maximize = false}
+local adam_defaults = {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0, amsgrad = false, maximize = false,
+  capturable = false}
 local adam_positional = {"lr", "betas", "eps", "weight_decay", "amsgrad"}
 optim.Adam = Optimizer:extend("Adam", adam_defaults, adam_validate,
   function(self, g) return adam_update(self, g, false) end, adam_positional)

@@ -27,7 +27,7 @@ return {
   bitwise_and = "aten::bitwise_and", bitwise_or = "aten::bitwise_or", bitwise_xor = "aten::bitwise_xor",
   atan2 = "aten::atan2", copysign = "aten::copysign",
   amp_non_finite_check_and_unscale = "aten::_amp_foreach_non_finite_check_and_unscale_",
-  cat = "aten::cat", gather = "aten::gather", scatter = "aten::scatter", masked_select = "aten::masked_select",
+  gemm_bias = "aten::addmm", cat = "aten::cat", gather = "aten::gather", scatter = "aten::scatter", masked_select = "aten::masked_select",
   masked_scatter = "aten::masked_scatter", nonzero = "aten::nonzero", sort = "aten::sort", topk = "aten::topk",
   unique = "aten::_unique2",
   conv2d_forward = "aten::mkldnn_convolution", conv2d_backward_input = "aten::convolution_backward",

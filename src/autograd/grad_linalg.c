@@ -47,7 +47,18 @@ static bool column_major(const ts_tensor *t) {
          t->strides[1] == t->sizes[0];
 }
 
-/* ga, gb of y = a @ b (torch.matmul semantics) times scale */
+/* ts_mm_ksum in a scope: x @ y, and in *sums x's rows (which 0) or y's columns (1) summed */
+static ts_tensor *mm_ksum(ag_scope *s, ts_tensor *x, ts_tensor *y, int which, ts_tensor **sums) {
+  *sums = NULL;
+  if (s->st || !x || !y) return NULL;
+  ts_tensor *r = NULL, *v = NULL;
+  ts_status st_ = ts_mm_ksum(x, y, which, &r, &v);
+  r = ag_keep(s, st_, r);
+  if (!st_) *sums = ag_keep(s, TS_OK, v);
+  return r;
+}
+
+/* ga, gb of y = a @ b (torch.matmul semantics) times scale; ib < 0: no gb */
 static void matmul_grads(ag_scope *s, const ts_node *n, ts_tensor *g, ts_tensor *a, ts_tensor *b, int ia, int ib,
                          ts_tensor **ga, ts_tensor **gb) {
   if (a->ndim == 1 && b->ndim == 1) { /* dot: g is 0-dim */
@@ -67,7 +78,7 @@ static void matmul_grads(ag_scope *s, const ts_node *n, ts_tensor *g, ts_tensor 
     ts_tensor *r = column_major(a2) ? mt(s, mm(s, b2, mt(s, g2))) : mm(s, g2, mt(s, b2));
     *ga = a->ndim == 1 ? sq(s, r, -2) : r;
   }
-  if (ag_wants(n, ib)) {
+  if (ib >= 0 && ag_wants(n, ib)) {
     /* (batch..., M, K) @ (K, N), a Linear layer on a sequence: b's gradient is one GEMM over
      * the batch rows folded together, not a product per batch entry summed afterwards (the
      * LSTM language model's output layer: 46 ms of bmm and 136 ms of sum per step) */
@@ -114,8 +125,16 @@ static ts_status addmm_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
   ag_scope s = {.st = TS_OK};
   ts_tensor *ga = NULL, *gb = NULL, *gbias = NULL;
   ts_tensor *ga_g = alpha == 1 ? g : AG_MUL(&s, g, ag_num(&s, alpha));
-  matmul_grads(&s, n, ga_g, a, b, 0, 1, &ga, &gb);
-  if (ag_wants(n, 2)) gbias = beta == 1 ? g : AG_MUL(&s, g, ag_num(&s, beta));
+  /* a Linear layer (a bias (N), alpha and beta 1): the bias's gradient, g summed over its
+   * rows, is the sum over k of the product that gives b's, and comes from that GEMM (one
+   * launch where cuBLASLt sums in its epilogue, not a GEMM and a reduction) */
+  const ts_edge *eb = &n->next[2];
+  const bool together = alpha == 1 && beta == 1 && ag_wants(n, 1) && ag_wants(n, 2) && eb->ndim == 1 &&
+                        g->ndim == 2 && a->ndim == 2 && b->ndim == 2 && eb->sizes[0] == g->sizes[1];
+  matmul_grads(&s, n, ga_g, a, b, 0, together ? -1 : 1, &ga, &gb);
+  if (together) /* in b's layout, as matmul_grads gives it: (g^T a)^T for a column-major b (w:t()) */
+    gb = column_major(b) ? mt(&s, mm_ksum(&s, mt(&s, g), a, 0, &gbias)) : mm_ksum(&s, mt(&s, a), g, 1, &gbias);
+  else if (ag_wants(n, 2)) gbias = beta == 1 ? g : AG_MUL(&s, g, ag_num(&s, beta));
   grads[0] = ag_end_keep(&s, ga);
   grads[1] = ag_end_keep(&s, gb);
   grads[2] = ag_end_keep(&s, gbias);

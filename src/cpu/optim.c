@@ -16,7 +16,7 @@
 
 #define ADAM_LOOP(T)                                                                                  \
   do {                                                                                                \
-    T *p = ts_data(t[0]), *m = ts_data(t[2]), *v = ts_data(t[3]), *vm = per > 4 ? ts_data(t[4]) : NULL; \
+    T *p = ts_data(t[0]), *m = ts_data(t[2]), *v = ts_data(t[3]), *vm = amsgrad ? ts_data(t[4]) : NULL; \
     const T *g = ts_data(t[1]);                                                                       \
     _Pragma("omp parallel for schedule(static) if (n > TS_PARALLEL_GRAIN)")                           \
     for (int64_t j = 0; j < n; j++) {                                                                 \
@@ -68,14 +68,19 @@ static void adam_f32_parallel(ts_tensor *const *t, int64_t n, double b1, double 
 static ts_status k_adam_step(const ts_call *c) {
   double lr = c->f[0], b1 = c->f[1], b2 = c->f[2], eps = c->f[3], wd;
   memcpy(&wd, &c->i[3], sizeof wd);
-  bool maximize = c->i[0] & 2, decoupled = c->i[0] & 4;
+  bool amsgrad = c->i[0] & 1, maximize = c->i[0] & 2, decoupled = c->i[0] & 4, capturable = c->i[0] & 8;
   int per = (int)c->i[1];
   double step = (double)c->i[2];
   double step_size = lr / (1 - pow(b1, step)), bc2_sqrt = sqrt(1 - pow(b2, step));
   for (int k = 0; k + per <= c->nin; k += per) {
     ts_tensor *const *t = c->in + k;
     int64_t n = ts_numel(t[0]);
-    if (t[0]->dtype == TS_FLOAT32 && per == 4 && (wd == 0 || decoupled) && !maximize)
+    if (capturable) { /* the count lives in a tensor: incremented, then read (as the CUDA kernel does) */
+      float *s = ts_data(t[per - 1]);
+      step = (double)(*s += 1.0f);
+      step_size = lr / (1 - pow(b1, step)), bc2_sqrt = sqrt(1 - pow(b2, step));
+    }
+    if (t[0]->dtype == TS_FLOAT32 && !amsgrad && (wd == 0 || decoupled) && !maximize)
       adam_f32_parallel(t, n, b1, b2, eps, step_size, bc2_sqrt, decoupled ? 1 - lr * wd : 1);
     else if (t[0]->dtype == TS_FLOAT32) ADAM_LOOP(float);
     else ADAM_LOOP(double);

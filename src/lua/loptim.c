@@ -31,11 +31,13 @@ static int count(lua_State *L) {
 }
 
 /* torch._adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs|nil,
- *   {step=, lr=, beta1=, beta2=, eps=, weight_decay=, amsgrad=, maximize=, decoupled=}) */
+ *   {step=, lr=, beta1=, beta2=, eps=, weight_decay=, amsgrad=, maximize=, decoupled=, steps=})
+ * steps: a list of the parameters' step counts as one-element float32 tensors on their
+ * device, incremented and read there (PyTorch's capturable); step is then unused. */
 static int l_adam_step(lua_State *L) {
   const char *fn = "_adam_step";
   static const char *const known[] = {"step", "lr", "beta1", "beta2", "eps", "weight_decay",
-                                      "amsgrad", "maximize", "decoupled", NULL};
+                                      "amsgrad", "maximize", "decoupled", "steps", NULL};
   int n = count(L), opts = lt_opts_index(L, 6);
   if (!opts) return luaL_typeerror(L, 6, "options table");
   lt_opts_check(L, opts, fn, known);
@@ -46,9 +48,14 @@ static int l_adam_step(lua_State *L) {
                       .amsgrad = lt_opt_bool(L, opts, "amsgrad", false),
                       .maximize = lt_opt_bool(L, opts, "maximize", false),
                       .decoupled = lt_opt_bool(L, opts, "decoupled", false)};
-  ts_tensor **v = lists(L, n, 5);
+  ts_tensor **v = lists(L, n, 6);
   for (int i = 0; i < (p.amsgrad ? 5 : 4); i++) read_list(L, fn, i + 1, n, v + (size_t)i * n);
-  LT_TRY(L, ts_adam_step(n, v, v + n, v + 2 * n, v + 3 * n, v + 4 * n, &p));
+  bool capturable = lua_getfield(L, opts, "steps") != LUA_TNIL;
+  if (capturable) {
+    if (!lua_istable(L, -1)) return lt_errorf(L, "%s: steps must be a list of tensors, got %s", fn, luaL_typename(L, -1));
+    read_list(L, fn, lua_gettop(L), n, v + 5 * (size_t)n);
+  }
+  LT_TRY(L, ts_adam_step(n, v, v + n, v + 2 * n, v + 3 * n, v + 4 * n, capturable ? v + 5 * n : NULL, &p));
   return 0;
 }
 

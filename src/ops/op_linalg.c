@@ -269,6 +269,54 @@ static ts_status dot_impl(ts_tensor *a, ts_tensor *b, ts_tensor **out) {
   return st;
 }
 
+/* ---- cuBLASLt's epilogues ----------------------------------------------- */
+
+/* Whether the backend of t's device has the library kernel op (GEMM_BIAS,
+ * GEMM_BGRAD) for t's dtype: cuBLASLt's epilogues, float32 and the half types. */
+static bool epilogue_possible(ts_op op, const ts_tensor *t) {
+  const ts_backend *be = ts_backends[t->device.type];
+  return be && be->kernels[op] && (t->dtype == TS_FLOAT32 || t->dtype == TS_FLOAT16 || t->dtype == TS_BFLOAT16);
+}
+
+/* Runs the library call c; *ran false when the kernel declined (nothing ran:
+ * the caller composes the op). Not ts_dispatch_library, whose switch is
+ * torch.backends.cudnn.enabled: that turns cuDNN off, not cuBLASLt. */
+static ts_status epilogue_kernel(const ts_call *c, bool *ran) {
+  ts_status st = ts_dispatch(c);
+  *ran = st == TS_OK;
+  return st == TS_ERR_UNSUPPORTED ? TS_OK : st;
+}
+
+ts_status ts_mm_ksum(ts_tensor *a, ts_tensor *b, int which, ts_tensor **out, ts_tensor **sums) {
+  ts_tensor *ab[2] = {a, b};
+  if (a->ndim != 2 || b->ndim != 2 || (which != 0 && which != 1))
+    return ts_fail(TS_ERR_ARG, "mm_ksum: expected 2-D matrices and which 0 or 1, but got %d-D, %d-D and %d", a->ndim,
+                   b->ndim, which);
+  ts_status st = check_operands("mm", 2, ab);
+  if (st) return st;
+  if (a->sizes[1] != b->sizes[0]) return shape_error("mm", a, b);
+  int64_t s[2] = {a->sizes[0], b->sizes[1]}, len = s[which], dim = 1 - which;
+  ts_tensor *r = NULL, *v = NULL;
+  bool fused = false;
+  if (epilogue_possible(TS_OP_GEMM_BGRAD, a) && !(st = ts_tensor_empty(2, s, a->dtype, a->device, &r)) &&
+      !(st = ts_tensor_empty(1, &len, a->dtype, a->device, &v))) {
+    ts_call c = {.op = TS_OP_GEMM_BGRAD, .nin = 2, .in = ab, .out = {r, v}, .i = {which}, .f = {1}};
+    st = epilogue_kernel(&c, &fused);
+  }
+  if (!st && !fused) { /* the product, then a sum of its own */
+    if (r) ts_tensor_release(r), r = NULL;
+    if (v) ts_tensor_release(v), v = NULL;
+    if (!(st = run(a, b, 2, s, 2, s, &r))) st = ts_sum(ab[which], 1, &dim, false, &v);
+  }
+  if (st) {
+    if (r) ts_tensor_release(r);
+    if (v) ts_tensor_release(v);
+    return st;
+  }
+  *out = r, *sums = v;
+  return TS_OK;
+}
+
 static ts_status addmm_impl(ts_tensor *bias, ts_tensor *a, ts_tensor *b, double beta, double alpha, ts_tensor **out) {
   if (a->ndim != 2 || b->ndim != 2)
     return ts_fail(TS_ERR_SHAPE, "addmm: expected 2-D matrices, but got %d-D and %d-D", a->ndim, b->ndim);
@@ -290,8 +338,18 @@ static ts_status addmm_impl(ts_tensor *bias, ts_tensor *a, ts_tensor *b, double 
   }
   ts_tensor *r;
   if ((st = ts_tensor_empty(2, s, a->dtype, a->device, &r))) return st;
-  if (beta != 0) st = ts_copy_(r, bias); /* beta 0: torch ignores bias, NaN and inf included */
-  if (!st) st = product(a, b, r, alpha, beta);
+  /* a Linear layer's bias (N) added by the GEMM's epilogue where the backend has one: one
+   * launch, not a copy of the bias into r and a GEMM accumulating onto it (torch's addmm
+   * takes cuBLASLt's bias epilogue on CUDA under the same conditions) */
+  bool fused = false;
+  if (beta == 1 && bias->ndim == 1 && bias->sizes[0] == s[1] && (bias->strides[0] == 1 || s[1] == 1) &&
+      epilogue_possible(TS_OP_GEMM_BIAS, r)) {
+    ts_tensor *in[3] = {a, b, bias};
+    ts_call c = {.op = TS_OP_GEMM_BIAS, .nin = 3, .in = in, .out = {r}, .f = {alpha}};
+    st = epilogue_kernel(&c, &fused);
+  }
+  if (!st && !fused && beta != 0) st = ts_copy_(r, bias); /* beta 0: torch ignores bias, NaN and inf included */
+  if (!st && !fused) st = product(a, b, r, alpha, beta);
   if (st) {
     ts_tensor_release(r);
     return st;

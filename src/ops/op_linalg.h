@@ -15,6 +15,11 @@ ts_status ts_mv(ts_tensor *a, ts_tensor *v, ts_tensor **out);    /* (M,K) @ (K) 
 ts_status ts_dot(ts_tensor *a, ts_tensor *b, ts_tensor **out);   /* (K) . (K) -> 0-dim */
 /* beta*bias + alpha*(a @ b); bias broadcasts to (M,N); with beta 0 bias is not read. */
 ts_status ts_addmm(ts_tensor *bias, ts_tensor *a, ts_tensor *b, double beta, double alpha, ts_tensor **out);
+/* out = a @ b (2-D) and *sums = the sums over k of a (which 0: a's rows, length M) or of b
+ * (which 1: b's columns, length N): a Linear layer's weight and bias gradients, from one
+ * GEMM whose epilogue sums (cuBLASLt's BGRADB / BGRADA) where the backend has one, else
+ * from the product and a sum. No autograd: for backward formulas. */
+ts_status ts_mm_ksum(ts_tensor *a, ts_tensor *b, int which, ts_tensor **out, ts_tensor **sums);
 ts_status ts_outer(ts_tensor *a, ts_tensor *b, ts_tensor **out); /* (M) x (N) -> (M,N), promotes dtypes */
 
 /* torch.set_float32_matmul_precision: "highest" (0, full float32), "high" (1, TF32

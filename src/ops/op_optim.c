@@ -34,11 +34,14 @@ static ts_status check_param(const char *fn, int k, ts_tensor *const *t, int per
   return TS_OK;
 }
 
-/* Checks the n x per table `in` (parameter-major), dispatches c with it,
- * and on success bumps the version of every tensor but the grads (slot 1). */
-static ts_status run_step(const char *fn, ts_call *c, int n, int per, const char *const *role, ts_tensor **in) {
+/* Checks the n x per table `in` (parameter-major; the first `shaped` of each
+ * parameter's tensors against the parameter, the rest the caller checked),
+ * dispatches c with it, and on success bumps the version of every tensor but
+ * the grads (slot 1). */
+static ts_status run_step(const char *fn, ts_call *c, int n, int per, int shaped, const char *const *role,
+                          ts_tensor **in) {
   ts_status st = TS_OK;
-  for (int k = 0; k < n && !st; k++) st = check_param(fn, k, in + (size_t)k * per, per, role, in[0]);
+  for (int k = 0; k < n && !st; k++) st = check_param(fn, k, in + (size_t)k * per, shaped, role, in[0]);
   if (!st) {
     c->in = in, c->nin = n * per, c->out[0] = in[0];
     st = ts_dispatch(c);
@@ -55,11 +58,23 @@ static ts_tensor **table(const char *fn, int n, int per, ts_status *st) {
   return in;
 }
 
+/* A capturable step's count: one float32 element on the parameter's device. */
+static ts_status check_step(const char *fn, int k, const ts_tensor *s, const ts_tensor *param) {
+  if (!s) return ts_fail(TS_ERR_ARG, "%s: parameter %d lacks its step", fn, k);
+  if (s->dtype != TS_FLOAT32 || ts_numel(s) != 1 || !ts_device_eq(s->device, param->device))
+    return ts_fail(TS_ERR_ARG,
+                   "%s: parameter %d: its step must be a one-element float32 tensor on the parameter's device, "
+                   "got %s with %lld elements",
+                   fn, k, ts_dtype_name(s->dtype), (long long)ts_numel(s));
+  return TS_OK;
+}
+
 ts_status ts_adam_step(int n, ts_tensor *const *params, ts_tensor *const *grads, ts_tensor *const *exp_avg,
-                       ts_tensor *const *exp_avg_sq, ts_tensor *const *max_exp_avg_sq, const ts_adam_params *p) {
+                       ts_tensor *const *exp_avg_sq, ts_tensor *const *max_exp_avg_sq, ts_tensor *const *steps,
+                       const ts_adam_params *p) {
   const char *fn = "adam_step";
   if (n <= 0) return TS_OK;
-  int per = p->amsgrad ? 5 : 4;
+  const int shaped = p->amsgrad ? 5 : 4, per = shaped + (steps ? 1 : 0);
   ts_status st;
   ts_tensor **in = table(fn, n, per, &st);
   if (st) return st;
@@ -67,12 +82,17 @@ ts_status ts_adam_step(int n, ts_tensor *const *params, ts_tensor *const *grads,
     ts_tensor **t = in + (size_t)k * per;
     t[0] = params[k], t[1] = grads[k], t[2] = exp_avg[k], t[3] = exp_avg_sq[k];
     if (p->amsgrad) t[4] = max_exp_avg_sq[k];
+    if (steps) {
+      t[shaped] = steps[k];
+      if (!st && t[0]) st = check_step(fn, k, steps[k], t[0]);
+    }
   }
   ts_call c = {.op = TS_OP_ADAM_STEP, .f = {p->lr, p->beta1, p->beta2, p->eps},
-               .i = {(p->amsgrad ? 1 : 0) | (p->maximize ? 2 : 0) | (p->decoupled ? 4 : 0), per, p->step, 0}};
+               .i = {(p->amsgrad ? 1 : 0) | (p->maximize ? 2 : 0) | (p->decoupled ? 4 : 0) | (steps ? 8 : 0), per,
+                     steps ? 0 : p->step, 0}};
   memcpy(&c.i[3], &p->weight_decay, sizeof(double));
   static const char *const role[] = {"parameter", "grad", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
-  st = run_step(fn, &c, n, per, role, in);
+  if (!st) st = run_step(fn, &c, n, per, shaped, role, in);
   free(in);
   return st;
 }
@@ -101,7 +121,7 @@ ts_status ts_sgd_step(int n, ts_tensor *const *params, ts_tensor *const *grads, 
   ts_call c = {.op = TS_OP_SGD_STEP, .f = {p->lr, p->momentum, p->dampening, p->weight_decay},
                .i = {(p->nesterov ? 1 : 0) | (p->maximize ? 2 : 0), per, nfresh, 0}};
   static const char *const role[] = {"parameter", "grad", "momentum_buffer"};
-  st = run_step(fn, &c, n, per, role, in);
+  st = run_step(fn, &c, n, per, per, role, in);
   free(in);
   return st;
 }
@@ -136,7 +156,7 @@ ts_status ts_foreach_zero(int n, ts_tensor *const *ts) {
   if (n <= 0) return TS_OK;
   static const char *const role[] = {"tensor"};
   ts_call c = {.op = TS_OP_FOREACH_ZERO, .i = {0, 1}};
-  return run_step("_foreach_zero_", &c, n, 1, role, (ts_tensor **)ts);
+  return run_step("_foreach_zero_", &c, n, 1, 1, role, (ts_tensor **)ts);
 }
 
 ts_status ts_rmsprop_step(int n, ts_tensor *const *params, ts_tensor *const *grads, ts_tensor *const *square_avgs,
@@ -160,7 +180,7 @@ ts_status ts_rmsprop_step(int n, ts_tensor *const *params, ts_tensor *const *gra
   memcpy(&c.i[2], &p->momentum, sizeof(double));
   const char *role[5] = {"parameter", "grad", "square_avg", "momentum_buffer", "grad_avg"};
   if (p->centered && !mom) role[3] = "grad_avg";
-  st = run_step(fn, &c, n, per, role, in);
+  st = run_step(fn, &c, n, per, per, role, in);
   free(in);
   return st;
 }

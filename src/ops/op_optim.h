@@ -13,9 +13,14 @@ typedef struct ts_adam_params {
 } ts_adam_params;
 
 /* One Adam/AdamW step over n parameters: params[k], exp_avg[k],
- * exp_avg_sq[k] (and max_exp_avg_sq[k] when amsgrad) are updated from grads[k]. */
+ * exp_avg_sq[k] (and max_exp_avg_sq[k] when amsgrad) are updated from grads[k].
+ * steps NULL: the step count is p->step. steps given (PyTorch's capturable):
+ * steps[k] is parameter k's count, a one-element float32 tensor on its device,
+ * incremented on the device and read there (p->step unused), so the step can
+ * be captured in a CUDA graph and replayed. */
 ts_status ts_adam_step(int n, ts_tensor *const *params, ts_tensor *const *grads, ts_tensor *const *exp_avg,
-                       ts_tensor *const *exp_avg_sq, ts_tensor *const *max_exp_avg_sq, const ts_adam_params *p);
+                       ts_tensor *const *exp_avg_sq, ts_tensor *const *max_exp_avg_sq, ts_tensor *const *steps,
+                       const ts_adam_params *p);
 
 typedef struct ts_sgd_params {
   double lr, momentum, dampening, weight_decay;

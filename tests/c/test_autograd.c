@@ -76,6 +76,21 @@ static ts_status p_cumsum(ts_tensor *x, ts_tensor **y) { return ts_cumsum(x, 1, 
 static ts_status p_softmax(ts_tensor *x, ts_tensor **y) { return ts_softmax(x, 1, y); }
 static ts_status p_log_softmax(ts_tensor *x, ts_tensor **y) { return ts_log_softmax(x, 1, y); }
 static ts_status p_bmm(ts_tensor *x, ts_tensor **y) { return ts_matmul(x, x, y); }
+/* a Linear layer on x's rows (24, 4): weight (4, 4) and bias (4) taken from x too; the
+ * library kernel gemm_bias computes it on CUDA, the composed copy + bmm here */
+static ts_status p_addmm(ts_tensor *x, ts_tensor **y) {
+  ts_tensor *r = NULL, *w = NULL, *wt = NULL, *b = NULL;
+  int64_t rs[2] = {24, 4};
+  ts_status st = ts_reshape(x, 2, rs, &r);
+  if (!st) st = ts_narrow(r, 0, 0, 4, &w);
+  if (!st) st = ts_transpose(w, 0, 1, &wt);
+  if (!st) st = ts_select(r, 0, 5, &b);
+  if (!st) st = ts_addmm(b, r, wt, 1, 1, y);
+  ts_tensor *all[4] = {r, w, wt, b};
+  for (int i = 0; i < 4; i++)
+    if (all[i]) ts_tensor_release(all[i]);
+  return st;
+}
 static ts_status p_cat(ts_tensor *x, ts_tensor **y) {
   ts_tensor *two[2] = {x, x};
   return ts_cat(2, two, 1, y);
@@ -217,7 +232,7 @@ void test_autograd_registry_all(void) {
   static const struct { const char *op; diff_probe probe; } diff[] = {
       {"copy", p_copy}, {"sum", p_sum}, {"prod", p_prod}, {"max", p_max}, {"min", p_min}, {"var", p_var},
       {"norm", p_norm}, {"logsumexp", p_lse}, {"cumsum", p_cumsum}, {"softmax", p_softmax},
-      {"log_softmax", p_log_softmax}, {"bmm", p_bmm}, {"cat", p_cat}, {"gather", p_gather}, {"scatter", p_scatter},
+      {"log_softmax", p_log_softmax}, {"bmm", p_bmm}, {"gemm_bias", p_addmm}, {"cat", p_cat}, {"gather", p_gather}, {"scatter", p_scatter},
       {"masked_select", p_masked}, {"sort", p_sort}, {"topk", p_topk}, {"where", p_where}, {"lerp", p_lerp},
       {"im2col", p_conv_dense}, {"col2im", p_conv_dense}, {"conv2d_forward", p_conv_dense}, {"conv2d_depthwise", p_conv},
       {"max_pool2d", p_maxpool}, {"avg_pool2d", p_avgpool}, {"adaptive_avg_pool2d", p_adaptive},
@@ -237,7 +252,7 @@ void test_autograd_registry_all(void) {
       "lstm_cell_backward", "gru_cell_backward", "rnn_cell_backward", "sdpa_backward", "layer_norm_backward",
       "threshold_backward", "softplus_backward", "elu_backward", "hardtanh_backward", "log_sigmoid_backward",
       "mish_backward", "group_norm_backward", "upsample_nearest2d_backward", "upsample_bilinear2d_backward",
-      "nll_loss_backward", "clip_grad_norm", "check_range", "foreach_zero", "gelu_backward"};
+      "nll_loss_backward", "clip_grad_norm", "check_range", "foreach_zero", "gelu_backward", "gemm_bgrad"};
   for (int op = 0; op < TS_OP_COUNT; op++) {
     ts_op_kind k = ts_ops[op].kind;
     if (k == TS_KIND_UNARY || k == TS_KIND_UNARY_FLOAT || k == TS_KIND_UNARY_BOOL || k == TS_KIND_BINARY ||

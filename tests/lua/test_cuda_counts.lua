@@ -4,7 +4,7 @@
 -- cudaEventSynchronize), as a PyTorch user reads them in PyTorch's traces:
 -- seed 003's MLP step (tests/seeds/seed_003.lua, written as its tutorial
 -- does) launches at most 30 kernels and never waits for the host after its
--- warm-up; so does issue 23's small GPT (models.gpt), under today's count; a bad class index is reported at the next synchronisation, naming
+-- warm-up; so does issue 23's small GPT (models.gpt), in at most 132 (issue 23 asks for 160); a bad class index is reported at the next synchronisation, naming
 -- the op, and the session goes on; the always-on counters agree with the
 -- trace; the sync debug mode warns or raises. Skips without a CUDA device (the
 -- simulated device runs it in make test).
@@ -105,9 +105,9 @@ end)
 -- models.gpt as nanoGPT writes it, trained as its train.py does: AdamW with decay on matrices
 -- (configure_optimizers), clip_grad_norm_ at 1.0. Batch 4: the launches are those of batch 16 (the
 -- benchmark's) in a quarter of the simulated device's time.
-local GPT_LAUNCH_BOUND = 164 -- today's count (249 before attention read strided heads, one-launch bias sums, a
--- two-launch LayerNorm backward and one cat for the qkv split's backward); PyTorch eager runs ~150 kernels,
--- issue 23 asks for <= 160 (the 16 bias copies of addmm go with a cuBLASLt bias epilogue)
+local GPT_LAUNCH_BOUND = 132 -- today's count (249 before attention read strided heads, one-launch bias sums, a
+-- two-launch LayerNorm backward and one cat for the qkv split's backward; 164 before cuBLASLt's epilogues took
+-- the 16 Linear layers' bias copies and bias-gradient sums); PyTorch eager runs ~150 kernels, issue 23 asks for <= 160
 local function gpt_step()
   local V, T = 65, 128
   local model = models.gpt.GPT({vocab_size = V, block_size = T, n_layer = 4, n_head = 4, n_embd = 256}):cuda()
@@ -157,7 +157,7 @@ test("the small GPT's training step: at most " .. GPT_LAUNCH_BOUND .. " launches
   table.sort(lines, function(a, b) return a > b end)
   ok(#kernels <= GPT_LAUNCH_BOUND, ("%d kernel launches in the step (at most %d), by op:\n%s"):format(#kernels,
     GPT_LAUNCH_BOUND, table.concat(lines, "\n")))
-  ok(#kernels >= 150, ("%d launches: too few to be the whole step"):format(#kernels))
+  ok(#kernels >= 120, ("%d launches: too few to be the whole step"):format(#kernels))
   eq(#syncs, 0, "host synchronisations in the step (" .. table.concat(syncs, ", ") .. ")")
   eq(l1 - l0, #kernels, "cuda.launch_count() over the step agrees with the trace")
   eq(s1 - s0, 0, "cuda.sync_count() over the step")
@@ -172,9 +172,12 @@ test("the small GPT's training step: at most " .. GPT_LAUNCH_BOUND .. " launches
   eq(rows.sdpa_forward.launches, 4, "attention: one launch a layer")
   eq(rows.sdpa_backward.launches, 4, "and one back (dq, dk and dv, delta computed inside)")
   eq(rows.layer_norm_backward.launches, 18, "LayerNorm backward: two launches each (dgamma/dbeta partials in the first)")
-  -- no layout copies around attention: the copies of the step's own ops are addmm's 16 bias copies, none
-  -- in the backward of the views (the heads' transpose and the output's view)
-  ok((by_op.copy or 0) <= 16, "copies outside the backward: " .. (by_op.copy or 0))
+  -- no layout copies around attention, none for the biases (added by the GEMMs' epilogue), none in the
+  -- backward of the views (the heads' transpose and the output's view)
+  eq(by_op.copy, nil, "copies outside the backward")
+  eq(rows.gemm_bias.launches, 16, "the 16 Linear layers: one launch each, the bias in the GEMM")
+  eq(rows.gemm_bgrad.launches, 16, "and their weight and bias gradients: one GEMM each")
+  eq(rows.AddmmBackward0.launches, 32, "AddmmBackward0: the input's gradient and the weight's with the bias's")
   eq(by_op.ViewBackward0, nil, "no launches in ViewBackward0")
   ok(rows.clip_grad_norm.launches <= 5, "clip_grad_norm_: " .. rows.clip_grad_norm.launches .. " launches")
   local v = last_loss():item()

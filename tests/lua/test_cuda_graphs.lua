@@ -201,6 +201,82 @@ test("the private pool: a graph's blocks are handed to no one else while it live
   ok(math.type(h) == "integer", "a pool handle")
 end)
 
+-- The training step a PyTorch user captures: zero_grad, forward, backward, clip_grad_norm_, AdamW.
+local function adamw_step(m, o, x, y)
+  o:zero_grad({set_to_none = true})
+  local loss = nn.F.mse_loss(m(x), y)
+  loss:backward()
+  nn.utils.clip_grad_norm_(m:parameters(), 0.5)
+  o:step()
+  return loss
+end
+
+test("AdamW with capturable = true: the whole step captured and replayed N times equals N eager steps", function()
+  need_cuda()
+  local model, eager = two_models()
+  local on_cpu = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)):double()
+  on_cpu:load_state_dict(eager:state_dict())
+  local hyper = {lr = 2e-2, betas = {0.8, 0.95}, weight_decay = 0.1, amsgrad = true}
+  local function adamw(ps, capturable)
+    local o = {capturable = capturable}
+    for k, v in pairs(hyper) do o[k] = v end
+    return optim.AdamW(ps, o)
+  end
+  -- the graphed model's optimizer keeps its step count on the device; the eager ones on the host
+  local opt, eopt, copt = adamw(model:parameters(), true), adamw(eager:parameters(), false), adamw(on_cpu:parameters(), false)
+  local static_x, static_y = torch.randn(32, 8, {device = "cuda"}), torch.randn(32, 4, {device = "cuda"})
+  warm_up(function() adamw_step(model, opt, static_x, static_y) end)
+  for _ = 1, 3 do
+    adamw_step(eager, eopt, static_x, static_y)
+    adamw_step(on_cpu, copt, static_x:cpu():double(), static_y:cpu():double())
+  end
+  local p1 = model:parameters()[1]
+  eq(opt.state[p1].step.device.type, "cuda", "the step count is a tensor on the device")
+  eq(opt.state[p1].step:item(), 3, "after the warm-up's three steps")
+  local g = cuda.CUDAGraph()
+  local static_loss = cuda.graph(g, function() return adamw_step(model, opt, static_x, static_y) end)
+  eq(opt.state[p1].step:item(), 3, "capturing ran nothing")
+  torch.manual_seed(12)
+  local n = 6
+  for i = 1, n do
+    local x, y = torch.randn(32, 8, {device = "cuda"}), torch.randn(32, 4, {device = "cuda"})
+    static_x:copy_(x)
+    static_y:copy_(y)
+    g:replay()
+    local loss = adamw_step(eager, eopt, x, y)
+    adamw_step(on_cpu, copt, x:cpu():double(), y:cpu():double())
+    eq(static_loss:item(), loss:item(), "loss of replay " .. i)
+  end
+  eq(opt.state[p1].step:item(), 3 + n, "each replay counted its step on the device")
+  local pa, pb, pc = model:parameters(), eager:parameters(), on_cpu:parameters()
+  for i = 1, #pa do
+    eq(torch.equal(pa[i], pb[i]), true, "parameter " .. i .. " after the replays: the eager steps' bits")
+    close(pa[i]:cpu():double(), pc[i], 1e-4, 1e-5, "parameter " .. i .. " against float64 on the CPU")
+  end
+  ok(not torch.equal(pa[1], two_models():parameters()[1]), "the replays trained the model")
+end)
+
+test("capturing Adam's step without capturable raises naming the option; before warm-up, saying so", function()
+  need_cuda()
+  local model = two_models()
+  local x, y = torch.randn(4, 8, {device = "cuda"}), torch.randn(4, 4, {device = "cuda"})
+  for _, cls in ipairs({optim.Adam, optim.AdamW}) do
+    local opt = cls(model:parameters(), {lr = 1e-3})
+    warm_up(function() adamw_step(model, opt, x, y) end, 1)
+    local g = cuda.CUDAGraph()
+    raises(function() cuda.graph(g, function() adamw_step(model, opt, x, y) end) end,
+      "attempting CUDA graph capture of step() but param_groups' capturable is False; construct the optimizer with {capturable = true}")
+    eq(cuda.is_current_stream_capturing(), false, "the capture ended")
+  end
+  -- capturable, but its state not made yet: the zeros would be captured and made again on every replay
+  local fresh = optim.Adam(model:parameters(), {lr = 1e-3, capturable = true})
+  warm_up(function() model(x):sum():backward() end, 1)
+  raises(function() cuda.graph(cuda.CUDAGraph(), function() fresh:step() end) end, "run a step before capturing it")
+  -- the session goes on: an eager capturable step counts on the device
+  fresh:step()
+  eq(fresh.state[model:parameters()[1]].step:item(), 1)
+end)
+
 test("make_graphed_callables on a small MLP matches eager forward and backward", function()
   need_cuda()
   local model, eager = two_models()

@@ -272,6 +272,13 @@ case({name = "bmm and matmul", ops = {"bmm"}, nin = 2, dtypes = FLOATS, tol = {f
       shapes_of = function(s, k) return k == 1 and {s[1], s[2], s[3]} or {s[1], s[3], s[2]} end,
       fn = function(a, b) return {a:bmm(b), a[0]:matmul(b[0])} end, grad = true,
       shapes = {{2, 5, 3}, {3, 17, 33}}, layouts = {"contig", "strided", "offset"}})
+-- a Linear layer: x (M, K), weight (N, K), bias (N); cuBLASLt adds the bias in the forward GEMM and sums
+-- the bias gradient in the weight gradient's (float64 and a strided x take the composed path)
+case({name = "linear", ops = {"gemm_bias", "gemm_bgrad"}, nin = 3, dtypes = FLOATS,
+      tol = {float32 = 1e-4, float16 = 1e-2, bfloat16 = 4e-2},
+      shapes_of = function(s, k) return k == 1 and {s[1], s[2]} or k == 2 and {s[3], s[2]} or {s[3]} end,
+      fn = function(x, w, b) return F.linear(x, w, b) end, grad = true,
+      shapes = {{5, 7, 3}, {17, 33, 9}}, layouts = {"contig", "strided", "offset"}})
 
 -- nn: convolution (im2col, col2im, depthwise), pooling, batch norm, with their backward
 local function conv_case(x, groups)

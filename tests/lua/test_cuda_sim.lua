@@ -112,6 +112,9 @@ local reports = {
    "cublasLtMatmul: the output", "overlaps an input"}},
   {"gemm_in_place", "cuBLAS writing C over its A", {"RESULT gemm_in_place CUBLAS_STATUS_INVALID_VALUE",
    "cublasGemmStridedBatchedEx: the output", "overlaps an input"}},
+  {"lt_bias_moved", "cuBLASLt's bias epilogue given a bias less aligned than the heuristic saw",
+   {"RESULT lt_bias_moved matmul CUBLAS_STATUS_EXECUTION_FAILED", "cudaErrorMisalignedAddress",
+    "cublasLtMatmul bias at 0x", "is not aligned to 16 bytes"}},
 }
 
 -- what must pass quietly: the checks above report only what is wrong
@@ -127,6 +130,9 @@ local quiet = {
   {"block_last_byte", "a write to a cached block's last float", "RESULT block_last_byte cudaSuccess"},
   {"with_barrier", "the rotation with its barrier, in both thread orders", "wrong_forward=0 wrong_reverse=0"},
   {"lt_product", "a cuBLASLt product with aligned operands", "RESULT lt_product matmul CUBLAS_STATUS_SUCCESS"},
+  {"lt_bias", "cuBLASLt's bias epilogue adds bias[i] to D's row i", "RESULT lt_bias d=3,4,5,6"},
+  {"lt_gelu_bias", "an epilogue the emulation lacks (GELU) has no algorithm, as cuBLASLt says for one it lacks",
+   "RESULT lt_gelu_bias heuristic CUBLAS_STATUS_NOT_SUPPORTED returned=0"},
 }
 for _, q in ipairs(quiet) do
   test(q[1] .. ": " .. q[2] .. " passes without a report", function()

@@ -610,6 +610,68 @@ T.test("the fused Adam/AdamW step matches the op-by-op one", function()
   end
 end)
 
+T.test("Adam/AdamW capturable: the step count a tensor on the device, the same weights, fused and op by op", function()
+  if T.device == "cpu" then -- PyTorch's rule: capturable steps are on CUDA
+    local p = torch.randn(3, {requires_grad = true})
+    p.grad = torch.randn(3)
+    T.raises(function() optim.Adam({p}, {capturable = true}):step() end,
+      "Adam: capturable=True needs the parameters on CUDA, but parameter 0 is on cpu")
+    T.raises(function() optim.AdamW({p}, {capturable = 1}) end, "AdamW: capturable must be true or false, got 1")
+    return
+  end
+  for _, cfg in ipairs({{"Adam", {}}, {"AdamW", {weight_decay = 0.1}}, {"Adam", {amsgrad = true, weight_decay = 0.01}},
+                        {"AdamW", {maximize = true, betas = {0, 0.9}}}}) do
+    for _, layout in ipairs({"contiguous", "transposed"}) do -- transposed: the op-by-op path, corrections as tensors
+      local base = torch.randn(4, 3, {dtype = "float64"})
+      local function leaf() return layout == "contiguous" and base:clone():requires_grad_() or
+        base:t():contiguous():t():requires_grad_() end
+      local pc, ph = leaf(), leaf()
+      local o = {capturable = true}
+      for k, v in pairs(cfg[2]) do o[k] = v end
+      local oc, oh = optim[cfg[1]]({pc}, o), optim[cfg[1]]({ph}, cfg[2])
+      for _ = 1, 5 do
+        local g = torch.randn(4, 3, {dtype = "float64"})
+        pc.grad, ph.grad = g:clone(), g:clone()
+        oc:step()
+        oh:step()
+      end
+      local what = ("%s %s %s"):format(cfg[1], T.fmt(cfg[2]), layout)
+      -- fused: the kernel's arithmetic either way; op by op: 1 - beta^t as -expm1(t ln beta), within rounding
+      if layout == "contiguous" then T.eq(torch.equal(pc, ph), true, what .. ": the same bits")
+      else T.close(pc:cpu(), ph:cpu(), 1e-12, 1e-12, what) end
+      local st = oc.state[pc].step
+      T.eq(torch.is_tensor(st) and st.device.type, "cuda", what .. ": the count on the device")
+      T.eq(st.dtype, torch.float32, what .. ": float32, as PyTorch's")
+      T.eq(st:item(), 5, what .. ": five steps")
+      T.eq(oc:state_dict().state[0].step:item(), 5, what .. ": state_dict hands it over")
+    end
+  end
+end)
+
+T.test("torch._adam_step with step tensors: incremented, read on the device, the host count's update", function()
+  for _, dev in ipairs(T.devices()) do
+    local function run(capturable)
+      torch.manual_seed(4)
+      local o = {device = dev}
+      local p, g = torch.randn(7, o), torch.randn(7, o)
+      local m, v, vm = torch.zeros(7, o), torch.zeros(7, o), torch.zeros(7, o)
+      local s = torch.zeros({}, {dtype = "float32", device = dev})
+      for step = 1, 3 do
+        torch._adam_step({p}, {g}, {m}, {v}, {vm}, {lr = 0.1, amsgrad = true, weight_decay = 0.2, decoupled = true,
+          step = step, steps = capturable and {s} or nil})
+      end
+      return p, s
+    end
+    local ph = run(false)
+    local pc, s = run(true)
+    T.eq(s:item(), 3, dev .. ": the step tensor counted three steps")
+    T.eq(torch.equal(pc, ph), true, dev .. ": the same update as with the host's count")
+    local one = {torch.ones(2, {device = dev})}
+    T.raises(function() torch._adam_step(one, one, one, one, nil, {steps = {torch.zeros(2, {device = dev})}}) end,
+      "adam_step: parameter 0: its step must be a one-element float32 tensor on the parameter's device, got float32 with 2 elements")
+  end
+end)
+
 -- ---- the fused SGD and RMSprop steps (torch._sgd_step, torch._rmsprop_step) ------
 
 -- Every flag combination PyTorch allows (nesterov needs momentum and no dampening).

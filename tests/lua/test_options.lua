@@ -179,7 +179,7 @@ local cases = {
   {"_adam_step", function()
       return torch._adam_step({torch.ones(1)}, {torch.ones(1)}, {torch.zeros(1)}, {torch.zeros(1)}, nil, {betas = {0.9, 0.999}})
     end,
-    "_adam_step: unknown option 'betas' (expected one of: amsgrad, beta1, beta2, decoupled, eps, lr, maximize, step, weight_decay; did you mean 'beta1'?)",
+    "_adam_step: unknown option 'betas' (expected one of: amsgrad, beta1, beta2, decoupled, eps, lr, maximize, step, steps, weight_decay; did you mean 'beta1'?)",
     function()
       local p = torch.ones(1)
       torch._adam_step({p}, {torch.ones(1)}, {torch.zeros(1)}, {torch.zeros(1)}, nil, {lr = 0.25})

@@ -169,6 +169,42 @@ static void lt_product(const char *what, const __half *a, const __half *b, __hal
   report(what, cudaDeviceSynchronize());
 }
 
+// D = A B + bias through cuBLASLt's epilogue `epi` (float32, 4x4): A the
+// identity, B all twos, so D's row i is 2 + bias[i]. The heuristic sees the
+// bias 64-byte aligned; `moved` bytes later is where the product then reads it.
+static void lt_bias(const char *what, uint32_t epi, size_t moved) {
+  float hm[64] = {0}, *m;
+  for (int i = 0; i < 4; i++) hm[i * 5] = 1;       // A at 0: the identity
+  for (int i = 16; i < 32; i++) hm[i] = 2;         // B at 16: twos; D at 32
+  for (int i = 0; i < 5; i++) hm[48 + i] = i + 1;  // the bias at 48: 1, 2, 3, 4
+  cudaMalloc(&m, sizeof hm);
+  cudaMemcpy(m, hm, sizeof hm, cudaMemcpyHostToDevice);
+  cublasLtHandle_t h;
+  cublasLtCreate(&h);
+  cublasLtMatmulDesc_t op;
+  cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  const void *bias = m + 48;
+  cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+  cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+  cublasLtMatrixLayout_t l;
+  cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, 4, 4, 4);
+  cublasLtMatmulPreference_t pref;
+  cublasLtMatmulPreferenceCreate(&pref);
+  cublasLtMatmulHeuristicResult_t res;
+  int n = -1;
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h, op, l, l, l, l, pref, 1, &res, &n);
+  printf("RESULT %s heuristic %s returned=%d\n", what, cublasGetStatusName(st), n);
+  if (st != CUBLAS_STATUS_SUCCESS || n < 1) return;
+  bias = (const char *)bias + moved;
+  cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+  float one = 1, zero = 0;
+  st = cublasLtMatmul(h, op, &one, m, l, m + 16, l, &zero, m + 32, l, m + 32, l, &res.algo, NULL, 0, 0);
+  printf("RESULT %s matmul %s\n", what, cublasGetStatusName(st));
+  report(what, cudaDeviceSynchronize());
+  if (st == CUBLAS_STATUS_SUCCESS && cudaMemcpy(hm, m, sizeof hm, cudaMemcpyDeviceToHost) == cudaSuccess)
+    printf("RESULT %s d=%g,%g,%g,%g\n", what, hm[32], hm[33], hm[34], hm[35]);
+}
+
 // Runs the named case; -1 when there is none.
 int check_case(const char *c) {
   if (!strcmp(c, "lost_update") || !strcmp(c, "atomic_update")) {
@@ -259,6 +295,12 @@ int check_case(const char *c) {
     if (!strcmp(c, "lt_product")) lt_product(c, m, m + 64, m + 128);
     else if (!strcmp(c, "lt_misaligned")) lt_product(c, m + 1, m + 64, m + 128); // A 2 bytes past 16
     else lt_product(c, m, m + 64, m + 8);                                         // D overlaps A
+  } else if (!strcmp(c, "lt_bias")) {
+    lt_bias(c, CUBLASLT_EPILOGUE_BIAS, 0);
+  } else if (!strcmp(c, "lt_bias_moved")) {
+    lt_bias(c, CUBLASLT_EPILOGUE_BIAS, 4); // one float on: 4-byte aligned, the heuristic saw 64
+  } else if (!strcmp(c, "lt_gelu_bias")) {
+    lt_bias(c, CUBLASLT_EPILOGUE_GELU_BIAS, 0);
   } else if (!strcmp(c, "gemm_in_place")) {
     float *m, one = 1, zero = 0;
     cudaMalloc(&m, 64 * sizeof(float));
