@@ -212,6 +212,7 @@ end
 
 -- printed as PyTorch prints a Measurement
 Measurement.__tostring = function(m)
+  require("tensh.classes").check_meta(Measurement, "__tostring", m)
   local n = #m._sorted
   local unit, scale = bench.select_unit(m.median)
   local lines = {("<torch.utils.benchmark.utils.common.Measurement object at %p>"):format(m)}
