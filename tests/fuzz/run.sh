@@ -9,7 +9,8 @@
 # usage: run.sh BUILD_DIR [SECONDS] [SEED]
 #   prints each crash and hang, then "fuzz: ... N calls to N functions (N ok,
 #   N errors), N crashes, N hangs", a line counting the messages from
-#   inside the library (Lua's own words or a lua/tensh position), and one
+#   inside the library (Lua's own words or a lua/tensh position) and the
+#   torch.Size twins' findings (child.lua), and one
 #   line for each of cpu, cuda, mixed and none (calls whose arguments are on
 #   the CPU only, on cuda only, on both, on neither: values.lua's devices_of) with its calls,
 #   the functions they reached, crashes, hangs and messages from inside
@@ -18,7 +19,8 @@
 # where cuda is available); a simulated device gets TENSH_SIM_DEVICES=2 and
 # TENSH_SIM_MEMORY=2G unless they are set.
 # FUZZ_HANG (default 60), FUZZ_MESSAGES=1 lists every message from inside the
-# library; FUZZ_INSIDE=FILE writes those of calls a user makes (function TAB
+# library; FUZZ_INSIDE=FILE writes those of calls a user makes and of
+# metamethods called by hand, and the Size twins' findings (function TAB
 # message, digits folded to N) to FILE; FUZZ_CALLS=N stops after call N
 # (child.lua); FUZZ_KEEP=DIR keeps the work files there.
 set -u
@@ -132,18 +134,23 @@ reached() { cut -f2 <(grep -a "^${1:-}" "$work/progress.reached" 2>/dev/null) | 
 count() { sort -u "$work/messages" | awk -F'\t' -v w="$1" -v k="$2" -v s="$3" -v d="${4:-.}" \
   '$1 ~ w && $2 ~ k && $3 ~ s && $6 ~ d' | cut -f2-5 | sort -u | wc -l; }
 if [ "${FUZZ_MESSAGES:-0}" = 1 ]; then
-  echo "messages from inside the library (kind, side, function, message):"
-  grep -a '^inside' "$work/messages" | cut -f2- | sort -u | sed 's/^/  /'
+  echo "messages from inside the library, and torch.Size twins' findings (kind, side, function, message):"
+  grep -aE '^(inside|size)' "$work/messages" | cut -f2- | sort -u | sed 's/^/  /'
 fi
+# what test_fuzz holds against tests/fuzz/inside_allowed.tsv: the messages from
+# inside the library in calls a user makes and in metamethods called by hand,
+# and the torch.Size twins' findings
 if [ -n "${FUZZ_INSIDE:-}" ]; then
-  awk -F'\t' '$1 == "inside" && $2 == "api" { print $4 "\t" $5 }' "$work/messages" | LC_ALL=C sort -u >"$FUZZ_INSIDE"
+  awk -F'\t' '($1 == "inside" && ($2 == "api" || $2 == "meta")) || $1 == "size" { print $4 "\t" $5 }' \
+    "$work/messages" | LC_ALL=C sort -u >"$FUZZ_INSIDE"
 fi
 echo "fuzz: seed $seed, ${seconds} s: $calls calls to $functions functions ($ok ok, $errors errors)," \
   "$crashes crashes, $hangs hangs; $(reached) functions reached"
 echo "fuzz: $(count . . .) distinct messages; from inside the library: $(count inside api .) in calls" \
   "a user makes ($(count inside api c) raised in C, $(count inside api lua) in lua/tensh), besides" \
   "$(count inside method .) from methods called on other values, $(count inside meta .) from metamethods" \
-  "called by hand, $(count inside internal .) from internal helpers"
+  "called by hand, $(count inside internal .) from internal helpers; $(count size . .) calls refused a torch.Size" \
+  "given for a list they took, or answered differently"
 for d in $devices; do
   echo "fuzz: on $d: ${d_calls[$d]} calls (${d_ok[$d]} ok, ${d_errors[$d]} errors) reaching $(reached "$d") functions," \
     "${d_crashes[$d]} crashes, ${d_hangs[$d]} hangs, $(count inside api . "^$d\$") messages from inside the library" \
