@@ -67,6 +67,11 @@ test("a Measurement's, a module's and a class's metamethods by hand name what th
   raises_here(function() return getmetatable(m).__tostring(5) end,
     "bad argument #1 to '__tostring' (bench.Measurement expected, got number)")
   ok(tostring(m):find("Measurement object"), "the real one prints")
+  local props_mt = debug.getregistry()["tensh.cuda.Properties"] -- (made where cuda is: the simulated pass)
+  if props_mt then
+    raises_here(function() return props_mt.__tostring(5) end, "(tensh.cuda.Properties expected, got number)")
+    raises_here(function() return props_mt.__tostring({name = "x"}) end, "(tensh.cuda.Properties expected, got table)")
+  end
   local lin = nn.Linear(2, 2)
   local mt = getmetatable(lin)
   raises_here(function() return mt.__index(5, "weight") end, "Module.__index: expected a module")
