@@ -3,7 +3,11 @@
 # function reachable from tensh's globals and metatables with hostile
 # arguments, in child processes so that a crash (a signal, a sanitizer
 # report) is caught and reported with the call that caused it; a call that
-# makes no progress for FUZZ_HANG seconds is killed and reported as a hang.
+# makes no progress for FUZZ_HANG seconds of CPU time, or uses none for
+# FUZZ_HANG seconds (blocked), is killed and reported as a hang. CPU time, not
+# the clock: on a loaded machine (or under ASan) a call that does a few
+# seconds of real work, such as building GPT-2's 124M parameters, takes
+# minutes of wall time.
 # After a crash or a hang the run goes on from the next call.
 #
 # usage: run.sh BUILD_DIR [SECONDS] [SEED]
@@ -71,22 +75,35 @@ add_counts() {
     d_calls[$d]=$((d_calls[$d] + c)) d_ok[$d]=$((d_ok[$d] + o)) d_errors[$d]=$((d_errors[$d] + e))
   done
 }
+# the CPU time (clock ticks, all threads) process $1 has used
+ticks=$(getconf CLK_TCK)
+cpu_of() {
+  local f
+  read -ra f <"/proc/$1/stat" 2>/dev/null || { echo 0; return; }
+  echo $((f[13] + f[14]))
+}
 while :; do
   rm -f "$work/progress"
   (cd "$work/cwd" && ulimit -v "$vlimit" && exec "$build/tensh" "$root/tests/fuzz/child.lua" \
     "$seed" "$next" "$deadline" "$work/progress" "$work/messages") >/dev/null 2>"$work/stderr" &
   pid=$!
-  last="" still=0
+  # per call: the CPU time at its start, and the half-seconds in a row in
+  # which the process used none
+  last="" hung=0 cpu_start=0 cpu_last=0 idle=0
   while kill -0 "$pid" 2>/dev/null; do
     sleep 0.5
     line=$(head -c 1001 "$work/progress" 2>/dev/null | sed 's/ *$//')
-    if [ "$line" = "$last" ]; then still=$((still + 1)); else still=0 last=$line; fi
-    if [ $((still / 2)) -ge "$hang" ]; then
+    cpu=$(cpu_of "$pid")
+    if [ "$line" != "$last" ]; then last=$line cpu_start=$cpu idle=0
+    elif [ "$cpu" = "$cpu_last" ]; then idle=$((idle + 1))
+    else idle=0; fi
+    cpu_last=$cpu
+    if [ $(((cpu - cpu_start) / ticks)) -ge "$hang" ] || [ $((idle / 2)) -ge "$hang" ]; then
       kill -9 "$pid" 2>/dev/null
-      hangs=$((hangs + 1))
+      hung=1 hangs=$((hangs + 1))
       read -r _ _ _ on _ rest <<<"$line"
       [ -n "${d_hangs[$on]+x}" ] && d_hangs[$on]=$((d_hangs[$on] + 1))
-      echo "HANG (no progress in ${hang} s, seed $seed, $on): call $rest"
+      echo "HANG (no progress in ${hang} s of CPU time, or blocked for ${hang} s; seed $seed, $on): call $rest"
       break
     fi
   done
@@ -115,7 +132,7 @@ while :; do
   esac
   calls=$((calls + index - next + 1)) ok=$((ok + n_ok)) errors=$((errors + n_err))
   add_counts "$counts"
-  if [ "$rc" -ne 137 ] || [ $((still / 2)) -lt "$hang" ]; then
+  if [ "$rc" -ne 137 ] || [ "$hung" = 0 ]; then
     crashes=$((crashes + 1))
     [ -n "${d_crashes[$on]+x}" ] && d_crashes[$on]=$((d_crashes[$on] + 1))
     echo "CRASH (rc $rc, seed $seed, call $index, $on): $rest"
