@@ -12,16 +12,10 @@ local function need_mpirun()
   if not has_mpirun then T.skip("needs Open MPI's mpirun (apt-get install openmpi-bin libopenmpi3)") end
 end
 
--- Under `make asan` the ranks record full stacks for their allocations: Open
--- MPI unloads its components at MPI_Finalize, and the frame-pointer unwinder
--- stops in them, so LeakSanitizer saw their memory at exit as "<unknown
--- module>" leaks that tests/lsan.supp's libmpi lines could not match.
-local ASAN_ENV = os.getenv("ASAN_OPTIONS") and "ASAN_OPTIONS=$ASAN_OPTIONS:fast_unwind_on_malloc=0 " or ""
-
 -- Runs a shell command with a time limit; returns its output and exit code
 -- (124: the limit was reached).
 local function run(cmd, limit)
-  local p = io.popen(("%stimeout %d %s 2>&1; echo \"exit=$?\""):format(ASAN_ENV, limit or 120, cmd))
+  local p = io.popen(("%stimeout %d %s 2>&1; echo \"exit=$?\""):format(T.MPI_ASAN_ENV, limit or 120, cmd))
   local out = p:read("a")
   p:close()
   local code = tonumber(out:match("exit=(%d+)%s*$"))
