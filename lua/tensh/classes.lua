@@ -148,7 +148,7 @@ end
 local function class_newindex(c, k, v)
   if type(c) ~= "table" or k == nil or k ~= k then -- called by hand (Lua's own c.k = v has a class and a key)
     require("tensh.errors").raise("bad argument #%d to '__newindex' (%s)", type(c) ~= "table" and 1 or 2,
-      type(c) ~= "table" and "a class expected, got " .. typename(c) or "a key can't be " .. tostring(k))
+      type(c) ~= "table" and "a class expected, got " .. typename(c) or "a key can't be " .. (k == nil and "nil" or "NaN"))
   end
   local spec = specs[c]
   if spec and wraps(spec, k, v) then v = wrap(spec, v, k) end

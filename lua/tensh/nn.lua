@@ -170,8 +170,8 @@ Module._check_no_cycle = check_no_cycle -- for the containers' own ways in (nn_l
 -- buffers keep their slot, anything else is a plain attribute.
 local function instance_newindex(self, k, v)
   check_module("Module.__newindex", self)
-  if k == nil or k ~= k then -- by hand: Lua's own m[k] = v refuses these keys before calling it
-    raise("Module.__newindex: an attribute name can't be %s", tostring(k))
+  if k == nil or k ~= k then -- m[nil] = v (Lua leaves the key to this metamethod), or a call by hand
+    raise("Module.__newindex: an attribute name can't be %s", k == nil and "nil" or "NaN")
   end
   local cls = getmetatable(self)
   if type(k) == "number" and cls.__setitem then return cls.__setitem(self, k, v) end

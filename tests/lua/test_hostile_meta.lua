@@ -76,7 +76,8 @@ test("a Measurement's, a module's and a class's metamethods by hand name what th
   local mt = getmetatable(lin)
   raises_here(function() return mt.__index(5, "weight") end, "Module.__index: expected a module")
   raises_here(function() return mt.__newindex(lin, nil, 1) end, "Module.__newindex: an attribute name can't be nil")
-  raises_here(function() return mt.__newindex(lin, 0 / 0, 1) end, "an attribute name can't be")
+  raises_here(function() return mt.__newindex(lin, 0 / 0, 1) end, "Module.__newindex: an attribute name can't be NaN")
+  raises_here(function() lin[nil] = 1 end, "Module.__newindex: an attribute name can't be nil") -- (Lua passes it on)
   raises_here(function() return mt.__concat(nil, {}) end,
     "bad argument #1 to '__concat' (a printable tensh value expected on one side, got nil and table)")
   eq("m: " .. nn.ReLU(), "m: ReLU()", "the operator still joins")
