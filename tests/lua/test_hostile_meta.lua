@@ -67,6 +67,9 @@ test("a Measurement's, a module's and a class's metamethods by hand name what th
   raises_here(function() return getmetatable(m).__tostring(5) end,
     "bad argument #1 to '__tostring' (bench.Measurement expected, got number)")
   ok(tostring(m):find("Measurement object"), "the real one prints")
+  -- (the 30-minute fuzz's find: a threshold that is no number compared inside)
+  raises_here(function() return m:meets_confidence({}) end, "meets_confidence: threshold must be a number, got table")
+  eq(m:meets_confidence(1e9), true, "a number threshold")
   local props_mt = debug.getregistry()["tensh.cuda.Properties"] -- (made where cuda is: the simulated pass)
   if props_mt then
     raises_here(function() return props_mt.__tostring(5) end, "(tensh.cuda.Properties expected, got number)")

@@ -92,6 +92,18 @@ test("torch.tensor(Size) is its dims and x[Size] indexes as x[{...}], as PyTorch
   ok(y.shape == S({3, 4}), "the shape is unchanged")
 end)
 
+-- (the 30-minute fuzz's finds: a scale_factor given as a Size, json.array of one)
+test("Upsample's scale_factor and json.array take a Size as its list", function()
+  local u = nn.Upsample({scale_factor = S({2, 3})})
+  eq(T.fmt(u.scale_factor), T.fmt({2.0, 3.0}), "scale_factor kept as floats")
+  eq(tostring(u), "Upsample(scale_factor=(2.0, 3.0), mode='nearest')", "printed as PyTorch's")
+  local x = torch.randn(1, 1, 2, 2)
+  same("Upsample forward", function(s) return nn.Upsample({scale_factor = s})(x) end, {2, 3})
+  local json = torch.bench._json
+  eq(json.encode(json.array(S({2, 3}))), "[2,3]", "json.array(Size)")
+  eq(json.encode(json.array(S({}))), "[]", "json.array(Size{}) is an empty array")
+end)
+
 test("pad_sequence given a Size for its list of tensors names it", function()
   T.raises(function() return nn.utils.rnn.pad_sequence(S({2, 3})) end,
     "pad_sequence: expected a non-empty list of tensors, got torch.Size")
