@@ -75,6 +75,18 @@ add_counts() {
     d_calls[$d]=$((d_calls[$d] + c)) d_ok[$d]=$((d_ok[$d] + o)) d_errors[$d]=$((d_errors[$d] + e))
   done
 }
+# A report at exit from LeakSanitizer alone whose stacks never reach tensh's
+# code (no frame in the repository's files, the tensh binary or liblua): Open
+# MPI's. It unloads its components at MPI_Finalize, and the fast unwinder
+# stops in them ("<unknown module>"), out of tests/lsan.supp's reach; the
+# tests that start MPI record full stacks instead (harness.lua's
+# T.MPI_ASAN_ENV), which would make the fuzzer's calls 8 times slower.
+mpi_leaks_only() {
+  grep -q "ERROR: LeakSanitizer: detected memory leaks" "$1" || return 1
+  grep -qE "ERROR: AddressSanitizer|runtime error|ERROR: LeakSanitizer: [^d]" "$1" && return 1
+  ! grep -E '^ *#[1-9][0-9]* ' "$1" | grep -v libsanitizer | grep -qE ' (src|sim|cuda|lua|tools)/|/tensh(\.so)?\+0x|liblua'
+}
+
 # the CPU time (clock ticks, all threads) process $1 has used
 ticks=$(getconf CLK_TCK)
 cpu_of() {
@@ -115,7 +127,10 @@ while :; do
     read -r _ index n_ok n_err _ counts <<<"$line"
     calls=$((calls + index - next)) ok=$((ok + n_ok)) errors=$((errors + n_err))
     add_counts "$counts"
-    if [ "$rc" -ne 0 ]; then # a sanitizer's report at exit (LeakSanitizer)
+    if [ "$rc" -ne 0 ] && mpi_leaks_only "$work/stderr"; then
+      echo "note: at exit (calls $next..$((index - 1))) LeakSanitizer reported only leaks outside tensh's code" \
+        "(Open MPI's, whose components are unloaded at MPI_Finalize), not counted"
+    elif [ "$rc" -ne 0 ]; then # a sanitizer's report at exit (LeakSanitizer)
       crashes=$((crashes + 1))
       echo "CRASH at exit (rc $rc, seed $seed, calls $next..$((index - 1))):"
       tail -n 40 "$work/stderr" | sed 's/^/    | /'
