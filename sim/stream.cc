@@ -210,7 +210,9 @@ static void run_until(stream_t *s, uint64_t pos);
 
 static void execute(stream_t *s, work &w) {
   switch (w.kind) {
-  case work::WAIT: run_until(w.other, w.pos); break;
+  case work::WAIT:
+    if (w.other) run_until(w.other, w.pos); // (null: the stream was destroyed, its work done)
+    break;
   case work::RECORD:
     if (w.rec == w.ev->rec) w.ev->ms = now_ms();
     if (--w.ev->pending == 0 && w.ev->destroyed) events.erase(w.ev), delete w.ev;
@@ -339,6 +341,12 @@ cudaError_t cudaStreamDestroy(cudaStream_t h) {
   }
   drain(s); // its queued work completes, as on a GPU
   streams.erase(s);
+  // the waits other streams queued for it are met (it ran to its end); they
+  // must not read it once it is freed (a wait_stream on a stream collected
+  // before the waiting stream ran: a use after free under make asan)
+  for (stream_t *o : streams)
+    for (work &w : o->q)
+      if (w.kind == work::WAIT && w.other == s) w.other = nullptr;
   delete s;
   return sticky_error();
 }

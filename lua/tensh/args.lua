@@ -187,6 +187,30 @@ function M.bind_keywords(fn, names, keywords, ...)
   return out
 end
 
+-- A torch.Size given where a list is read ({2, 3}, a list of dims, of
+-- sizes, of paddings) as that list: a Size counts from 0 (s[0]) and ipairs
+-- over it would skip the first dim, so code that reads lists takes its
+-- plain copy. M.unsize(...) returns the arguments with each Size so copied
+-- (a call without one gets its arguments back untouched).
+local size_mt
+local function is_size(v)
+  size_mt = size_mt or getmetatable(torch.Size({}))
+  return type(v) == "table" and getmetatable(v) == size_mt
+end
+M.is_size = is_size
+function M.plain(v) if is_size(v) then return v:totable() end return v end
+function M.unsize(...)
+  local n = select("#", ...)
+  for i = 1, n do
+    if is_size((select(i, ...))) then
+      local a = table.pack(...)
+      for j = i, n do a[j] = M.plain(a[j]) end
+      return table.unpack(a, 1, n)
+    end
+  end
+  return ...
+end
+
 -- Lists the library returns (parameters(), param_groups, get_last_lr(), ...)
 -- stay Lua lists, counting from 1 (for ipairs, #, table functions); index 0,
 -- a PyTorch habit, raises instead of giving a silent nil.

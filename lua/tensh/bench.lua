@@ -164,7 +164,10 @@ function Measurement.new(t)
 end
 setmetatable(Measurement, {__call = function(_, t) return Measurement.new(t) end})
 
-function Measurement:meets_confidence(threshold) return self.iqr / self.median < (threshold or IQR_WARN_THRESHOLD) end
+function Measurement:meets_confidence(threshold)
+  if threshold ~= nil then check_number("meets_confidence", "threshold", threshold) end
+  return self.iqr / self.median < (threshold or IQR_WARN_THRESHOLD)
+end
 
 -- a rough count of the digits the spread lets one trust (1 to 4), from the
 -- interquartile points only
@@ -212,6 +215,7 @@ end
 
 -- printed as PyTorch prints a Measurement
 Measurement.__tostring = function(m)
+  require("tensh.classes").check_meta(Measurement, "__tostring", m)
   local n = #m._sorted
   local unit, scale = bench.select_unit(m.median)
   local lines = {("<torch.utils.benchmark.utils.common.Measurement object at %p>"):format(m)}

@@ -73,6 +73,9 @@ local function missing_self(spec, nargs, self)
     raise("%s: expected %s, got the class %s (create one with %s(...))", method, spec.a, name, name)
   end
   local got = nargs == 0 and "no value" or typename(self)
+  if type(self) == "table" and is_class(getmetatable(self)) then -- an object of another class (nn.BatchNorm1d.forward(linear, x))
+    raise("bad argument #1 to '%s' (%s expected, got %s)", method, spec.what, got)
+  end
   raise("bad argument #1 to '%s' (%s expected, got %s; a method is called with ':', as %s:%s())",
     method, spec.what, got, spec.var, method)
 end
@@ -102,6 +105,22 @@ local function is_instance(spec, v)
   return true
 end
 
+-- The self of a metamethod, which Lua always passes but a user may call by
+-- hand on anything (getmetatable(loader).__len(5)): an instance of cls, or
+-- an error in the C binding's words ("bad argument #1 to '__len'
+-- (DataLoader expected, got number)") instead of Lua's from inside the method.
+function M.check_meta(cls, mm, v)
+  local spec = specs[cls]
+  if spec then
+    if is_instance(spec, v) then return end
+  elseif M.instance_of(v, cls) then
+    return
+  end
+  local what = spec and spec.what or tostring(rawget(cls, "__name") or "object")
+  require("tensh.errors").raise("bad argument #1 to '%s' (%s expected, got %s)", mm, what,
+    is_class(v) and "the class " .. rawget(v, "__name") or typename(v))
+end
+
 -- wrapped init -> the init it wraps, whose parameter names nn reads
 -- (keyword arguments: nn.Linear({in_features = 2, ...}))
 local wrapped_inits = setmetatable({}, {__mode = "k"})
@@ -127,6 +146,10 @@ end
 
 -- a method defined on a class after setup (function Linear:forward ...) is wrapped as it arrives
 local function class_newindex(c, k, v)
+  if type(c) ~= "table" or k == nil or k ~= k then -- called by hand (Lua's own c.k = v has a class and a key)
+    require("tensh.errors").raise("bad argument #%d to '__newindex' (%s)", type(c) ~= "table" and 1 or 2,
+      type(c) ~= "table" and "a class expected, got " .. typename(c) or "a key can't be " .. (k == nil and "nil" or "NaN"))
+  end
   local spec = specs[c]
   if spec and wraps(spec, k, v) then v = wrap(spec, v, k) end
   rawset(c, k, v)

@@ -380,10 +380,11 @@ local function tensordot_dims(a, b, dims)
     for k = 1, dims do da[k], db[k] = a:dim() - dims + k - 1, k - 1 end
     return da, db
   end
+  dims = A.plain(dims)
   if not (A.is_plain_table(dims) and #dims == 2 and type(dims[1]) == "table" and type(dims[2]) == "table") then
     raise("tensordot expects dims to be an integer or a list of two lists of dims, but got dims=%s", A.show(dims))
   end
-  local da, db = dims[1], dims[2]
+  local da, db = A.plain(dims[1]), A.plain(dims[2])
   if #da ~= #db then raise("tensordot: both dimension lists should have same length, got %d and %d", #da, #db) end
   local function wrap(list, t)
     local out, seen = {}, {}

@@ -33,6 +33,7 @@
 --   and Lua datasets take the per-sample path.
 local C = torch._data
 local A = require "tensh.args"
+local check_meta = require("tensh.classes").check_meta
 local data = {}
 
 -- ipairs's iterator: a dataset indexed by it was given to ipairs
@@ -51,6 +52,7 @@ local function class(name)
   made[#made + 1] = c
   c.__index = function(self, k)
     if math.type(k) == "integer" then
+      check_meta(c, "__index", self) -- (by hand: getmetatable(ds).__index(5, 0))
       local get = c.get
       if get and by_ipairs() then
         A.raise("%s: ipairs(ds) starts at 1 and would skip sample 0 (datasets count from 0); "
@@ -65,7 +67,10 @@ local function class(name)
     end
     return c[k]
   end
-  c.__len = function(self) return self:len() end
+  c.__len = function(self)
+    check_meta(c, "__len", self)
+    return self:len()
+  end
   return c
 end
 
@@ -182,6 +187,7 @@ function transforms.Normalize(mean, std)
   local function list(v, what)
     if type(v) == "number" then return {v} end
     if torch.is_tensor(v) then v = v:tolist() end
+    v = A.plain(v) -- a torch.Size: a tuple of numbers to PyTorch, counted from 0 here
     if type(v) ~= "table" or #v == 0 then error(("Normalize: %s must be a number or a list of numbers"):format(what), 3) end
     for _, x in ipairs(v) do
       if type(x) ~= "number" then error(("Normalize: %s must be a number or a list of numbers"):format(what), 3) end
@@ -196,11 +202,10 @@ function transforms.Normalize(mean, std)
 end
 
 local INT32_MAX = (1 << 31) - 1
-local size_mt = getmetatable(torch.Size({}))
 
 function transforms.RandomCrop(size, opts)
   local h, w
-  if getmetatable(size) == size_mt then size = size:totable() end -- a torch.Size counts from 0
+  size = A.plain(size) -- a torch.Size counts from 0
   if is_int(size) then h, w = size, size
   elseif type(size) == "table" and is_int(size[1]) and is_int(size[2]) then h, w = size[1], size[2]
   else error("RandomCrop: size must be an integer or {h, w}", 2) end
@@ -445,6 +450,7 @@ function ImageDataset:get(i)
   return s
 end
 function ImageDataset:__tostring()
+  check_meta(ImageDataset, "__tostring", self)
   return ("Dataset %s\n    Number of datapoints: %d\n    Split: %s"):format(self.__name, self:len(),
     self.train and "Train" or "Test")
 end
@@ -885,6 +891,7 @@ end
 -- nil control value, which starts an epoch (closing one a break left open);
 -- later calls continue it. (loader:iter() also closes the epoch on break.)
 function DataLoader:__call(_, control)
+  check_meta(DataLoader, "__call", self)
   local cur = rawget(self, "_loop")
   if control == nil then
     if cur then cur[2]() end
@@ -901,6 +908,7 @@ function DataLoader:__call(_, control)
 end
 
 function DataLoader:__tostring()
+  check_meta(DataLoader, "__tostring", self)
   return ("DataLoader(%d batches of %s, batch_size=%s, shuffle=%s, num_workers=%d)"):format(self:len(),
     tostring(self.dataset.__name or "dataset"), tostring(self.batch_size), tostring(self.shuffle), self.num_workers)
 end

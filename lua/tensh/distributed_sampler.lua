@@ -111,6 +111,7 @@ return function(class, length_of)
   end
 
   function DistributedSampler:__tostring()
+    require("tensh.classes").check_meta(DistributedSampler, "__tostring", self)
     return ("DistributedSampler(%d of %d samples, rank %d of %d, shuffle=%s, seed=%d, drop_last=%s, epoch=%d)")
       :format(self.num_samples, self.n, self.rank, self.num_replicas, tostring(self.shuffle), self.seed,
         tostring(self.drop_last), self.epoch)

@@ -7,6 +7,7 @@ local raise = require("tensh.errors").raise
 local array_mt = {__name = "json.array"}
 -- json.array(t): t encodes as an array even when empty
 function json.array(t)
+  if t ~= nil and torch and getmetatable(t) == getmetatable(torch.Size({})) then t = t:totable() end -- (its list)
   if t ~= nil and (type(t) ~= "table" or (getmetatable(t) ~= nil and getmetatable(t) ~= array_mt)) then
     raise("json.array: expected a plain table (a list) or nil, got %s", type(t))
   end

@@ -95,12 +95,17 @@ util.check_module = check_module
 -- Attribute lookup: parameters, buffers, submodules, plain attributes, then
 -- the class (so a user's self.forward = f overrides the method).
 local function instance_index(self, k)
+  local params = type(self) == "table" and rawget(self, "_parameters")
+  if not params then -- called by hand on something else (getmetatable(m).__index(5, "weight"))
+    check_module("Module.__index", self)
+    raise("Module.__index: the module has no parameter table (it was not made by its class)")
+  end
   local cls = getmetatable(self)
   if type(k) == "number" then
     local gi = cls.__getitem
     if gi then return gi(self, k) end
   end
-  local v = rawget(self, "_parameters").vals[k]
+  local v = params.vals[k]
   if v ~= nil then return v end
   v = rawget(self, "_buffers").vals[k]
   if v ~= nil then return v end
@@ -165,6 +170,9 @@ Module._check_no_cycle = check_no_cycle -- for the containers' own ways in (nn_l
 -- buffers keep their slot, anything else is a plain attribute.
 local function instance_newindex(self, k, v)
   check_module("Module.__newindex", self)
+  if k == nil or k ~= k then -- m[nil] = v (Lua leaves the key to this metamethod), or a call by hand
+    raise("Module.__newindex: an attribute name can't be %s", k == nil and "nil" or "NaN")
+  end
   local cls = getmetatable(self)
   if type(k) == "number" and cls.__setitem then return cls.__setitem(self, k, v) end
   local params, bufs, mods, attrs = rawget(self, "_parameters"), rawget(self, "_buffers"),
@@ -285,7 +293,10 @@ function Module.extend(parent, name)
   local cls = {__name = name, __tensh_module = true}
   for _, mm in ipairs(METAMETHODS) do cls[mm] = rawget(parent, mm) end
   setmetatable(cls, {__index = parent, __call = construct, __tostring = class_tostring})
-  return classes.setup(cls, {what = name, a = "a module", var = "model", is_instance = is_module, static = STATIC,
+  -- its methods take its own modules and its subclasses' (nn.BatchNorm1d.forward(linear, x)
+  -- would fail inside, reading fields a Linear lacks)
+  local function is_own(v) return is_module(v) and classes.instance_of(v, cls) end
+  return classes.setup(cls, {what = name, a = "a module", var = "model", is_instance = is_own, static = STATIC,
     instance_init = true})
 end
 

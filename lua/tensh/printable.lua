@@ -21,7 +21,19 @@ local function text(v)
   error(("attempt to concatenate a %s value"):format(typename(v)), 3) -- 1 text, 2 concat, 3 the user's line
 end
 
-function M.concat(a, b) return text(a) .. text(b) end
+-- a value that joins through this __concat
+local function joins(v)
+  local mt = debug.getmetatable(v)
+  return type(mt) == "table" and rawget(mt, "__concat") == M.concat
+end
+
+function M.concat(a, b)
+  if not joins(a) and not joins(b) then -- called by hand (Lua calls it with one of ours)
+    error(("bad argument #1 to '__concat' (a printable tensh value expected on one side, got %s and %s)")
+      :format(typename(a), typename(b)), 2)
+  end
+  return text(a) .. text(b)
+end
 
 -- gives the class (or metatable) mt a __concat when it prints and has none
 function M.give(mt)

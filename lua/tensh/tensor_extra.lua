@@ -26,15 +26,16 @@ local function user_level(fn, ...)
 end
 
 -- torch.X and Tensor:X from one function whose first argument is the tensor
--- (checked for both, so t:X on another value names X)
+-- (checked for both, so t:X on another value names X); a torch.Size argument
+-- is read as its list (x:flip(x.shape) as x:flip({...}))
 local function both(name, fn)
   torch[name] = function(t, ...)
     A.check_tensor("torch." .. name, 1, t)
-    return user_level(fn, t, ...)
+    return user_level(fn, t, A.unsize(...))
   end
   methods[name] = function(t, ...)
     A.check_tensor(name, 1, t)
-    return user_level(fn, t, ...)
+    return user_level(fn, t, A.unsize(...))
   end
 end
 
@@ -409,6 +410,7 @@ end)
 -- x["repeat"](x, 2, 3) (or x:tile, which also takes fewer sizes than dims)
 methods["repeat"] = function(t, dims, ...)
   A.check_tensor("repeat", 1, t)
+  dims = A.plain(dims)
   local reps = (select("#", ...) > 0 or type(dims) ~= "table") and {dims, ...} or dims
   if #reps < t:dim() then
     raise("repeat: %d repeat sizes for a tensor of %d dims; give at least one per dim (or use tile)", #reps, t:dim())

@@ -133,6 +133,13 @@ static bool is_size(lua_State *L, int idx) {
   return r;
 }
 
+void lt_unsize(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (lua_type(L, idx) != LUA_TTABLE || !is_size(L, idx)) return;
+  lua_getfield(L, idx, "_dims");
+  lua_replace(L, idx);
+}
+
 int lt_sizes(lua_State *L, int idx, int *ndim, int64_t *sizes) {
   idx = lua_absindex(L, idx);
   int n = 0;

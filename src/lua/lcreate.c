@@ -42,6 +42,7 @@ static void infer_shape(lua_State *L, int idx, int *nd, int64_t *sizes) {
     sizes[(*nd)++] = (int64_t)lua_rawlen(L, -1);
     if (lua_rawlen(L, -1) == 0) break;
     lua_rawgeti(L, -1, 1);
+    lt_unsize(L, -1);
     lua_remove(L, -2);
   }
   lua_pop(L, 1);
@@ -66,6 +67,7 @@ static void scan_values(lua_State *L, int idx, int d, int nd, const int64_t *siz
   luaL_checkstack(L, 4, "tensor: nesting too deep");
   for (int64_t i = 1; i <= sizes[d]; i++) {
     lua_rawgeti(L, idx, i);
+    lt_unsize(L, -1); /* torch.tensor({torch.Size{2, 3}, ...}): the Size's dims */
     scan_values(L, lua_gettop(L), d + 1, nd, sizes, kinds);
     lua_pop(L, 1);
   }
@@ -81,12 +83,14 @@ static void fill_values(lua_State *L, int idx, int d, int nd, const int64_t *siz
   }
   for (int64_t i = 1; i <= sizes[d]; i++) {
     lua_rawgeti(L, idx, i);
+    lt_unsize(L, -1);
     fill_values(L, lua_gettop(L), d + 1, nd, sizes, p, dt);
     lua_pop(L, 1);
   }
 }
 
 static int l_tensor(lua_State *L) {
+  lt_unsize(L, 1); /* torch.tensor(x.shape): its dims, as PyTorch's tensor(torch.Size([2, 3])) */
   if (lt_test(L, 1)) { /* torch.tensor(t): a copy */
     ts_tensor *src = lt_test(L, 1);
     create_opts o = read_opts(L, "tensor", lt_opts_index(L, 2), src->dtype, src->device);

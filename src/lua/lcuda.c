@@ -135,6 +135,11 @@ static int l_get_device_capability(lua_State *L) {
 }
 
 static int props_tostring(lua_State *L) {
+  /* (called by hand on another value: say so, rather than index it) */
+  bool props = lua_type(L, 1) == LUA_TTABLE && lua_getmetatable(L, 1) && luaL_getmetatable(L, LT_PROPS) &&
+               lua_rawequal(L, -1, -2);
+  if (!props) return luaL_typeerror(L, 1, LT_PROPS);
+  lua_settop(L, 1);
   lua_getfield(L, 1, "name");
   lua_getfield(L, 1, "major");
   lua_getfield(L, 1, "minor");

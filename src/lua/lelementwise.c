@@ -115,18 +115,24 @@ static int l_binary_(lua_State *L) { return binary(L, (ts_op)lua_tointeger(L, lu
 static int l_true_divide(lua_State *L) { return binary_opts(L, TS_OP_DIV, 1, 2, false, "true_divide"); }
 static int l_true_divide_(lua_State *L) { return binary_opts(L, TS_OP_DIV, 1, 2, true, "true_divide"); }
 
-/* metamethods: Lua calls them with the operands in source order */
-static int mm_add(lua_State *L) { return binary(L, TS_OP_ADD, 1, 2, false); }
-static int mm_sub(lua_State *L) { return binary(L, TS_OP_SUB, 1, 2, false); }
-static int mm_mul(lua_State *L) { return binary(L, TS_OP_MUL, 1, 2, false); }
-static int mm_div(lua_State *L) { return binary(L, TS_OP_DIV, 1, 2, false); }
-static int mm_mod(lua_State *L) { return binary(L, TS_OP_REMAINDER, 1, 2, false); }
-static int mm_pow(lua_State *L) { return binary(L, TS_OP_POW, 1, 2, false); }
-static int mm_idiv(lua_State *L) { return binary(L, TS_OP_FLOOR_DIVIDE, 1, 2, false); }
+/* metamethods: Lua calls them with the operands in source order, one of
+ * them a tensor; called by hand (getmetatable(t).__add(1, 2)) with none,
+ * they raise as PyTorch's Tensor.__add__(1, 2) does instead of adding numbers */
+static int mm_binary(lua_State *L, ts_op op, const char *mm) {
+  lt_check_operator(L, mm);
+  return binary(L, op, 1, 2, false);
+}
+static int mm_add(lua_State *L) { return mm_binary(L, TS_OP_ADD, "__add"); }
+static int mm_sub(lua_State *L) { return mm_binary(L, TS_OP_SUB, "__sub"); }
+static int mm_mul(lua_State *L) { return mm_binary(L, TS_OP_MUL, "__mul"); }
+static int mm_div(lua_State *L) { return mm_binary(L, TS_OP_DIV, "__div"); }
+static int mm_mod(lua_State *L) { return mm_binary(L, TS_OP_REMAINDER, "__mod"); }
+static int mm_pow(lua_State *L) { return mm_binary(L, TS_OP_POW, "__pow"); }
+static int mm_idiv(lua_State *L) { return mm_binary(L, TS_OP_FLOOR_DIVIDE, "__idiv"); }
 /* Lua 5.4's bitwise operators: a & b, a | b, a ~ b (exclusive or), ~a */
-static int mm_band(lua_State *L) { return binary(L, TS_OP_BITWISE_AND, 1, 2, false); }
-static int mm_bor(lua_State *L) { return binary(L, TS_OP_BITWISE_OR, 1, 2, false); }
-static int mm_bxor(lua_State *L) { return binary(L, TS_OP_BITWISE_XOR, 1, 2, false); }
+static int mm_band(lua_State *L) { return mm_binary(L, TS_OP_BITWISE_AND, "__band"); }
+static int mm_bor(lua_State *L) { return mm_binary(L, TS_OP_BITWISE_OR, "__bor"); }
+static int mm_bxor(lua_State *L) { return mm_binary(L, TS_OP_BITWISE_XOR, "__bxor"); }
 /* unary metamethods: Lua passes the operand twice */
 static int unary_mm(lua_State *L, ts_op op) {
   ts_tensor *x = lt_check(L, 1);

@@ -107,6 +107,7 @@ static int m_split(lua_State *L) {
                         (lua_Integer)size);
     return split_even(L, x, d, s);
   }
+  lt_unsize(L, 2);
   if (lua_type(L, 2) != LUA_TTABLE) return luaL_typeerror(L, 2, "integer or list of sizes");
   int n = (int)lua_rawlen(L, 2);
   int64_t sum = 0, *lens = lua_newuserdatauv(L, sizeof *lens * (size_t)(n > 0 ? n : 1), 0);

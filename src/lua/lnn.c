@@ -10,6 +10,7 @@ static ts_tensor *opt_tensor(lua_State *L, int idx) { return lua_isnoneornil(L, 
 
 /* An integer or a pair {h, w} at idx into out; `what` names it in errors. */
 static void read_pair(lua_State *L, int idx, const char *what, int64_t out[2]) {
+  lt_unsize(L, idx);
   if (lua_type(L, idx) == LUA_TNUMBER) {
     int ok;
     out[0] = out[1] = lua_tointegerx(L, idx, &ok);

@@ -40,6 +40,7 @@ static int l_group_norm(lua_State *L) {
 
 /* A list of n integers (or numbers, for scales) at idx into out. */
 static void read_list(lua_State *L, int idx, int n, bool integers, double *out) {
+  lt_unsize(L, idx);
   if (lua_type(L, idx) != LUA_TTABLE || (int)lua_rawlen(L, idx) != n)
     lt_argerror(L, idx, lua_pushfstring(L, "a list of %d %s expected", n, integers ? "integers" : "numbers"));
   for (int k = 0; k < n; k++) {

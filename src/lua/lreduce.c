@@ -21,6 +21,7 @@ typedef struct rargs {
 
 /* dims from a Lua integer or list at idx into a; returns false if idx holds neither */
 static bool read_dims(lua_State *L, const char *fn, int idx, rargs *a) {
+  lt_unsize(L, idx);
   int t = lua_type(L, idx);
   if (t == LUA_TNUMBER) {
     a->dims[0] = lt_checkint(L, idx);

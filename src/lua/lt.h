@@ -45,6 +45,10 @@ int lt_typeerror(lua_State *L, int idx, const char *expected);
 /* `bad argument #i to 'fn' (tensor expected, got string)` */
 ts_tensor *lt_check(lua_State *L, int idx);
 ts_tensor *lt_test(lua_State *L, int idx); /* NULL when not a tensor */
+/* An operator metamethod (__add, __lt, ...) called by hand with no tensor
+ * operand at 1 or 2 raises "bad argument #1 to '__add' (a tensor expected
+ * on one side, got number and number)"; Lua's own calls always have one. */
+void lt_check_operator(lua_State *L, const char *mm);
 /* A tensor, or a Lua number/boolean lifted into box as a wrapped 0-dim tensor. */
 ts_tensor *lt_operand(lua_State *L, int idx, ts_scalar_box *box);
 /* Pushes an empty tensor userdata and returns its slot for the core to fill. */
@@ -59,6 +63,11 @@ void lt_gc_debt(lua_State *L);
  * many stack slots were consumed. */
 int lt_sizes(lua_State *L, int idx, int *ndim, int64_t *sizes);
 void lt_push_size(lua_State *L, int ndim, const int64_t *sizes);
+/* A torch.Size at idx is replaced on the stack by its plain list of dims, so
+ * code that reads lists raw (lua_rawlen, lua_rawgeti) takes a Size wherever
+ * it takes {2, 3}: the Size itself keeps its dims in a field and counts from
+ * 0 through __index. Anything else is left as it is. */
+void lt_unsize(lua_State *L, int idx);
 /* Argument 1 of a method of a C class (a userdata of metatable tname), or
  * the error a '.' for ':' gets: "bad argument #1 to 'synchronize' (what
  * expected, got no value; a method is called with ':', as var:synchronize())" */

@@ -36,6 +36,20 @@ ts_tensor *lt_test(lua_State *L, int idx) {
   return b ? b->t : NULL;
 }
 
+/* a value's type name for messages: its metatable's __name, else Lua's (a
+ * userdata given the tensor metatable by debug.setmetatable is no Tensor) */
+static const char *got_name(lua_State *L, int idx) {
+  if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING)
+    return test_box(L, idx) || strcmp(lua_tostring(L, -1), "Tensor") != 0 ? lua_tostring(L, -1) : "userdata";
+  return lua_isnone(L, idx) ? "no value" : luaL_typename(L, idx);
+}
+
+void lt_check_operator(lua_State *L, const char *mm) {
+  if (test_box(L, 1) || test_box(L, 2)) return;
+  const char *a = got_name(L, 1), *b = got_name(L, 2);
+  lt_errorf(L, "bad argument #1 to '%s' (a tensor expected on one side, got %s and %s)", mm, a, b);
+}
+
 /* The name of the running C function when it is a tensor method (the
  * methods table, the tensor __index's upvalue, holds it under that name), or
  * NULL: a method whose first argument is not a tensor was most likely read
@@ -278,6 +292,7 @@ static void index_view(lua_State *L, ts_tensor *t, int key, ts_tensor **out) {
     apply_index(L, key, out, 0, 1);
     return;
   }
+  lt_unsize(L, key); /* x[torch.Size{0, 1}] is x[{0, 1}], as PyTorch's x[torch.Size([0, 1])] is x[0, 1] */
   int n = (int)lua_rawlen(L, key), d = 0;
   for (int k = 1; k <= n; k++) {
     lua_rawgeti(L, key, k);
@@ -633,6 +648,7 @@ static int m_type(lua_State *L) {
 static void push_compared(lua_State *L, int idx, const char *elementwise) {
   ts_tensor *t = lt_test(L, idx);
   if (!t) {
+    if (test_box(L, idx)) lt_check(L, idx); /* a freed tensor: says so */
     if (lua_type(L, idx) != LUA_TNUMBER)
       lt_errorf(L, "attempt to compare a tensor with a %s value", luaL_typename(L, idx));
     lua_pushvalue(L, idx);
@@ -651,7 +667,8 @@ static void push_compared(lua_State *L, int idx, const char *elementwise) {
   if (lua_gettop(L) > top + 1) lua_replace(L, top + 1); /* the value alone stays: compare reads the top two */
 }
 
-static int compare(lua_State *L, int op, const char *elementwise) {
+static int compare(lua_State *L, int op, const char *mm, const char *elementwise) {
+  lt_check_operator(L, mm);
   push_compared(L, 1, elementwise);
   push_compared(L, 2, elementwise);
   if (lua_isboolean(L, -1) || lua_isboolean(L, -2)) {
@@ -662,9 +679,9 @@ static int compare(lua_State *L, int op, const char *elementwise) {
   lua_pushboolean(L, lua_compare(L, -2, -1, op));
   return 1;
 }
-static int mm_eq(lua_State *L) { return compare(L, LUA_OPEQ, "a:eq(b) (or torch.equal(a, b) for one answer)"); }
-static int mm_lt(lua_State *L) { return compare(L, LUA_OPLT, "a:lt(b), a:gt(b)"); }
-static int mm_le(lua_State *L) { return compare(L, LUA_OPLE, "a:le(b), a:ge(b)"); }
+static int mm_eq(lua_State *L) { return compare(L, LUA_OPEQ, "__eq", "a:eq(b) (or torch.equal(a, b) for one answer)"); }
+static int mm_lt(lua_State *L) { return compare(L, LUA_OPLT, "__lt", "a:lt(b), a:gt(b)"); }
+static int mm_le(lua_State *L) { return compare(L, LUA_OPLE, "__le", "a:le(b), a:ge(b)"); }
 
 static int l_is_tensor(lua_State *L) { return lua_pushboolean(L, lt_test(L, 1) != NULL), 1; }
 

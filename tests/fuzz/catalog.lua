@@ -45,7 +45,9 @@ local function kind(path, key, fn)
   return "api"
 end
 
--- Returns the list of {path, fn, key, kind}.
+-- Returns the list of {path, fn, key, kind, owner}: owner is the table whose
+-- metatable holds a metamethod found there (a class for its constructor's
+-- __call), for calling it by hand on the value Lua would pass.
 -- `objects` is a list of values whose metatables are walked too.
 function M.build(objects)
   require("tensh.lazy").load_all() -- nn, optim, ... load on first use; walked raw below
@@ -55,12 +57,12 @@ function M.build(objects)
   end
   seen[getmetatable("")] = true
   local walk
-  local function add(path, fn, key)
+  local function add(path, fn, key, owner)
     if seen_fn[fn] then return end
     seen_fn[fn] = true
-    entries[#entries + 1] = {path = path, fn = fn, key = key, kind = kind(path, key, fn)}
+    entries[#entries + 1] = {path = path, fn = fn, key = key, kind = kind(path, key, fn), owner = owner}
   end
-  function walk(path, t)
+  function walk(path, t, owner)
     if seen[t] then return end
     seen[t] = true
     local mt = debug.getmetatable(t)
@@ -68,10 +70,10 @@ function M.build(objects)
     for _, k in ipairs(sorted_keys(t)) do
       local v = rawget(t, k)
       local p = path .. "." .. k
-      if type(v) == "function" then add(p, v, k)
+      if type(v) == "function" then add(p, v, k, owner)
       elseif type(v) == "table" then walk(p, v) end
     end
-    if type(mt) == "table" then walk(path .. ":mt", mt) end
+    if type(mt) == "table" then walk(path .. ":mt", mt, t) end
   end
   for _, name in ipairs(ROOTS) do
     if type(_G[name]) == "table" then walk(name, _G[name]) end

@@ -60,10 +60,18 @@ local LUA_WORDS = {
   "lua/tensh/[%w_/]+%.lua:%d+:",
 }
 
+-- An operator's metamethod called by hand with an operand the operator refuses
+-- says what Lua says for the operator ('x' .. {}, t < nil): Lua's words, and
+-- the right ones there.
+local OPERATOR_WORDS = {__concat = "^attempt to concatenate an? [%w%.%*]+ value$",
+  __lt = "^attempt to compare a tensor with an? [%w%.%*]+ value$"}
+OPERATOR_WORDS.__le, OPERATOR_WORDS.__eq = OPERATOR_WORDS.__lt, OPERATOR_WORDS.__lt
+
 -- True when the message is Lua's or the library's own words rather than a
 -- message about the call the user made.
 local function from_inside(msg, key)
   if msg:find("attempt to yield") then return false end -- only this fuzzer's callbacks yield
+  if OPERATOR_WORDS[key] and msg:find(OPERATOR_WORDS[key]) then return false end
   for _, p in ipairs(LUA_WORDS) do
     if msg:find(p) then return true end
   end
@@ -95,14 +103,16 @@ local function handler(e)
 end
 
 local seen = {}
-local function record(entry, kind, err, devices)
+-- prefix: a "size" finding (a torch.Size twin's), the message after it
+local function record(entry, kind, err, devices, prefix)
   local e, side = err[1], err[2]
   local msg = type(e) == "string" and e or ("<error object: " .. type(e) .. ">")
   msg = msg:gsub("^caller:%d+: ", ""):gsub("^[^\n]-tests/fuzz/[%w_]+%.lua:%d+: ", "")
+  if prefix then msg = prefix .. msg end
   local folded = msg:gsub("0x%x+", "0x?"):gsub("%d+", "N"):gsub("%c", " "):sub(1, 300)
   if seen[kind .. devices .. folded] then return end
   seen[kind .. devices .. folded] = true
-  local where = from_inside(msg, entry.key) and "inside" or "named"
+  local where = prefix and "size" or from_inside(msg, entry.key) and "inside" or "named"
   messages:write(where, "\t", kind, "\t", side, "\t", entry.path, "\t", folded, "\t", devices, "\n")
 end
 
@@ -129,6 +139,73 @@ local function caller(entry, method)
   end
   cache[method] = assert(load(src, "=caller"))(entry.fn)
   return cache[method]
+end
+
+-- ---- torch.Size twins -------------------------------------------------------
+-- A call that took a list of integers ({2, 3}, as an argument or an option's
+-- value) is made again with that list as a torch.Size, as PyTorch code passes
+-- x.shape: the library must take it as the list, with the same answer. A
+-- refusal, or a different result that the list itself gives again, is a
+-- finding (messages' "size" lines). Not for internal helpers (_x).
+local function int_list(v)
+  if type(v) ~= "table" or getmetatable(v) ~= nil then return false end
+  local n = rawlen(v)
+  if n == 0 or n > 8 then return false end
+  local count = 0
+  for k, x in next, v do
+    count = count + 1
+    if count > n or math.type(k) ~= "integer" or math.type(x) ~= "integer" then return false end
+  end
+  return count == n
+end
+
+-- the arguments with each integer list (top level, or an option's value) as a
+-- Size, or nil when there is none
+local function size_twin(args, n)
+  local twin, found = {}, false
+  for i = 1, n do
+    local v = args[i]
+    if int_list(v) then
+      twin[i], found = torch.Size(v), true
+    elseif type(v) == "table" and getmetatable(v) == nil then
+      local copy, changed, count = {}, false, 0
+      for k, x in next, v do
+        count = count + 1
+        if count > 16 then changed = false break end -- (the long lists hold numbers, not sizes)
+        if type(k) == "string" and int_list(x) then copy[k], changed = torch.Size(x), true else copy[k] = x end
+      end
+      if changed then twin[i], found = copy, true else twin[i] = v end
+    else
+      twin[i] = v
+    end
+  end
+  return found and twin or nil
+end
+
+-- the results a twin must match: tensors by shape, dtype and values (NaN
+-- equal to NaN), numbers, booleans and strings by value (addresses folded)
+local function same_results(a, b)
+  if a.n ~= b.n then return false end
+  for i = 1, math.min(a.n, 3) do
+    local x, y = a[i], b[i]
+    if torch.is_tensor(x) and torch.is_tensor(y) then
+      local ok, same = pcall(function()
+        if x.shape ~= y.shape or x.dtype ~= y.dtype or x.device ~= y.device then return false end
+        if x:numel() == 0 then return true end
+        if x.dtype == torch.bool then return torch.equal(x, y) end
+        local xd, yd = x:detach():double(), y:detach():double()
+        return (xd:eq(yd):logical_or(xd:ne(xd):logical_and(yd:ne(yd)))):all()
+      end)
+      if not ok or not same then return false end
+    elseif type(x) ~= type(y) then
+      return false
+    elseif type(x) == "number" or type(x) == "boolean" then
+      if x ~= y and (x == x or y == y) then return false end
+    elseif type(x) == "string" then
+      if x:gsub("0x%x+", "0x?") ~= y:gsub("0x%x+", "0x?") then return false end
+    end
+  end
+  return true
 end
 
 local function describe_call(entry, args, n)
@@ -159,6 +236,9 @@ while os.time() < deadline and i <= max_calls do
   math.randomseed(seed, i)
   local entry = entries[math.random(#entries)]
   local args, n, has_self = values:args_for(entry)
+  -- a method as obj:key(...); a metamethod by hand as __len(obj, ...), since
+  -- obj.__len need not reach it (a tensor's __index has no __add)
+  local call_site = caller(entry, has_self and entry.kind ~= "meta")
   local devices = V.devices_of(args, n)
   local counts = per_device[devices]
   counts.calls = counts.calls + 1
@@ -170,19 +250,37 @@ while os.time() < deadline and i <= max_calls do
     describe_call(entry, args, n)))
   local t0 = slow and torch._time()
   local results
+  local twin = entry.kind ~= "internal" and size_twin(args, n) -- (the library's helpers get its own lists)
+  if twin then torch.manual_seed(i) end -- the twin draws the same random numbers
   if math.random(10) == 1 then -- inside a coroutine, where the callbacks' yields suspend the library mid-call
     local co = coroutine.create(function()
-      return table.pack(xpcall(caller(entry, has_self), handler, table.unpack(args, 1, n)))
+      return table.pack(xpcall(call_site, handler, table.unpack(args, 1, n)))
     end)
     local resumed, r = coroutine.resume(co)
     if not resumed then results = table.pack(false, {r, "?"})
     elseif coroutine.status(co) == "dead" then results = r
     else results = table.pack(true) end -- suspended mid-call, and dropped: the collector gets it
   else
-    results = table.pack(xpcall(caller(entry, has_self), handler, table.unpack(args, 1, n)))
+    results = table.pack(xpcall(call_site, handler, table.unpack(args, 1, n)))
   end
   if slow and torch._time() - t0 > slow then
     io.stderr:write(("slow %.2f s: %s\n"):format(torch._time() - t0, describe_call(entry, args, n)))
+  end
+  if results[1] and twin and results.n > 0 then -- (an empty pack: a call suspended mid-way)
+    write_progress(("%d %d %d %s %s %s"):format(i, ok_count, err_count, devices, device_counts(),
+      "<torch.Size twin of> " .. describe_call(entry, args, n)))
+    local function again(list)
+      torch.manual_seed(i)
+      local r = table.pack(xpcall(call_site, handler, table.unpack(list, 1, n)))
+      return r, table.pack(table.unpack(r, 2, r.n))
+    end
+    local got, got_values = again(twin)
+    local want_values = table.pack(table.unpack(results, 2, results.n))
+    if not got[1] and again(args)[1] then -- (a list refused the second time: the first call's doing)
+      record(entry, "size", got[2], devices, "a torch.Size refused where the list was taken: ")
+    elseif not same_results(want_values, got_values) and same_results(want_values, select(2, again(args))) then
+      record(entry, "size", {"a torch.Size gave another answer than the list", "?"}, devices, "")
+    end
   end
   if results[1] then
     ok_count, counts.ok = ok_count + 1, counts.ok + 1

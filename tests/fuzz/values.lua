@@ -136,6 +136,9 @@ local OBJECTS = {
   "data.RandomSampler(data.TensorDataset(torch.randn(8, 3)))", "data.transforms",
   "tb.SummaryWriter('fuzz_runs')", "(torch.randn(2, {requires_grad = true}) * 2).grad_fn",
   "torch.no_grad()", "cuda.Stream()", "cuda.Event()",
+  "torch.bench.Timer({stmt = function() end})", "torch.bench.Timer({stmt = function() end}):timeit(2)",
+  "data.DistributedSampler(data.TensorDataset(torch.randn(8, 3)), {num_replicas = 2, rank = 0})",
+  "data.BatchSampler(data.SequentialSampler(data.TensorDataset(torch.randn(8, 3))), 3, false)",
 }
 -- and those that hold cuda tensors, when the run uses the device
 local CUDA_OBJECTS = {
@@ -237,13 +240,23 @@ end
 
 -- A value likely to get past the first type check.
 function V:plausible()
-  local r = math.random(6)
+  local r = math.random(7)
+  if r == 7 then return self:size() end
   if r == 1 then return math.random(0, 4) end
   if r == 2 then return math.random() * 2 end
   if r == 3 then return pick(STRINGS) end
   if r == 4 then return pick(self.objects) end
   return self:tensor()
 end
+
+-- torch.Size values, where shapes and lists of dims go (x.shape passed on,
+-- as PyTorch code does); child.lua also repeats a call that took a list of
+-- integers with that list as a Size
+local SIZES = {"torch.Size({2, 3})", "torch.Size({})", "torch.Size({0})", "torch.Size({2, 2})", "torch.Size({3})",
+  "torch.Size({1, 2, 1, 3})", "torch.Size({-1})", "torch.Size({1 << 40})"}
+local sizes = {}
+for i, src in ipairs(SIZES) do sizes[i] = named(assert(load("return " .. src))(), src) end
+function V:size() return sizes[math.random(#sizes)] end
 
 -- Anything at all, hostile ones included.
 function V:any()
@@ -252,6 +265,7 @@ function V:any()
   if r == 2 then return math.random(2) == 1 end
   if r <= 4 then return pick(HOSTILE_NUMBERS) end
   if r == 5 then return pick(STRINGS) end
+  if r == 7 and math.random(3) == 1 then return self:size() end
   if r <= 7 then return pick(self.tables) end
   if r == 8 then return math.random(3) == 1 and pick(self.misc) or pick(self.functions) end
   if r == 9 then return self:options() end
@@ -259,13 +273,26 @@ function V:any()
   return self:tensor()
 end
 
--- A pool object the function is a method of (obj[key] is fn), if one turns up.
+-- A pool object the function is a method of (obj[key] is fn), if one turns up;
+-- for a metamethod, the value Lua would pass it (one whose metatable holds it,
+-- or the class whose constructor it is), so that calls by hand
+-- (getmetatable(loader).__len(loader, ...)) get past the first check.
 function V:self_for(entry)
   if not entry.key then return nil end
+  local meta = entry.kind == "meta"
+  if meta and entry.owner ~= nil and math.random(2) == 1 then
+    if not names[entry.owner] then named(entry.owner, (entry.path:gsub(":mt%.[^.:]*$", ""))) end
+    return entry.owner
+  end
   for _ = 1, 8 do
-    local o = pick(self.objects)
-    local ok, m = pcall(function() return o[entry.key] end)
-    if ok and rawequal(m, entry.fn) then return o end
+    local o = meta and math.random(3) == 1 and self:tensor() or pick(self.objects)
+    if meta then
+      local mt = debug.getmetatable(o)
+      if type(mt) == "table" and rawequal(rawget(mt, entry.key), entry.fn) then return o end
+    else
+      local ok, m = pcall(function() return o[entry.key] end)
+      if ok and rawequal(m, entry.fn) then return o end
+    end
   end
   return nil
 end

@@ -113,6 +113,13 @@ function T.python_with(modules)
   end
 end
 
+-- A shell prefix for a child tensh that starts MPI (tensh --nproc, a script
+-- with DistributedDataParallel): under `make asan` it records full stacks for
+-- its allocations. Open MPI unloads its components at MPI_Finalize and the
+-- frame-pointer unwinder stops in them, so LeakSanitizer saw their memory at
+-- exit as "<unknown module>" leaks that tests/lsan.supp's libmpi lines miss.
+T.MPI_ASAN_ENV = os.getenv("ASAN_OPTIONS") and "ASAN_OPTIONS=$ASAN_OPTIONS:fast_unwind_on_malloc=0 " or ""
+
 -- TENSH_TEST_DEVICE=cuda (tests/run.sh's second pass on a GPU machine):
 -- creation functions default to that device, so the whole suite runs there;
 -- values are read back through tolist/item, which copy to the host.

@@ -90,7 +90,12 @@ test("a dropped 200 MB tensor goes back to the system: resident memory returns w
   end
   settle()
   local grown = rss_kb() - before
-  ok(grown < 32 * 1024, ("resident memory grew by %d kB after 20 cycles of 200 MB"):format(grown))
+  -- (not under `make asan`: AddressSanitizer's shadow of each address a
+  -- buffer took, an eighth of its size, stays resident after the munmap, 24 MiB
+  -- for each new address; the cache's own count below is checked there too)
+  if not os.getenv("ASAN_OPTIONS") then
+    ok(grown < 32 * 1024, ("resident memory grew by %d kB after 20 cycles of 200 MB"):format(grown))
+  end
   ok(cpu.memory_reserved() - cpu.memory_allocated() < 32 * 1024 * 1024, "no 200 MB segment is cached")
   local keep = torch.ones(n) -- a live one is untouched
   eq(keep[-1]:item(), 1.0, "a live big tensor")

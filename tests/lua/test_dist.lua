@@ -15,7 +15,7 @@ end
 -- Runs a shell command with a time limit; returns its output and exit code
 -- (124: the limit was reached).
 local function run(cmd, limit)
-  local p = io.popen(("timeout %d %s 2>&1; echo \"exit=$?\""):format(limit or 120, cmd))
+  local p = io.popen(("%stimeout %d %s 2>&1; echo \"exit=$?\""):format(T.MPI_ASAN_ENV, limit or 120, cmd))
   local out = p:read("a")
   p:close()
   local code = tonumber(out:match("exit=(%d+)%s*$"))

@@ -23,7 +23,7 @@ test("a userdata given the tensor metatable (debug.setmetatable) is still not a 
   local file_mt = debug.getmetatable(f)
   debug.setmetatable(f, mt)
   ok(not torch.is_tensor(f), "is_tensor")
-  raises(function() return f + 1 end, "tensor or number expected")
+  raises(function() return f + 1 end, "a tensor expected on one side, got userdata and number")
   raises(function() return torch.ones(2) * f end, "tensor or number expected")
   raises(function() return f:sum() end, "tensor expected")
   raises(function() mt.__gc(f) end, "tensor expected")

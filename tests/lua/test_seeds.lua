@@ -31,7 +31,8 @@ end)
 for _, name in ipairs(files) do
   T.test(name, function()
     if T.device ~= "cpu" then T.skip("the seeds choose their device themselves; they ran in the first pass") end
-    local cmd = ("%s %s 2>&1; echo \"exit=$?\""):format(sh_quote(build .. "/tensh"), sh_quote(seeds_dir .. "/" .. name))
+    local cmd = ("%s%s %s 2>&1; echo \"exit=$?\""):format(T.MPI_ASAN_ENV, sh_quote(build .. "/tensh"), -- (DDP: MPI)
+      sh_quote(seeds_dir .. "/" .. name))
     local p = assert(io.popen(cmd))
     local out = p:read("a")
     p:close()

@@ -99,10 +99,8 @@ function M.check_int(fn, what, v, min)
 end
 
 -- an integer or a list of `n` integers -> a list of n integers
-local size_mt = getmetatable(torch.Size({}))
-
 function M.ntuple(fn, what, v, n, min)
-  if getmetatable(v) == size_mt then v = v:totable() end -- a torch.Size counts from 0
+  v = A.plain(v) -- a torch.Size counts from 0
   if type(v) == "number" then
     local i = M.check_int(fn, what, v, min)
     local out = {}

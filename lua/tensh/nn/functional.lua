@@ -285,11 +285,7 @@ function F.conv2d(x, w, b, ...) return conv("conv2d", 2, x, w, b, ...) end
 
 -- Sizes may be torch.Size values, as in PyTorch (a layer's output_size = x.shape[...]): the
 -- kernels take plain lists, and a torch.Size counts from 0
-local size_mt = getmetatable(torch.Size({}))
-local function plain(v)
-  if getmetatable(v) == size_mt then return v:totable() end
-  return v
-end
+local plain = A.plain
 
 function F.max_pool2d(x, kernel_size, ...)
   check_tensor("max_pool2d", x)
@@ -419,7 +415,7 @@ function F.layer_norm(x, normalized_shape, ...)
   local fn = "nn.functional.layer_norm"
   check_tensor("layer_norm", x)
   local shape = normalized_shape
-  if getmetatable(shape) == getmetatable(x.shape) then shape = shape:totable() end
+  shape = plain(shape)
   if type(shape) == "table" then
     for i, v in ipairs(shape) do C.check_int(fn, ("normalized_shape[%d]"):format(i), v) end
   elseif shape == nil or type(shape) ~= "number" then
@@ -462,9 +458,8 @@ end
 local INTERP_LATER = {area = true, bicubic = true, trilinear = true, ["nearest-exact"] = true}
 
 -- a number, a list of n numbers or a torch.Size as a list of n (integers when `int`)
-local size_mt = getmetatable(torch.Size({}))
 local function spatial(fn, what, v, n, int)
-  if getmetatable(v) == size_mt then v = v:totable() end
+  v = plain(v)
   local list = {}
   if type(v) == "table" then
     if #v ~= n then
@@ -570,6 +565,7 @@ function F.pad(x, pad, ...)
   local a = args("pad", {"mode", "value"}, ...)
   local mode = a.mode or "constant"
   if mode ~= "constant" then raise("pad: only mode 'constant' is supported, got '%s'", tostring(mode)) end
+  pad = plain(pad)
   if type(pad) ~= "table" or #pad % 2 ~= 0 then raise("pad: padding length must be divisible by 2") end
   if #pad // 2 > x:dim() then
     raise("pad: padding length %d is too large for an input of shape %s (at most 2 per dim)", #pad, shape_str(x))

@@ -67,6 +67,7 @@ local Unflatten = Module:extend("Unflatten")
 M.Unflatten = Unflatten
 function Unflatten:init(dim, unflattened_size)
   self.dim = check_int("Unflatten", "dim", dim)
+  unflattened_size = require("tensh.args").plain(unflattened_size)
   if type(unflattened_size) ~= "table" then
     raise("Unflatten: unflattened_size must be a list of integers, got %s", type(unflattened_size))
   end

@@ -95,7 +95,7 @@ M.LayerNorm = LayerNorm
 -- LayerNorm(normalized_shape, {eps = 1e-5, elementwise_affine = true, bias = true})
 function LayerNorm:init(normalized_shape, ...)
   local a = args("LayerNorm", {"eps", "elementwise_affine", "bias", "device", "dtype"}, ...)
-  local shape = type(normalized_shape) == "number" and {normalized_shape} or normalized_shape
+  local shape = type(normalized_shape) == "number" and {normalized_shape} or require("tensh.args").plain(normalized_shape)
   if type(shape) ~= "table" or #shape == 0 then
     raise("LayerNorm: normalized_shape must be an integer or a non-empty list of integers")
   end

@@ -649,8 +649,10 @@ end
 function R.pad_sequence(sequences, ...)
   local fn = "pad_sequence"
   local a = args(fn, {"batch_first", "padding_value"}, ...)
-  if type(sequences) ~= "table" or is_tensor(sequences) or #sequences == 0 then
-    raise("%s: expected a non-empty list of tensors", fn)
+  local A = require "tensh.args"
+  if type(sequences) ~= "table" or is_tensor(sequences) or A.is_size(sequences) or #sequences == 0 then
+    raise("%s: expected a non-empty list of tensors, got %s", fn,
+      A.is_plain_table(sequences) and "an empty list" or A.show(sequences))
   end
   local maxlen, first = 0, sequences[1]
   for i, s in ipairs(sequences) do

@@ -12,6 +12,7 @@ local M = {}
 -- a scale factor (or a list of them) as floats, as PyTorch keeps it (scale_factor=2.0 in its repr)
 local function as_float(v)
   if type(v) == "number" then return v + 0.0 end
+  v = require("tensh.args").plain(v) -- (a torch.Size counts from 0)
   if type(v) ~= "table" then return v end
   local out = {}
   for i, x in ipairs(v) do out[i] = type(x) == "number" and x + 0.0 or x end

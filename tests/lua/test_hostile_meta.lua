@@ -1,0 +1,147 @@
+-- Metamethods called by hand (getmetatable(x).__add(1, 2), loader.__len(5))
+-- and methods given an object of another class (issue 26): each says what it
+-- expected, at the caller's line, never Lua's own words from inside the
+-- library ("attempt to index a number value (local 'self')"). The last case
+-- calls every metamethod the API fuzzer finds (tests/fuzz/catalog.lua) with
+-- wrong values, so a new one that forgets its check fails here too.
+local T = require "harness"
+local test, eq, raises, ok = T.test, T.eq, T.raises, T.ok
+
+-- raises(fn, text) and the message is raised at this file's line, not inside lua/tensh
+local function raises_here(fn, text, what)
+  local err = raises(fn, text, what)
+  ok(not err:find("lua/tensh/", 1, true), (what or text) .. ": raised inside the library: " .. err)
+  return err
+end
+
+test("a tensor's operator metamethods by hand with no tensor raise as PyTorch's Tensor.__add__(1, 2)", function()
+  local mt = getmetatable(torch.zeros(1))
+  for _, mm in ipairs({"__add", "__sub", "__mul", "__div", "__mod", "__pow", "__idiv", "__band", "__bor", "__bxor"}) do
+    raises_here(function() return mt[mm](1, 2) end,
+      ("bad argument #1 to '%s' (a tensor expected on one side, got number and number)"):format(mm), mm)
+  end
+  raises_here(function() return mt.__lt(1, 2) end, "'__lt' (a tensor expected on one side, got number and number)")
+  raises_here(function() return mt.__le("a", {}) end, "'__le' (a tensor expected on one side, got string and table)")
+  raises_here(function() return mt.__eq(nil, torch.Size({1})) end,
+    "'__eq' (a tensor expected on one side, got nil and torch.Size)")
+  -- with a tensor on either side they are the operators
+  local x = torch.tensor({1.0, 2.0})
+  T.close(mt.__add(1, x):tolist(), {2.0, 3.0}, 0, 0, "__add(1, x)")
+  T.close(mt.__sub(x, 1):tolist(), {0.0, 1.0}, 0, 0, "__sub(x, 1)")
+  eq(mt.__lt(torch.tensor(1.0), 2), true, "__lt(t, 2)")
+  raises_here(function() return torch.tensor(1.0) < nil end, "attempt to compare a tensor with a nil value")
+  local freed = torch.ones(1)
+  mt.__close(freed)
+  raises_here(function() return freed < 2 end, "tensor was already freed")
+  raises_here(function() return mt.__index(5, "shape") end, "tensor expected, got number")
+  raises_here(function() return mt.__len("x") end, "tensor expected, got string")
+  raises_here(function() return mt.__tostring({}) end, "tensor expected, got table")
+end)
+
+test("data's metamethods by hand on something else name the class they expected", function()
+  local ds = data.TensorDataset(torch.arange(6):view(3, 2))
+  local loader = data.DataLoader(ds, {batch_size = 2})
+  local sampler = data.DistributedSampler(ds, {num_replicas = 2, rank = 0})
+  raises_here(function() return getmetatable(ds).__len(5) end, "bad argument #1 to '__len' (TensorDataset expected, got number)")
+  raises_here(function() return getmetatable(loader).__len(ds) end,
+    "bad argument #1 to '__len' (DataLoader expected, got TensorDataset)")
+  raises_here(function() return getmetatable(loader).__tostring(true) end,
+    "bad argument #1 to '__tostring' (DataLoader expected, got boolean)")
+  raises_here(function() return getmetatable(loader).__call(5) end,
+    "bad argument #1 to '__call' (DataLoader expected, got number)")
+  raises_here(function() return getmetatable(sampler).__tostring("s") end,
+    "bad argument #1 to '__tostring' (DistributedSampler expected, got string)")
+  raises_here(function() return getmetatable(data.CIFAR10).__index.__tostring(loader) end,
+    "bad argument #1 to '__tostring' (ImageDataset expected, got DataLoader)")
+  -- the right values still work
+  eq(#ds, 3, "#dataset")
+  eq(#loader, 2, "#loader")
+  local batches = 0
+  for _ in loader do batches = batches + 1 end
+  eq(batches, 2, "for x in loader")
+  ok(tostring(loader):find("^DataLoader%(2 batches"), tostring(loader))
+end)
+
+test("a Measurement's, a module's and a class's metamethods by hand name what they expected", function()
+  local m = torch.bench.Timer({stmt = function() end}):timeit(3)
+  raises_here(function() return getmetatable(m).__tostring(5) end,
+    "bad argument #1 to '__tostring' (bench.Measurement expected, got number)")
+  ok(tostring(m):find("Measurement object"), "the real one prints")
+  -- (the 30-minute fuzz's find: a threshold that is no number compared inside)
+  raises_here(function() return m:meets_confidence({}) end, "meets_confidence: threshold must be a number, got table")
+  eq(m:meets_confidence(1e9), true, "a number threshold")
+  local props_mt = debug.getregistry()["tensh.cuda.Properties"] -- (made where cuda is: the simulated pass)
+  if props_mt then
+    raises_here(function() return props_mt.__tostring(5) end, "(tensh.cuda.Properties expected, got number)")
+    raises_here(function() return props_mt.__tostring({name = "x"}) end, "(tensh.cuda.Properties expected, got table)")
+  end
+  local lin = nn.Linear(2, 2)
+  local mt = getmetatable(lin)
+  raises_here(function() return mt.__index(5, "weight") end, "Module.__index: expected a module")
+  raises_here(function() return mt.__newindex(lin, nil, 1) end, "Module.__newindex: an attribute name can't be nil")
+  raises_here(function() return mt.__newindex(lin, 0 / 0, 1) end, "Module.__newindex: an attribute name can't be NaN")
+  raises_here(function() lin[nil] = 1 end, "Module.__newindex: an attribute name can't be nil") -- (Lua passes it on)
+  raises_here(function() return mt.__concat(nil, {}) end,
+    "bad argument #1 to '__concat' (a printable tensh value expected on one side, got nil and table)")
+  eq("m: " .. nn.ReLU(), "m: ReLU()", "the operator still joins")
+  raises_here(function() return "m: " .. nn.ReLU() .. {} end, "attempt to concatenate a table value")
+  local class_newindex = getmetatable(nn.Linear).__newindex
+  raises_here(function() return class_newindex(5, "f", print) end, "bad argument #1 to '__newindex' (a class expected, got number)")
+  raises_here(function() return class_newindex(nn.Linear, nil, print) end, "bad argument #2 to '__newindex' (a key can't be nil)")
+end)
+
+test("a module's method given a module of another class says so; subclasses still pass", function()
+  local x = torch.randn(4, 3)
+  local lin = nn.Linear(3, 3)
+  raises_here(function() return nn.BatchNorm1d.forward(lin, x) end,
+    "bad argument #1 to 'forward' (BatchNorm1d expected, got Linear)")
+  raises_here(function() return nn.Conv2d.extra_repr(lin) end, "bad argument #1 to 'extra_repr' (Conv2d expected, got Linear)")
+  raises_here(function() return nn.Transformer.init(lin) end, "(Transformer expected, got Linear)")
+  raises_here(function() return nn.BatchNorm1d.forward(x) end, "a method is called with ':', as model:forward()")
+  -- a subclass's module passes its parent's methods, and Module's methods take any module
+  local Mine = nn.Linear:extend("Mine")
+  local mine = Mine(3, 3)
+  T.close(nn.Linear.forward(mine, x):tolist(), x:mm(mine.weight:t()):add(mine.bias):tolist(), 1e-6, 1e-6, "Linear.forward(mine)")
+  eq(#nn.Module.parameters(lin), 2, "Module.parameters(linear)")
+end)
+
+-- every metamethod the fuzzer's catalog finds, with wrong selves and wrong
+-- values: the message says what was wrong, in words that are not Lua's own
+-- from inside the library
+local LUA_WORDS = {"attempt to ", "table index is ", "bad argument #%-", "lua/tensh/[%w_/]+%.lua:%d+:",
+  "bad argument #%d+ to '[a-z]+' %(", "number has no integer", "stack overflow"}
+-- (an operator's metamethod given an operand the operator refuses says what Lua says for it)
+local OPERATOR_WORDS = {"^attempt to concatenate an? [%w%.%*]+ value$", "^attempt to compare a tensor with an? [%w%.%*]+ value$"}
+
+test("every metamethod the fuzzer finds, called by hand with wrong values, says what was wrong", function()
+  local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+  local saved = package.path
+  package.path = here .. "../fuzz/?.lua;" .. package.path
+  local catalog = require("catalog")
+  package.path = saved
+  local objects = {torch.randn(2), nn.Linear(2, 2), data.TensorDataset(torch.randn(4, 2)),
+    data.DataLoader(data.TensorDataset(torch.randn(4, 2)), {batch_size = 2}), torch.Size({2}), torch.device("cpu"),
+    torch.bench.Timer({stmt = function() end}):timeit(1), optim.SGD(nn.Linear(2, 2):parameters(), {lr = 0.1})}
+  local wrong = {1, 2.5, "a", true, {}, {1, 2}, torch.Size({2, 2}), print, io.stdout, torch.randn(2), nn.ReLU()}
+  local bad, calls = {}, 0
+  for _, e in ipairs(catalog.build(objects)) do
+    if e.kind == "meta" and e.key ~= "__gc" and e.key ~= "__close" then -- (those two free their object)
+      for i, w in ipairs(wrong) do
+        for _, args in ipairs({{w}, {w, wrong[i % #wrong + 1]}}) do
+          calls = calls + 1
+          local done, err = pcall(e.fn, table.unpack(args, 1, 2))
+          err = not done and tostring(err)
+          if err and not err:find(OPERATOR_WORDS[1]) and not err:find(OPERATOR_WORDS[2]) then
+            for _, p in ipairs(LUA_WORDS) do
+              if err:find(p) then bad[#bad + 1] = e.path .. ": " .. err break end
+            end
+          end
+        end
+      end
+    end
+  end
+  ok(calls > 1000, "calls made: " .. calls)
+  ok(#bad == 0, #bad .. " messages from inside the library:\n" .. table.concat(bad, "\n", 1, math.min(#bad, 20)))
+end)
+
+T.run()
