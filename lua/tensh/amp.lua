@@ -6,7 +6,8 @@
 --   local scaler = amp.GradScaler()                         -- torch.cuda.amp.GradScaler()
 --   scaler:scale(loss):backward(); scaler:step(opt); scaler:update()
 --
--- Which ops cast to what is src/autograd/autocast.def (PyTorch's lists); the state is
+-- Which ops cast to what is PyTorch's lists: src/autograd/autocast.def, and the
+-- AUTOCAST column of the elementwise ops' registry lines (src/ops/ops.def); the state is
 -- per thread and per device type in C, so this file only checks arguments,
 -- opens and closes regions, and keeps the scaler's bookkeeping. The scaler's
 -- inf/NaN check and unscale is one fused op per device

@@ -30,10 +30,13 @@ local torch = torch
 local raise = require("tensh.errors").raise
 local A = require "tensh.args"
 local json = require "tensh.json"
-local ATEN = require "tensh.profiler_aten"
+
+-- kernel name -> "aten::...": the ATen column of the op registry (src/ops/ops*.def)
+local ATEN = {}
+for name, op in pairs(torch._ops()) do ATEN[name] = op.aten end
 
 local profiler = require("tensh.lazy").claim("profiler") -- the table the global profiler holds from start-up
-profiler.aten_names = ATEN -- kernel name -> "aten::..."
+profiler.aten_names = ATEN
 profiler.ProfilerActivity = {CPU = "cpu", CUDA = "cuda"}
 
 local Profile = {}

@@ -1,9 +1,9 @@
-/* torch.autocast: the cast policy of autocast.def applied at the start of
- * each listed op, the per-thread regions, and the cache of cast weights. */
+/* torch.autocast: the cast policy of autocast.def, or of an elementwise op's
+ * registry line, applied at the start of each listed op, the per-thread
+ * regions, and the cache of cast weights. */
 #include "autocast.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #include "autograd.h"
 #include "ops/ops.h"
@@ -89,6 +89,11 @@ static bool eligible(const ts_tensor *t, ts_device_type dt) {
   return t && !t->is_wrapped_number && (int)t->device.type == (int)dt && ts_dtype_is_float(t->dtype) && t->dtype != TS_FLOAT64;
 }
 
+/* op's policy on device type dt: autocast.def's, or the registry line's */
+static ts_autocast_policy policy_of(int op, ts_device_type dt) {
+  return op < TS_AC_COUNT ? ac_ops[op].policy[dt] : ts_ops[op - TS_AC_COUNT].autocast[dt];
+}
+
 ts_status ts_autocast_cast(int op, int n, ts_tensor **const *args, ts_tensor **made, int *nmade) {
   *nmade = 0;
   if (op < 0) return TS_OK;
@@ -96,7 +101,7 @@ ts_status ts_autocast_cast(int op, int n, ts_tensor **const *args, ts_tensor **m
   for (int i = 0; i < n && dt < 0; i++)
     if (*args[i] && !(*args[i])->is_wrapped_number) dt = (*args[i])->device.type;
   if (dt < 0 || !(ts_autocast_mask & (1u << dt))) return TS_OK;
-  ts_autocast_policy p = ac_ops[op].policy[dt];
+  ts_autocast_policy p = policy_of(op, (ts_device_type)dt);
   if (p == TS_AC_KEEP) return TS_OK;
   ts_dtype to = p == TS_AC_LOWER ? low_dtype[dt] : TS_FLOAT32;
   if (p == TS_AC_PROMOTE) { /* the widest eligible dtype; float16 with bfloat16 gives float32 */
@@ -130,8 +135,6 @@ ts_status ts_autocast_cast(int op, int n, ts_tensor **const *args, ts_tensor **m
 #define F1 c->f[1]
 #define P0 c->p[0]
 #define OUT c->out[0]
-#define UNARY ts_unary_p((ts_op)I0, T0, c->p[0], c->p[1], OUT)
-#define BINARY ts_binary((ts_op)I0, T0, T1, OUT)
 #define NO_CALL ts_fail(TS_ERR_ARG, "autocast: %s has no op-layer call", ac_ops[op].name)
 
 static ts_status call(int op, const ts_autocast_call *c) {
@@ -140,8 +143,14 @@ static ts_status call(int op, const ts_autocast_call *c) {
   case TS_AC_##e: return call;
 #include "autocast.def"
 #undef A
-  default: return ts_fail(TS_ERR_ARG, "autocast: no op %d", op);
+  default: break;
   }
+  /* an elementwise kernel op (ts_autocast_of_op), packed by ts_unary_p or ts_binary */
+  ts_op k = (ts_op)(op - TS_AC_COUNT);
+  if ((unsigned)k >= TS_OP_COUNT) return ts_fail(TS_ERR_ARG, "autocast: no op %d", op);
+  ts_op_kind kind = ts_ops[k].kind;
+  if (kind == TS_KIND_BINARY || kind == TS_KIND_BINARY_FLOAT || kind == TS_KIND_COMPARE) return ts_binary(k, T0, T1, OUT);
+  return ts_unary_p(k, T0, c->p[0], c->p[1], OUT);
 }
 
 ts_status ts_autocast_run(int op, const ts_autocast_call *c0) {
@@ -159,18 +168,11 @@ ts_status ts_autocast_run(int op, const ts_autocast_call *c0) {
 }
 
 int ts_autocast_of_op(int kernel_op) {
-  static int map[TS_OP_COUNT + 1]; /* map[TS_OP_COUNT] = 1 once filled; races fill it identically */
-  if (!map[TS_OP_COUNT]) {
-    int m[TS_OP_COUNT];
-    for (int k = 0; k < TS_OP_COUNT; k++) {
-      m[k] = -1;
-      for (int a = 0; a < TS_AC_COUNT; a++)
-        if (!strcmp(ts_ops[k].name, ac_ops[a].name)) m[k] = a;
-    }
-    memcpy(map, m, sizeof m);
-    map[TS_OP_COUNT] = 1;
-  }
-  return (unsigned)kernel_op < TS_OP_COUNT ? map[kernel_op] : -1;
+  if ((unsigned)kernel_op >= TS_OP_COUNT) return -1;
+  const uint8_t *p = ts_ops[kernel_op].autocast;
+  for (int t = 0; t < TS_DEVICE_TYPE_COUNT; t++)
+    if (p[t] != TS_AC_KEEP) return TS_AC_COUNT + kernel_op;
+  return -1;
 }
 
 static void sync_mask(void) {

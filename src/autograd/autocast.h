@@ -1,6 +1,7 @@
 /* Automatic mixed precision (torch.autocast): per thread and per device
- * type, a region's ops in autocast.def run on inputs cast to the region's
- * low-precision dtype or to float32. The casts are ordinary recorded ops
+ * type, a region's ops in autocast.def, and the elementwise ops with an
+ * AUTOCAST column in the registry (src/ops/ops.def), run on inputs cast to
+ * the region's low-precision dtype or to float32. The casts are ordinary recorded ops
  * (ToCopyBackward0), so the backward pass runs in the dtypes the forward
  * chose and the gradients reach float32 weights in float32.
  *
@@ -15,9 +16,11 @@
 #include <stdatomic.h>
 
 #include "core/tensh.h"
+#include "ops/ops.h" /* ts_autocast_policy, and the registry's elementwise policies */
 
-typedef enum ts_autocast_policy { TS_AC_KEEP, TS_AC_LOWER, TS_AC_FP32, TS_AC_PROMOTE } ts_autocast_policy;
-
+/* What autocast runs: an op-layer function of autocast.def (TS_AC_MATMUL...),
+ * or TS_AC_COUNT + k for the elementwise kernel op k of the registry
+ * (ts_autocast_of_op). */
 typedef enum ts_autocast_op {
 #define A(e, n, cuda, cpu, call) TS_AC_##e,
 #include "autocast.def"
@@ -39,7 +42,7 @@ typedef struct ts_autocast_call {
   int64_t i[2];
 } ts_autocast_call;
 
-/* Runs op (an autocast.def entry, or -1 for none) on c's tensors cast as
+/* Runs op (a ts_autocast_op, or -1 for none) on c's tensors cast as
  * its policy says for the device type of the first of them, with autocast
  * suspended meanwhile (the ops it is built from are not cast again). */
 ts_status ts_autocast_run(int op, const ts_autocast_call *c);
@@ -49,7 +52,8 @@ ts_status ts_autocast_run(int op, const ts_autocast_call *c);
  * made[]). For ops run from Lua (the losses). */
 ts_status ts_autocast_cast(int op, int n, ts_tensor **const *args, ts_tensor **made, int *nmade);
 
-/* The autocast entry of a kernel op of ops.def (elementwise ops), or -1. */
+/* The ts_autocast_op of a kernel op of ops.def whose registry line has an
+ * AUTOCAST column (elementwise ops), or -1. */
 int ts_autocast_of_op(int kernel_op);
 
 /* Whether some thread has a region open (a relaxed load: a plain mov). */

@@ -9,59 +9,72 @@
 #include "grad_util.h"
 #include "ops/op_nn.h"
 
-/* ---- unary: saved[0] x (compute dtype), saved[1] the output y ---------- */
+/* ---- unary: saved[0] x (compute dtype), saved[1] the output y, as the op's
+ * registry line says (GRAD in ops.def, with the node's name) ------------- */
+
+/* The formula's operands: x and y are NULL where the op's registry line does
+ * not save them (ts_op_saves), so a formula that reads one anyway fails with
+ * a message naming the fix, instead of computing with NULL. */
+static ts_tensor *saved_operand(ag_scope *s, ts_tensor *t, ts_op op, const char *which) {
+  if (!t && !s->st)
+    s->st = ts_fail(TS_ERR_UNSUPPORTED, "%s's backward reads its %s, which the GRAD column of its registry line does not save",
+                    ts_ops[op].name, which);
+  return t;
+}
+#define X saved_operand(s, x, op, "input")
+#define Y saved_operand(s, y, op, "output")
 
 static ts_tensor *unary_formula(ag_scope *s, ts_op op, const ts_node *n, ts_tensor *g, ts_tensor *x, ts_tensor *y) {
   switch (op) {
   case TS_OP_NEG: return ag_un(s, TS_OP_NEG, g);
-  case TS_OP_ABS: return AG_MUL(s, g, ag_un(s, TS_OP_SIGN, x));
+  case TS_OP_ABS: return AG_MUL(s, g, ag_un(s, TS_OP_SIGN, X));
   case TS_OP_SIGN:
   case TS_OP_FLOOR:
   case TS_OP_CEIL:
   case TS_OP_TRUNC:
   case TS_OP_ROUND: return ag_zeros_like(s, g);
-  case TS_OP_EXPM1: return AG_MUL(s, g, AG_ADD(s, y, ag_num(s, 1)));
-  case TS_OP_EXP2: return AG_MUL(s, g, AG_MUL(s, y, ag_num(s, M_LN2)));
-  case TS_OP_LOG2: return AG_DIV(s, g, AG_MUL(s, x, ag_num(s, M_LN2)));
-  case TS_OP_LOG10: return AG_DIV(s, g, AG_MUL(s, x, ag_num(s, M_LN10)));
-  case TS_OP_TAN: return AG_MUL(s, g, AG_ADD(s, AG_MUL(s, y, y), ag_num(s, 1)));
-  case TS_OP_SINH: return AG_MUL(s, g, ag_un(s, TS_OP_COSH, x));
-  case TS_OP_COSH: return AG_MUL(s, g, ag_un(s, TS_OP_SINH, x));
-  case TS_OP_ASINH: return AG_MUL(s, g, ag_un(s, TS_OP_RSQRT, AG_ADD(s, AG_MUL(s, x, x), ag_num(s, 1))));
-  case TS_OP_ACOSH: return AG_MUL(s, g, ag_un(s, TS_OP_RSQRT, AG_SUB(s, AG_MUL(s, x, x), ag_num(s, 1))));
-  case TS_OP_ATANH: return AG_DIV(s, g, AG_SUB(s, ag_num(s, 1), AG_MUL(s, x, x)));
-  case TS_OP_ASIN: return AG_MUL(s, g, ag_un(s, TS_OP_RSQRT, AG_SUB(s, ag_num(s, 1), AG_MUL(s, x, x))));
+  case TS_OP_EXPM1: return AG_MUL(s, g, AG_ADD(s, Y, ag_num(s, 1)));
+  case TS_OP_EXP2: return AG_MUL(s, g, AG_MUL(s, Y, ag_num(s, M_LN2)));
+  case TS_OP_LOG2: return AG_DIV(s, g, AG_MUL(s, X, ag_num(s, M_LN2)));
+  case TS_OP_LOG10: return AG_DIV(s, g, AG_MUL(s, X, ag_num(s, M_LN10)));
+  case TS_OP_TAN: return AG_MUL(s, g, AG_ADD(s, AG_MUL(s, Y, Y), ag_num(s, 1)));
+  case TS_OP_SINH: return AG_MUL(s, g, ag_un(s, TS_OP_COSH, X));
+  case TS_OP_COSH: return AG_MUL(s, g, ag_un(s, TS_OP_SINH, X));
+  case TS_OP_ASINH: return AG_MUL(s, g, ag_un(s, TS_OP_RSQRT, AG_ADD(s, AG_MUL(s, X, X), ag_num(s, 1))));
+  case TS_OP_ACOSH: return AG_MUL(s, g, ag_un(s, TS_OP_RSQRT, AG_SUB(s, AG_MUL(s, X, X), ag_num(s, 1))));
+  case TS_OP_ATANH: return AG_DIV(s, g, AG_SUB(s, ag_num(s, 1), AG_MUL(s, X, X)));
+  case TS_OP_ASIN: return AG_MUL(s, g, ag_un(s, TS_OP_RSQRT, AG_SUB(s, ag_num(s, 1), AG_MUL(s, X, X))));
   case TS_OP_ACOS:
-    return AG_MUL(s, g, ag_un(s, TS_OP_NEG, ag_un(s, TS_OP_RSQRT, AG_SUB(s, ag_num(s, 1), AG_MUL(s, x, x)))));
-  case TS_OP_ATAN: return AG_DIV(s, g, AG_ADD(s, AG_MUL(s, x, x), ag_num(s, 1)));
+    return AG_MUL(s, g, ag_un(s, TS_OP_NEG, ag_un(s, TS_OP_RSQRT, AG_SUB(s, ag_num(s, 1), AG_MUL(s, X, X)))));
+  case TS_OP_ATAN: return AG_DIV(s, g, AG_ADD(s, AG_MUL(s, X, X), ag_num(s, 1)));
   case TS_OP_ERF: /* 2/sqrt(pi) e^(-x^2) */
-    return AG_MUL(s, g, AG_MUL(s, ag_un(s, TS_OP_EXP, ag_un(s, TS_OP_NEG, AG_MUL(s, x, x))), ag_num(s, M_2_SQRTPI)));
+    return AG_MUL(s, g, AG_MUL(s, ag_un(s, TS_OP_EXP, ag_un(s, TS_OP_NEG, AG_MUL(s, X, X))), ag_num(s, M_2_SQRTPI)));
   case TS_OP_ERFINV: /* sqrt(pi)/2 e^(y^2) */
-    return AG_MUL(s, g, AG_MUL(s, ag_un(s, TS_OP_EXP, AG_MUL(s, y, y)), ag_num(s, 0.88622692545275801365)));
+    return AG_MUL(s, g, AG_MUL(s, ag_un(s, TS_OP_EXP, AG_MUL(s, Y, Y)), ag_num(s, 0.88622692545275801365)));
   case TS_OP_RELU:
-    if (!s->st && g->dtype == y->dtype && g->ndim == y->ndim &&
+    if (Y && !s->st && g->dtype == y->dtype && g->ndim == y->ndim &&
         !memcmp(g->sizes, y->sizes, sizeof(int64_t) * (size_t)g->ndim)) { /* one pass, no bool mask */
       ts_tensor *r = NULL;
       ts_status st = ts_threshold_backward(g, y, &r);
       return ag_keep(s, st, r);
     }
-    return ag_where(s, ag_bin(s, TS_OP_LE, y, ag_num(s, 0)), ag_num(s, 0), g); /* NaN passes g, as ATen */
-  case TS_OP_EXP: return AG_MUL(s, g, y);
-  case TS_OP_LOG: return AG_DIV(s, g, x);
-  case TS_OP_LOG1P: return AG_DIV(s, g, AG_ADD(s, x, ag_num(s, 1)));
-  case TS_OP_SQRT: return AG_DIV(s, g, AG_MUL(s, y, ag_num(s, 2)));
+    return ag_where(s, ag_bin(s, TS_OP_LE, Y, ag_num(s, 0)), ag_num(s, 0), g); /* NaN passes g, as ATen */
+  case TS_OP_EXP: return AG_MUL(s, g, Y);
+  case TS_OP_LOG: return AG_DIV(s, g, X);
+  case TS_OP_LOG1P: return AG_DIV(s, g, AG_ADD(s, X, ag_num(s, 1)));
+  case TS_OP_SQRT: return AG_DIV(s, g, AG_MUL(s, Y, ag_num(s, 2)));
   case TS_OP_RSQRT: /* -y^3 / 2 */
-    return AG_MUL(s, g, AG_MUL(s, AG_MUL(s, y, AG_MUL(s, y, y)), ag_num(s, -0.5)));
-  case TS_OP_SIN: return AG_MUL(s, g, ag_un(s, TS_OP_COS, x));
-  case TS_OP_COS: return AG_MUL(s, g, ag_un(s, TS_OP_NEG, ag_un(s, TS_OP_SIN, x)));
-  case TS_OP_TANH: return AG_MUL(s, g, AG_SUB(s, ag_num(s, 1), AG_MUL(s, y, y)));
-  case TS_OP_SIGMOID: return AG_MUL(s, g, AG_MUL(s, y, AG_SUB(s, ag_num(s, 1), y)));
+    return AG_MUL(s, g, AG_MUL(s, AG_MUL(s, Y, AG_MUL(s, Y, Y)), ag_num(s, -0.5)));
+  case TS_OP_SIN: return AG_MUL(s, g, ag_un(s, TS_OP_COS, X));
+  case TS_OP_COS: return AG_MUL(s, g, ag_un(s, TS_OP_NEG, ag_un(s, TS_OP_SIN, X)));
+  case TS_OP_TANH: return AG_MUL(s, g, AG_SUB(s, ag_num(s, 1), AG_MUL(s, Y, Y)));
+  case TS_OP_SIGMOID: return AG_MUL(s, g, AG_MUL(s, Y, AG_SUB(s, ag_num(s, 1), Y)));
   case TS_OP_SILU: { /* s (1 + x (1 - s)) */
-    ts_tensor *sg = ag_un(s, TS_OP_SIGMOID, x);
-    return AG_MUL(s, g, AG_MUL(s, sg, AG_ADD(s, ag_num(s, 1), AG_MUL(s, x, AG_SUB(s, ag_num(s, 1), sg)))));
+    ts_tensor *sg = ag_un(s, TS_OP_SIGMOID, X);
+    return AG_MUL(s, g, AG_MUL(s, sg, AG_ADD(s, ag_num(s, 1), AG_MUL(s, X, AG_SUB(s, ag_num(s, 1), sg)))));
   }
   case TS_OP_GELU:
-    if (!s->st && g->dtype == x->dtype && g->ndim == x->ndim &&
+    if (X && !s->st && g->dtype == x->dtype && g->ndim == x->ndim &&
         !memcmp(g->sizes, x->sizes, sizeof(int64_t) * (size_t)g->ndim)) { /* one kernel, as torch's gelu_backward */
       ts_tensor *r = NULL;
       ts_status st = ts_gelu_backward(g, x, n->i[0] != 0, &r);
@@ -69,27 +82,27 @@ static ts_tensor *unary_formula(ag_scope *s, ts_op op, const ts_node *n, ts_tens
     }
     if (n->i[0]) { /* tanh approximation, as torch's gelu_backward */
       const double beta = 0.7978845608028654, kappa = 0.044715;
-      ts_tensor *x2 = AG_MUL(s, x, x);
-      ts_tensor *inner = AG_MUL(s, AG_ADD(s, x, AG_MUL(s, AG_MUL(s, x2, x), ag_num(s, kappa))), ag_num(s, beta));
+      ts_tensor *x2 = AG_MUL(s, X, X);
+      ts_tensor *inner = AG_MUL(s, AG_ADD(s, X, AG_MUL(s, AG_MUL(s, x2, X), ag_num(s, kappa))), ag_num(s, beta));
       ts_tensor *t = ag_un(s, TS_OP_TANH, inner);
       ts_tensor *left = AG_MUL(s, AG_ADD(s, t, ag_num(s, 1)), ag_num(s, 0.5));
-      ts_tensor *right = AG_MUL(s, AG_MUL(s, AG_MUL(s, x, ag_num(s, 0.5)), AG_SUB(s, ag_num(s, 1), AG_MUL(s, t, t))),
+      ts_tensor *right = AG_MUL(s, AG_MUL(s, AG_MUL(s, X, ag_num(s, 0.5)), AG_SUB(s, ag_num(s, 1), AG_MUL(s, t, t))),
                                 AG_ADD(s, AG_MUL(s, x2, ag_num(s, 3 * kappa * beta)), ag_num(s, beta)));
       return AG_MUL(s, g, AG_ADD(s, left, right));
     } else { /* Phi(x) + x phi(x), with Phi(x) = gelu(x) / x (1/2 at 0) */
-      ts_tensor *zero = ag_bin(s, TS_OP_EQ, x, ag_num(s, 0));
-      ts_tensor *safe_x = ag_where(s, zero, ag_num(s, 1), x);
-      ts_tensor *cdf = ag_where(s, zero, ag_num(s, 0.5), AG_DIV(s, y, safe_x));
-      ts_tensor *pdf = AG_MUL(s, ag_un(s, TS_OP_EXP, AG_MUL(s, AG_MUL(s, x, x), ag_num(s, -0.5))),
+      ts_tensor *zero = ag_bin(s, TS_OP_EQ, X, ag_num(s, 0));
+      ts_tensor *safe_x = ag_where(s, zero, ag_num(s, 1), X);
+      ts_tensor *cdf = ag_where(s, zero, ag_num(s, 0.5), AG_DIV(s, Y, safe_x));
+      ts_tensor *pdf = AG_MUL(s, ag_un(s, TS_OP_EXP, AG_MUL(s, AG_MUL(s, X, X), ag_num(s, -0.5))),
                               ag_num(s, 0.3989422804014327));
-      return AG_MUL(s, g, AG_ADD(s, cdf, AG_MUL(s, x, pdf)));
+      return AG_MUL(s, g, AG_ADD(s, cdf, AG_MUL(s, X, pdf)));
     }
-  case TS_OP_RECIPROCAL: return AG_MUL(s, g, ag_un(s, TS_OP_NEG, AG_MUL(s, y, y)));
+  case TS_OP_RECIPROCAL: return AG_MUL(s, g, ag_un(s, TS_OP_NEG, AG_MUL(s, Y, Y)));
   case TS_OP_CLAMP: { /* pass where min <= x <= max, as torch */
     ts_tensor *pass = NULL;
-    if (n->i[0] & 1) pass = ag_bin(s, TS_OP_GE, x, ag_num(s, n->f[0]));
+    if (n->i[0] & 1) pass = ag_bin(s, TS_OP_GE, X, ag_num(s, n->f[0]));
     if (n->i[0] & 2) {
-      ts_tensor *hi = ag_bin(s, TS_OP_LE, x, ag_num(s, n->f[1]));
+      ts_tensor *hi = ag_bin(s, TS_OP_LE, X, ag_num(s, n->f[1]));
       pass = pass ? ag_bin(s, TS_OP_LOGICAL_AND, pass, hi) : hi;
     }
     return ag_where(s, pass, g, ag_num(s, 0));
@@ -98,7 +111,7 @@ static ts_tensor *unary_formula(ag_scope *s, ts_op op, const ts_node *n, ts_tens
     double p = n->f[0];
     if (p == 0) return ag_zeros_like(s, g);
     ts_tensor *xp = NULL;
-    if (!s->st) {
+    if (X && !s->st) {
       double fp[4] = {p - 1};
       ts_status st = ts_unary_p(TS_OP_POW_SCALAR, x, NULL, fp, &xp);
       xp = ag_keep(s, st, xp);
@@ -110,6 +123,9 @@ static ts_tensor *unary_formula(ag_scope *s, ts_op op, const ts_node *n, ts_tens
     return NULL;
   }
 }
+
+#undef X
+#undef Y
 
 static ts_status unary_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
   ts_tensor *x = NULL, *y = NULL;
@@ -123,55 +139,13 @@ static ts_status unary_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
   return s.st;
 }
 
-static const char *unary_name(ts_op op) {
-  switch (op) {
-  case TS_OP_NEG: return "NegBackward0";
-  case TS_OP_ABS: return "AbsBackward0";
-  case TS_OP_RELU: return "ReluBackward0";
-  case TS_OP_EXP: return "ExpBackward0";
-  case TS_OP_LOG: return "LogBackward0";
-  case TS_OP_SQRT: return "SqrtBackward0";
-  case TS_OP_TANH: return "TanhBackward0";
-  case TS_OP_SIGMOID: return "SigmoidBackward0";
-  case TS_OP_GELU: return "GeluBackward0";
-  case TS_OP_SILU: return "SiluBackward0";
-  case TS_OP_CLAMP: return "ClampBackward1";
-  case TS_OP_POW_SCALAR: return "PowBackward0";
-  case TS_OP_SIGN: return "SignBackward0";
-  case TS_OP_FLOOR: return "FloorBackward0";
-  case TS_OP_CEIL: return "CeilBackward0";
-  case TS_OP_LOG1P: return "Log1PBackward0";
-  case TS_OP_RSQRT: return "RsqrtBackward0";
-  case TS_OP_SIN: return "SinBackward0";
-  case TS_OP_COS: return "CosBackward0";
-  case TS_OP_RECIPROCAL: return "ReciprocalBackward0";
-  case TS_OP_ROUND: return "RoundBackward0";
-  case TS_OP_TRUNC: return "TruncBackward0";
-  case TS_OP_EXPM1: return "Expm1Backward0";
-  case TS_OP_EXP2: return "Exp2Backward0";
-  case TS_OP_LOG2: return "Log2Backward0";
-  case TS_OP_LOG10: return "Log10Backward0";
-  case TS_OP_TAN: return "TanBackward0";
-  case TS_OP_SINH: return "SinhBackward0";
-  case TS_OP_COSH: return "CoshBackward0";
-  case TS_OP_ASINH: return "AsinhBackward0";
-  case TS_OP_ACOSH: return "AcoshBackward0";
-  case TS_OP_ATANH: return "AtanhBackward0";
-  case TS_OP_ASIN: return "AsinBackward0";
-  case TS_OP_ACOS: return "AcosBackward0";
-  case TS_OP_ATAN: return "AtanBackward0";
-  case TS_OP_ERF: return "ErfBackward0";
-  case TS_OP_ERFINV: return "ErfinvBackward0";
-  default: return "UnaryBackward0";
-  }
-}
-
 ts_status ts_ag_unary(ts_op op, ts_tensor *x, ts_tensor *xc, ts_tensor *y, const int64_t *ip, const double *fp) {
   ts_op_kind k = ts_ops[op].kind;
   if (k == TS_KIND_UNARY_BOOL || !ts_dtype_is_float(y->dtype)) return TS_OK; /* not differentiable */
+  if (!ts_ops[op].grad_fn) return ts_fail(TS_ERR_UNSUPPORTED, "%s has no backward (no GRAD in its registry line)", ts_ops[op].name);
   ts_node *n;
   /* round with decimals is torch's round.decimals, a second overload */
-  const char *name = op == TS_OP_ROUND && ip && ip[0] ? "RoundBackward1" : unary_name(op);
+  const char *name = op == TS_OP_ROUND && ip && ip[0] ? "RoundBackward1" : ts_ops[op].grad_fn;
   ts_status st = ts_ag_record(name, unary_backward, 1, &x, y, &n);
   if (st) return st;
   n->i[5] = op;
@@ -179,15 +153,11 @@ ts_status ts_ag_unary(ts_op op, ts_tensor *x, ts_tensor *xc, ts_tensor *y, const
     if (ip) n->i[j] = ip[j];
     if (fp) n->f[j] = fp[j];
   }
-  /* save only what the formula reads: a saved tensor that is later changed
-   * in place makes backward fail, so saving more than needed would refuse
-   * valid programs (y = x:exp(); y:add_(1) is fine for exp's formula) */
-  bool needs_y = op == TS_OP_RELU || op == TS_OP_EXP || op == TS_OP_SQRT || op == TS_OP_RSQRT || op == TS_OP_TANH ||
-                 op == TS_OP_SIGMOID || op == TS_OP_RECIPROCAL || op == TS_OP_GELU || op == TS_OP_EXPM1 ||
-                 op == TS_OP_EXP2 || op == TS_OP_TAN || op == TS_OP_ERFINV;
-  bool needs_x = !(needs_y && op != TS_OP_GELU) && op != TS_OP_NEG;
-  if (needs_x) ts_ag_save(n, 0, xc);
-  if (needs_y) ts_ag_save(n, 1, y);
+  /* save only what the formula reads, as the registry line says (ts_op_saves:
+   * y = x:exp(); y:add_(1) is fine for exp's formula, which reads y) */
+  ts_op_saves saves = ts_ops[op].saves;
+  if (saves == TS_SAVES_INPUT || saves == TS_SAVES_BOTH) ts_ag_save(n, 0, xc);
+  if (saves == TS_SAVES_OUTPUT || saves == TS_SAVES_BOTH) ts_ag_save(n, 1, y);
   return TS_OK;
 }
 
@@ -276,30 +246,13 @@ static ts_status binary_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
   return s.st;
 }
 
-static const char *binary_name(ts_op op) {
-  switch (op) {
-  case TS_OP_ADD: return "AddBackward0";
-  case TS_OP_SUB: return "SubBackward0";
-  case TS_OP_MUL: return "MulBackward0";
-  case TS_OP_DIV: return "DivBackward0";
-  case TS_OP_POW: return "PowBackward1";
-  case TS_OP_MAXIMUM: return "MaximumBackward0";
-  case TS_OP_MINIMUM: return "MinimumBackward0";
-  case TS_OP_REMAINDER: return "RemainderBackward0";
-  case TS_OP_FMOD: return "FmodBackward1";
-  case TS_OP_DIV_TRUNC: return "DivBackward2";
-  case TS_OP_ATAN2: return "Atan2Backward0";
-  case TS_OP_COPYSIGN: return "CopysignBackward0";
-  default: return "BinaryBackward0";
-  }
-}
-
 ts_status ts_ag_binary(ts_op op, ts_tensor *a, ts_tensor *b, ts_tensor *ac, ts_tensor *bc, ts_tensor *y,
                        double alpha) {
   if (ts_ops[op].kind == TS_KIND_COMPARE || !ts_dtype_is_float(y->dtype)) return TS_OK;
+  if (!ts_ops[op].grad_fn) return ts_fail(TS_ERR_UNSUPPORTED, "%s has no backward (no GRAD in its registry line)", ts_ops[op].name);
   ts_tensor *ab[2] = {a, b};
   ts_node *n;
-  ts_status st = ts_ag_record(binary_name(op), binary_backward, 2, ab, y, &n);
+  ts_status st = ts_ag_record(ts_ops[op].grad_fn, binary_backward, 2, ab, y, &n);
   if (st) return st;
   n->i[5] = op;
   n->f[0] = alpha;

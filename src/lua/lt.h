@@ -123,6 +123,7 @@ void lt_push_grad_fn(lua_State *L, ts_tensor *t);
 bool lt_set_autograd_field(lua_State *L, ts_tensor *t, const char *key);
 void lt_open_tb(lua_State *L); /* ltb.c: the global tb (SummaryWriter), torch._isatty */
 void lt_open_backends(lua_State *L); /* lbackends.c: torch.backends */
+void lt_open_ops(lua_State *L); /* lops.c: torch._ops, the op registry's lines */
 void lt_open_cpu(lua_State *L); /* lcpu.c: torch.cpu, the CPU allocator's statistics */
 void lt_open_data(lua_State *L); /* torch._data, wrapped by lua/tensh/data.lua */
 void lt_open_image(lua_State *L); /* limage.c: torch._image (PNG, terminal size) for lua/tensh/image.lua */

@@ -141,6 +141,7 @@ int luaopen_tensh(lua_State *L) {
   lt_open_dist(L);
   lt_open_tb(L);
   lt_open_backends(L);
+  lt_open_ops(L);
   lt_open_cpu(L);
   lua_setfield(L, torch, "_methods"); /* for completion and for Lua-side additions */
   lua_pushliteral(L, TS_VERSION);

@@ -29,15 +29,42 @@ typedef enum ts_op_kind {
 } ts_op_kind;
 
 typedef enum ts_op {
-#define X(e, n, k) TS_OP_##e,
+#define X(e, n, k, ...) TS_OP_##e,
 #include "ops.def"
 #undef X
   TS_OP_COUNT
 } ts_op;
 
+/* What an elementwise op's backward reads of its forward (the second
+ * argument of a registry line's GRAD column). Unary ops save exactly that:
+ * a saved tensor changed in place later makes backward fail, so saving more
+ * than the formula reads would refuse valid programs. */
+typedef enum ts_op_saves {
+  TS_SAVES_NONE,
+  TS_SAVES_INPUT,       /* x, in the compute dtype */
+  TS_SAVES_OUTPUT,      /* y */
+  TS_SAVES_BOTH,
+  TS_SAVES_PER_OPERAND, /* binary ops: what the formula of each operand needing a gradient reads (ts_ag_binary) */
+} ts_op_saves;
+
+/* torch.autocast's policy for an op on one device type (the registry's
+ * AUTOCAST column, src/autograd/autocast.def for op-layer functions):
+ *   KEEP    the op runs in its inputs' dtypes
+ *   LOWER   floating inputs (not float64) are cast to the region's dtype
+ *           (float16 or bfloat16): the ops tensor cores and AMX/AVX512-BF16 speed up
+ *   FP32    floating inputs in float16/bfloat16 are cast to float32: ops whose
+ *           range or accumulated rounding suffers in 16 bits
+ *   PROMOTE inputs of mixed floating dtypes are cast to the widest of them */
+typedef enum ts_autocast_policy { TS_AC_KEEP, TS_AC_LOWER, TS_AC_FP32, TS_AC_PROMOTE } ts_autocast_policy;
+
+/* An op's line of the registry (ops.def says what each column means). */
 typedef struct ts_op_desc {
   const char *name;
   ts_op_kind kind;
+  const char *aten;    /* the ATen op PyTorch's profiler names for it ("aten::relu"), or NULL */
+  const char *grad_fn; /* elementwise: its backward node's name, as PyTorch's ("ReluBackward0"); NULL: none */
+  ts_op_saves saves;   /* elementwise: what that backward reads */
+  uint8_t autocast[TS_DEVICE_TYPE_COUNT]; /* elementwise: a ts_autocast_policy per device type */
 } ts_op_desc;
 
 extern const ts_op_desc ts_ops[TS_OP_COUNT];

@@ -4,11 +4,18 @@
 
 #include <stdio.h>
 
+/* the columns of a registry line after its kind (ops.def) */
+#define ATEN(op) .aten = "aten::" #op
+#define GRAD(node, what) .grad_fn = #node, .saves = TS_SAVES_##what
+#define AUTOCAST(cuda, cpu) .autocast = {[TS_CPU] = TS_AC_##cpu, [TS_CUDA] = TS_AC_##cuda}
 const ts_op_desc ts_ops[TS_OP_COUNT] = {
-#define X(e, n, k) [TS_OP_##e] = {n, k},
+#define X(e, n, k, ...) [TS_OP_##e] = {n, k, __VA_ARGS__},
 #include "ops.def"
 #undef X
 };
+#undef ATEN
+#undef GRAD
+#undef AUTOCAST
 
 /* Ops whose kernels on every backend accept a 0-dim CPU tensor beside
  * device tensors (read as a scalar, as PyTorch allows). */

@@ -91,6 +91,19 @@ function T.map(v, f)
   return t
 end
 
+-- The names of the op registry's unary ops (src/ops/ops.def, through
+-- torch._ops), sorted, and the registry's lines by name: tests that cover
+-- every unary op list them from here, so a new op joins them without an edit
+-- (each test keeps its own references and says what it lacks for a new op).
+function T.unary_ops()
+  local ops, names = torch._ops(), {}
+  for name, op in pairs(ops) do
+    if op.kind == "unary" or op.kind == "unary_float" or op.kind == "unary_bool" then names[#names + 1] = name end
+  end
+  table.sort(names)
+  return names, ops
+end
+
 -- A file's bytes, and writing them.
 function T.read_file(path)
   local f = assert(io.open(path, "rb"))

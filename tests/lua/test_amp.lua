@@ -88,6 +88,28 @@ for _, low in ipairs(lows) do
     if dev == "cuda" then eq(torch.dot(randn(5):to(low), randn(5)).dtype, torch.float32, "dot promotes") end
   end)
 
+  -- every unary op of the registry (T.unary_ops): float32 on CUDA where
+  -- PyTorch's CUDA float32 list names it, its input's dtype otherwise
+  test("autocast " .. low .. ": every unary op of the registry, as PyTorch's lists say", function()
+    local fp32_on_cuda = {exp = true, log = true, log1p = true, rsqrt = true, reciprocal = true, pow_scalar = true,
+                          expm1 = true, log2 = true, log10 = true, tan = true, sinh = true, cosh = true, asin = true,
+                          acos = true, erfinv = true}
+    local call = {clamp = function(x) return x:clamp(-1, 1) end, pow_scalar = function(x) return x:pow(2) end}
+    local x = randn(4, 5):to(low)
+    local names, ops = T.unary_ops()
+    local checked = 0
+    for _, name in ipairs(names) do
+      local f = call[name] or function(t) return t[name](t) end
+      if pcall(f, x) then -- ops of integers only (bitwise_not) have nothing to cast
+        local want = ops[name].kind == "unary_bool" and torch.bool or dev == "cuda" and fp32_on_cuda[name] and torch.float32 or low
+        local _ <close> = region(low)
+        eq(f(x).dtype, want, name)
+        checked = checked + 1
+      end
+    end
+    ok(checked >= 35, "unary ops checked: " .. checked)
+  end)
+
   test("autocast " .. low .. ": values equal the op on inputs cast by hand", function()
     local a, b = randn(7, 9), randn(9, 5)
     local want = a:to(low):matmul(b:to(low))

@@ -118,53 +118,36 @@ end
 local cases = {}
 local function case(spec) cases[#cases + 1] = spec end
 
-local UNARY = {
-  {"neg", function(x) return -x end, FLOATS, INTS},
-  {"abs", function(x) return x:abs() end, FLOATS, INTS},
-  {"sign", function(x) return x:sign() end, FLOATS},
-  {"floor", function(x) return (x * 3):floor() end, FLOATS},
-  {"ceil", function(x) return (x * 3):ceil() end, FLOATS},
-  {"round", function(x) return (x * 3):round() end, FLOATS},
-  {"relu", function(x) return x:relu() end, FLOATS, grad = true},
-  {"exp", function(x) return x:exp() end, FLOATS, grad = true},
-  {"log", function(x) return x:log() end, FLOATS, gen = "positive", grad = true},
-  {"log1p", function(x) return x:log1p() end, FLOATS, gen = "positive"},
-  {"sqrt", function(x) return x:sqrt() end, FLOATS, gen = "positive", grad = true},
-  {"rsqrt", function(x) return x:rsqrt() end, FLOATS, gen = "positive"},
-  {"sin", function(x) return x:sin() end, FLOATS},
-  {"cos", function(x) return x:cos() end, FLOATS},
-  {"tanh", function(x) return x:tanh() end, FLOATS, grad = true},
-  {"sigmoid", function(x) return x:sigmoid() end, FLOATS, grad = true},
-  {"gelu", function(x) return F.gelu(x) end, FLOATS, grad = true},
-  {"silu", function(x) return F.silu(x) end, FLOATS},
-  {"reciprocal", function(x) return x:reciprocal() end, FLOATS, gen = "positive"},
-  {"logical_not", function(x) return x:logical_not() end, {"bool", "float32", "int64"}},
-  {"clamp", function(x) return x:clamp(-0.5, 0.7) end, FLOATS, INTS},
-  {"pow_scalar", function(x) return x:pow(3) end, FLOATS, grad = true},
-  -- issue 21's kernels (values against PyTorch in test_elementwise21.lua)
-  {"trunc", function(x) return (x * 3):trunc() end, FLOATS, INTS},
-  {"bitwise_not", function(x) return x:bitwise_not() end, {"bool"}, INTS},
-  {"expm1", function(x) return x:expm1() end, FLOATS, grad = true},
-  {"exp2", function(x) return x:exp2() end, FLOATS},
-  {"log2", function(x) return x:log2() end, FLOATS, gen = "positive", grad = true},
-  {"log10", function(x) return x:log10() end, FLOATS, gen = "positive"},
-  {"tan", function(x) return x:tan() end, FLOATS, gen = "unit", grad = true},
-  {"sinh", function(x) return x:sinh() end, FLOATS, grad = true},
-  {"cosh", function(x) return x:cosh() end, FLOATS},
-  {"asinh", function(x) return x:asinh() end, FLOATS},
-  {"acosh", function(x) return x:acosh() end, FLOATS, gen = "above_one", grad = true},
-  {"atanh", function(x) return x:atanh() end, FLOATS, gen = "unit"},
-  {"asin", function(x) return x:asin() end, FLOATS, gen = "unit", grad = true},
-  {"acos", function(x) return x:acos() end, FLOATS, gen = "unit"},
-  {"atan", function(x) return x:atan() end, FLOATS},
-  {"erf", function(x) return x:erf() end, FLOATS, grad = true},
-  {"erfinv", function(x) return x:erfinv() end, FLOATS, gen = "unit", grad = true},
+-- Every unary op of the registry (T.unary_ops), as x:op() on the floating
+-- dtypes (and the integers for the ops that keep the dtype: TS_KIND_UNARY),
+-- with gradients where its registry line has a backward. UNARY_SPEC gives an
+-- op another call, its inputs' domain (gen) or its dtypes.
+local function scaled(op) -- integers and halves far apart: floor, round... move
+  return function(x) local y = x * 3 return y[op](y) end
+end
+local UNARY_SPEC = {
+  neg = {fn = function(x) return -x end},
+  floor = {fn = scaled("floor")}, ceil = {fn = scaled("ceil")}, round = {fn = scaled("round")}, trunc = {fn = scaled("trunc")},
+  log = {gen = "positive"}, log1p = {gen = "positive"}, sqrt = {gen = "positive"}, rsqrt = {gen = "positive"},
+  reciprocal = {gen = "positive"}, log2 = {gen = "positive"}, log10 = {gen = "positive"},
+  tan = {gen = "unit"}, atanh = {gen = "unit"}, asin = {gen = "unit"}, acos = {gen = "unit"}, erfinv = {gen = "unit"},
+  acosh = {gen = "above_one"},
+  gelu = {fn = function(x) return F.gelu(x) end}, silu = {fn = function(x) return F.silu(x) end},
+  clamp = {fn = function(x) return x:clamp(-0.5, 0.7) end},
+  pow_scalar = {fn = function(x) return x:pow(3) end},
+  logical_not = {dtypes = {"bool", "float32", "int64"}},
+  bitwise_not = {dtypes = {"bool", table.unpack(INTS)}},
 }
-for _, u in ipairs(UNARY) do
-  local dts = {table.unpack(u[3])}
-  for _, d in ipairs(u[4] or {}) do dts[#dts + 1] = d end
-  case({name = u[1], ops = {u[1]}, fn = u[2], dtypes = dts, gen = u.gen, grad = u.grad,
-        shapes = {{5, 7}, {3, 0}, {4, 1, 6}}, layouts = {"contig", "strided", "offset", "broadcast"}})
+local unary_names, registry = T.unary_ops()
+for _, name in ipairs(unary_names) do
+  local u, line = UNARY_SPEC[name] or {}, registry[name]
+  local dts = u.dtypes
+  if not dts then
+    dts = {table.unpack(FLOATS)}
+    if line.kind == "unary" then for _, d in ipairs(INTS) do dts[#dts + 1] = d end end
+  end
+  case({name = name, ops = {name}, fn = u.fn or function(x) return x[name](x) end, dtypes = dts, gen = u.gen,
+        grad = line.grad_fn ~= nil, shapes = {{5, 7}, {3, 0}, {4, 1, 6}}, layouts = {"contig", "strided", "offset", "broadcast"}})
 end
 
 -- ReLU's backward kernel: the gradient coming in is x (through the product),

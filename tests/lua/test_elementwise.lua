@@ -23,21 +23,39 @@ local positive = {
   log = math.log, sqrt = math.sqrt, rsqrt = function(x) return 1 / math.sqrt(x) end,
   log1p = function(x) return math.log(1 + x) end,
 }
+-- ops called with parameters, or giving bool: {call, reference}
+local called = {
+  pow_scalar = {function(t) return t:pow(3) end, function(x) return x ^ 3 end},
+  logical_not = {function(t) return t:logical_not():double() end, function(x) return x == 0 and 1 or 0 end},
+}
 
+-- Every unary op of the registry against a reference: a Lua formula above,
+-- or PyTorch's values in tests/fixtures/elementwise21 (test_elementwise21.lua
+-- checks those); a new op without either fails here, naming it.
 test("unary ops match float64 references (float32 and float64)", function()
+  local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+  local by_torch = {}
+  for _, case in ipairs(dofile(here .. "../fixtures/elementwise21/elementwise21_torch.lua")) do by_torch[case.op] = true end
+  local lacking = {}
   for _, dt in ipairs({"float32", "float64"}) do
     local tol = dt == "float32" and 1e-5 or 1e-12
-    local vals = T.rand_list({4, 5}, -3, 3)
-    local x = torch.tensor(vals, {dtype = dt})
-    for name, f in pairs(unary) do
+    local vals, pvals = T.rand_list({4, 5}, -3, 3), T.rand_list({3, 4}, 0.1, 5)
+    local x, p = torch.tensor(vals, {dtype = dt}), torch.tensor(pvals, {dtype = dt})
+    for _, name in ipairs(T.unary_ops()) do
       local rt = name == "gelu" and math.max(tol, 1e-6) or tol
-      close(x[name](x), T.map(vals, f), rt, rt, dt .. " " .. name)
-      close(torch[name](x), T.map(vals, f), rt, rt, "torch." .. name)
+      if unary[name] then
+        close(x[name](x), T.map(vals, unary[name]), rt, rt, dt .. " " .. name)
+        close(torch[name](x), T.map(vals, unary[name]), rt, rt, "torch." .. name)
+      elseif positive[name] then
+        close(p[name](p), T.map(pvals, positive[name]), tol, tol, dt .. " " .. name)
+      elseif called[name] then
+        close(called[name][1](x), T.map(vals, called[name][2]), tol, tol, dt .. " " .. name)
+      elseif not by_torch[name] and dt == "float64" then
+        lacking[#lacking + 1] = name
+      end
     end
-    local pvals = T.rand_list({3, 4}, 0.1, 5)
-    local p = torch.tensor(pvals, {dtype = dt})
-    for name, f in pairs(positive) do close(p[name](p), T.map(pvals, f), tol, tol, dt .. " " .. name) end
   end
+  eq(table.concat(lacking, ", "), "", "unary ops of the registry with no reference (a Lua formula here or PyTorch's values)")
 end)
 
 test("round is half to even, as torch", function()
