@@ -344,7 +344,15 @@ static void *pinned_alloc(void *ctx, size_t n, ts_device dev) {
   cudaError_t e = cudaHostAlloc(&p, (size_t)1 << b, cudaHostAllocPortable);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    ts_fail(TS_ERR_OOM, "pin_memory: cannot allocate %zu bytes of page-locked host memory: %s", n, cudaGetErrorString(e));
+    if (e == cudaErrorStreamCaptureUnsupported || e == cudaErrorStreamCaptureInvalidated ||
+        e == cudaErrorStreamCaptureImplicit)
+      ts_fail(TS_ERR_DEVICE,
+              "pin_memory: page-locked host memory cannot be allocated while a CUDA graph is being captured "
+              "(cudaHostAlloc is not permitted during stream capture; the capture is invalidated): pin the tensor "
+              "before capturing");
+    else
+      ts_fail(TS_ERR_OOM, "pin_memory: cannot allocate %zu bytes of page-locked host memory: %s", n,
+              cudaGetErrorString(e));
     return NULL;
   }
   return p;

@@ -6,10 +6,100 @@
 // CPU rounds twice: the formulas spell their products and sums with
 // __dmul_rn/__dadd_rn, which are never fused. Stores round as ts_store_f64
 // and ts_store_i64 do (float16 and bfloat16 through float).
+#include <mutex>
 #include <type_traits>
 
 #include "common.cuh"
 
+// ---- random numbers inside a CUDA graph -----------------------------------------
+//
+// A captured kernel keeps the arguments it was captured with, so a Philox
+// seed and offset passed by value would draw the same numbers on every
+// replay. While a stream captures for a graph (ts_cuda_graph_rng_begin),
+// its random kernels read the seed and a base offset from the graph's
+// device memory instead and add their own offset within the capture (the
+// counters the capture reserved, counted from its first); each replay first
+// writes the generator's seed and next offset there (ts_cuda_graph_rng_set)
+// and the generator moves past the capture's counters: PyTorch's
+// seed_extragraph / offset_extragraph and wholegraph increment.
+
+namespace {
+
+struct rng_capture {
+  int device;
+  cudaStream_t stream;
+  const uint64_t *state; // device memory: seed, base offset
+  uint64_t start;        // the generator's offset when the capture began
+  bool used;
+};
+
+#define RNG_CAPTURES 16 // captures underway at once
+std::mutex g_rng_mu;
+rng_capture g_rng[RNG_CAPTURES];
+int g_nrng;
+
+// The current stream's capture, if it captures for a graph: its state and
+// the offset its counters count from; marks the capture as drawing.
+const uint64_t *capture_state(uint64_t *start) {
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess) return NULL;
+  cudaStream_t s = tsc_stream();
+  std::lock_guard<std::mutex> lock(g_rng_mu);
+  for (int i = 0; i < g_nrng; i++)
+    if (g_rng[i].device == dev && g_rng[i].stream == s) {
+      g_rng[i].used = true;
+      *start = g_rng[i].start;
+      return g_rng[i].state;
+    }
+  return NULL;
+}
+
+// A kernel's Philox key and counter base: the call's, or, inside a graph,
+// the replay's seed and base offset plus the draw's offset within the capture.
+struct philox_args {
+  uint64_t seed, off;
+  const uint64_t *state;
+  __device__ void resolve(uint64_t *s, uint64_t *o) const {
+    *s = state ? state[0] : seed;
+    *o = state ? state[1] + off : off;
+  }
+};
+
+philox_args philox_of(uint64_t seed, uint64_t off) {
+  uint64_t start = 0;
+  const uint64_t *st = capture_state(&start);
+  return st ? philox_args{0, off - start, st} : philox_args{seed, off, NULL};
+}
+
+__global__ void rng_set_kernel(uint64_t *state, uint64_t seed, uint64_t off) { state[0] = seed, state[1] = off; }
+
+} // namespace
+
+extern "C" ts_status ts_cuda_graph_rng_begin(int device, uintptr_t stream, void *state, uint64_t start) {
+  std::lock_guard<std::mutex> lock(g_rng_mu);
+  if (g_nrng == RNG_CAPTURES)
+    return ts_fail(TS_ERR_ARG, "CUDA graphs: more than %d captures underway at once", RNG_CAPTURES);
+  g_rng[g_nrng++] = {device, (cudaStream_t)stream, (const uint64_t *)state, start, false};
+  return TS_OK;
+}
+
+extern "C" bool ts_cuda_graph_rng_end(int device, uintptr_t stream) {
+  std::lock_guard<std::mutex> lock(g_rng_mu);
+  for (int i = 0; i < g_nrng; i++)
+    if (g_rng[i].device == device && g_rng[i].stream == (cudaStream_t)stream) {
+      bool used = g_rng[i].used;
+      g_rng[i] = g_rng[--g_nrng];
+      return used;
+    }
+  return false;
+}
+
+extern "C" ts_status ts_cuda_graph_rng_set(void *state, int device, uintptr_t stream, uint64_t seed, uint64_t offset) {
+  tsc_device_guard g(device);
+  if (g.st) return g.st;
+  rng_set_kernel<<<1, 1, 0, (cudaStream_t)stream>>>((uint64_t *)state, seed, offset);
+  return tsc_after_launch("CUDA graph replay (the generator's state)");
+}
 
 namespace {
 
@@ -52,8 +142,10 @@ enum { MODE_RAND, MODE_RANDN, MODE_RANDINT };
 
 // lo, hi: rand's [lo, hi), randn's (mean, std); ilo, range: randint's [ilo, ilo + range).
 template <typename T>
-__global__ void random_kernel(T *out, int64_t n, uint64_t seed, uint64_t off, int mode, double lo, double hi,
-                              uint64_t ilo, uint64_t range) {
+__global__ void random_kernel(T *out, int64_t n, philox_args pa, int mode, double lo, double hi, uint64_t ilo,
+                              uint64_t range) {
+  uint64_t seed, off;
+  pa.resolve(&seed, &off);
   TSC_GRID_STRIDE(int64_t, j, n) {
     ts_u32x4 r = ts_philox(seed, off + (uint64_t)j);
     if (mode == MODE_RAND) {
@@ -81,9 +173,9 @@ ts_status k_random(const ts_call *c) {
     return ts_fail(TS_ERR_ARG, "randint: expected low < high, got low=%lld, high=%lld", (long long)c->i[2], (long long)c->i[3]);
   return tsc_dispatch(out->dtype, [&](auto tag) {
     using T = decltype(tag);
-    random_kernel<T><<<tsc_blocks(n), TSC_THREADS, 0, tsc_stream()>>>((T *)ts_data(out), n, (uint64_t)c->i[0],
-                                                                       (uint64_t)c->i[1], mode, c->f[0], c->f[1],
-                                                                       (uint64_t)c->i[2], range);
+    random_kernel<T><<<tsc_blocks(n), TSC_THREADS, 0, tsc_stream()>>>(
+        (T *)ts_data(out), n, philox_of((uint64_t)c->i[0], (uint64_t)c->i[1]), mode, c->f[0], c->f[1],
+        (uint64_t)c->i[2], range);
     TSC_LAUNCH_CHECK(ts_ops[c->op].name);
     return TS_OK;
   });
@@ -91,7 +183,9 @@ ts_status k_random(const ts_call *c) {
 
 // randperm: the positions sorted by their 64-bit Philox keys, ties by
 // position (a stable sort of positions in order), as the CPU's qsort.
-template <typename V> __global__ void perm_keys_kernel(uint64_t *keys, V *vals, int64_t n, uint64_t seed, uint64_t off) {
+template <typename V> __global__ void perm_keys_kernel(uint64_t *keys, V *vals, int64_t n, philox_args pa) {
+  uint64_t seed, off;
+  pa.resolve(&seed, &off);
   TSC_GRID_STRIDE(int64_t, j, n) {
     ts_u32x4 r = ts_philox(seed, off + (uint64_t)j);
     keys[j] = ((uint64_t)r.v[0] << 32) | r.v[1];
@@ -109,7 +203,7 @@ template <typename V> ts_status randperm_with(ts_tensor *out, int64_t n, uint64_
   if (st || (st = vbuf.alloc((size_t)n * 2 * sizeof(V)))) return st;
   uint64_t *keys = (uint64_t *)kbuf.p;
   V *vals = (V *)vbuf.p;
-  perm_keys_kernel<V><<<tsc_blocks(n), TSC_THREADS, 0, tsc_stream()>>>(keys, vals, n, seed, off);
+  perm_keys_kernel<V><<<tsc_blocks(n), TSC_THREADS, 0, tsc_stream()>>>(keys, vals, n, philox_of(seed, off));
   TSC_LAUNCH_CHECK("randperm");
   if ((st = tsc_sort_pairs_u64(keys, keys + n, vals, vals + n, sizeof(V) == 8, n, 64))) return st;
   return tsc_dispatch(out->dtype, [&](auto tag) {

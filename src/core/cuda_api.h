@@ -86,6 +86,14 @@ ts_status ts_cuda_graph_destroy(uintptr_t exec);
 void ts_cuda_graph_pool_hold(void); /* a pool's first graph: empty_cache keeps the cache until its release */
 ts_status ts_cuda_graph_pool_release(int device, uint64_t pool);
 ts_status ts_cuda_stream_is_capturing(uintptr_t stream, int device, bool *out);
+/* Random numbers in graphs (cuda/random.cu): while stream captures, its random
+ * kernels read the seed and base offset from state (two uint64 of device memory
+ * the graph keeps) and draw from base + (their reserved offset - start), start
+ * the generator's offset when the capture began. _end says whether any did;
+ * _set (before each replay, on its stream) writes the seed and base offset. */
+ts_status ts_cuda_graph_rng_begin(int device, uintptr_t stream, void *state, uint64_t start);
+bool ts_cuda_graph_rng_end(int device, uintptr_t stream);
+ts_status ts_cuda_graph_rng_set(void *state, int device, uintptr_t stream, uint64_t seed, uint64_t offset);
 
 /* ---- memory ---- */
 /* The caching allocator's statistics and controls, per device. */

@@ -66,7 +66,7 @@ ts_status ts_storage_new_from(size_t nbytes, ts_device dev, const ts_allocator *
     ts_small_free(s, sizeof *s);
     char buf[32];
     ts_device_str(dev, buf, sizeof buf);
-    if (dev.type == TS_CPU)
+    if (dev.type == TS_CPU && a == &ts_cpu_allocator) /* the pinned allocator leaves its own message too */
       return ts_fail(TS_ERR_OOM, "out of memory: tried to allocate %zu bytes on %s; drop references to "
                      "large tensors (collectgarbage()) or use smaller sizes", nbytes, buf);
     /* device allocators leave their own message (formatting it into itself,

@@ -21,6 +21,12 @@ typedef struct lgraph {
   uint64_t pool;    /* 0: none yet */
   int device;
   bool capturing;
+  /* random numbers: the seed and base offset the captured random kernels read
+   * (2 x int64 on the device, filled before each replay), the generator's
+   * offset when the capture began and how many counters it took; NULL when
+   * the capture drew none */
+  ts_tensor *rng_state;
+  uint64_t rng_start, rng_count;
 } lgraph;
 
 /* How many graphs hold each pool: it goes back to the device with the last. */
@@ -58,13 +64,29 @@ static int l_graph_new(lua_State *L) {
   return 1;
 }
 
+static void rng_release(lgraph *g) {
+  if (g->rng_state) ts_tensor_release(g->rng_state), g->rng_state = NULL;
+}
+
+/* The end of g's capture for its random kernels: keeps their state if any drew. */
+static void rng_end(lgraph *g) {
+  bool drew = ts_cuda_graph_rng_end(g->device, g->stream);
+  ts_rng_graph_capture(-1);
+  uint64_t seed, now;
+  ts_rng_get_state(&seed, &now);
+  g->rng_count = now - g->rng_start;
+  if (!drew) rng_release(g);
+}
+
 /* Drops the executable graph and the pool reference; ends a capture left open. */
 static void graph_release(lgraph *g) {
   if (g->capturing) {
     uintptr_t x = 0;
+    rng_end(g);
     if (ts_cuda_capture_end(g->device, g->stream, &x) == TS_OK) ts_cuda_graph_destroy(x);
     g->capturing = false;
   }
+  rng_release(g);
   if (g->exec) ts_cuda_graph_destroy(g->exec), g->exec = 0;
   if (g->pool) pool_drop(g->pool), g->pool = 0;
 }
@@ -102,14 +124,23 @@ static int m_capture_begin(lua_State *L) {
     return lt_errorf(L, "capture_begin: CUDA graphs must be captured on a stream other than the default stream "
                         "(use cuda.graph(g, fn), which captures on a side stream, or cuda.stream(s, fn))");
   if (!pool) pool = ts_cuda_graph_pool_new();
+  /* the random kernels' seed and base offset: made before the capture (outside its pool) */
+  ts_status st = ts_tensor_empty(1, (int64_t[]){2}, TS_INT64, (ts_device){TS_CUDA, d}, &g->rng_state);
+  if (st) return lt_error(L, st);
+  uint64_t seed;
+  ts_rng_get_state(&seed, &g->rng_start);
   pool_hold(pool, d);
-  g->pool = pool, g->device = d;
-  ts_status st = ts_cuda_capture_begin(d, s, pool, mode);
+  g->pool = pool, g->device = d, g->stream = s;
+  if (!(st = ts_cuda_graph_rng_begin(d, s, ts_data(g->rng_state), g->rng_start)) &&
+      (st = ts_cuda_capture_begin(d, s, pool, mode)))
+    ts_cuda_graph_rng_end(d, s);
+  if (!st) ts_rng_graph_capture(1);
   if (st) {
+    rng_release(g);
     pool_drop(pool), g->pool = 0;
     return lt_error(L, st);
   }
-  g->stream = s, g->capturing = true;
+  g->capturing = true;
   return 0;
 }
 
@@ -117,20 +148,30 @@ static int m_capture_end(lua_State *L) {
   lgraph *g = self_graph(L);
   if (!g->capturing) return lt_errorf(L, "capture_end: this graph is not capturing (call capture_begin first)");
   g->capturing = false;
+  rng_end(g);
   ts_status st = ts_cuda_capture_end(g->device, g->stream, &g->exec);
   if (st) {
     g->exec = 0;
+    rng_release(g);
     pool_drop(g->pool), g->pool = 0;
     return lt_error(L, st);
   }
   return 0;
 }
 
-/* g:replay(): the captured work again, on the current stream */
+/* g:replay(): the captured work again, on the current stream; its random
+ * kernels draw the generator's next counters (fresh numbers each replay, the
+ * same after the same manual_seed), as many as the capture took */
 static int m_replay(lua_State *L) {
   lgraph *g = self_graph(L);
   if (!g->exec) return lt_errorf(L, "replay: this graph holds no capture (capture it first; after g:reset() it is empty)");
-  LT_TRY(L, ts_cuda_graph_launch(g->exec, g->device, ts_cuda_current_stream(g->device)));
+  uintptr_t s = ts_cuda_current_stream(g->device);
+  if (g->rng_state) {
+    uint64_t seed, offset;
+    ts_rng_reserve(g->rng_count, &seed, &offset);
+    LT_TRY(L, ts_cuda_graph_rng_set(ts_data(g->rng_state), g->device, s, seed, offset));
+  }
+  LT_TRY(L, ts_cuda_graph_launch(g->exec, g->device, s));
   return 0;
 }
 

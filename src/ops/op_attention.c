@@ -143,6 +143,10 @@ ts_status ts_sdpa(ts_tensor *q, ts_tensor *k, ts_tensor *v, ts_tensor *mask, dou
                   double scale, ts_tensor **out) {
   ts_status st = check_all(q, k, v, mask, dropout_p, scale);
   if (st) return st;
+  if (dropout_p > 0 && q->device.type != TS_CPU && ts_rng_graph_capturing()) /* see ts_rng_graph_capturing */
+    return ts_fail(TS_ERR_ARG, "scaled_dot_product_attention: dropout_p %g inside a CUDA graph capture is not "
+                   "supported yet (its kernels take the generator's offset by value, so every replay would repeat "
+                   "the capture's mask): capture it with dropout_p = 0, or use nn.functional.dropout", dropout_p);
   tmps t = {.n = 0};
   ts_tensor **qc = tmp(&t), **kc = tmp(&t), **vc = tmp(&t), **mv = tmp(&t), **o4 = tmp(&t), **lse = tmp(&t);
   ts_tensor **o = tmp(&t);

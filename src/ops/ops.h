@@ -204,6 +204,9 @@ uint64_t ts_initial_seed(void);
 void ts_rng_reserve(uint64_t n, uint64_t *seed, uint64_t *offset);
 /* The whole generator state, for checkpoints that resume exactly. */
 void ts_rng_get_state(uint64_t *seed, uint64_t *offset);
+/* CUDA graph captures underway (+1 at a capture's begin, -1 at its end; src/random.c) */
+void ts_rng_graph_capture(int delta);
+bool ts_rng_graph_capturing(void);
 void ts_rng_set_state(uint64_t seed, uint64_t offset);
 /* New tensors of draws: uniform [0, 1) and standard normal (floating dtypes),
  * integers in [low, high), a permutation of [0, n) */

@@ -30,6 +30,14 @@ void ts_rng_set_state(uint64_t seed, uint64_t offset) {
   rng_offset = offset;
 }
 
+/* CUDA graph captures underway, counted by the graph binding. The registry's
+ * random kernels read their seed and offset from the graph's memory inside a
+ * capture (cuda/random.cu); a kernel that takes them by value only (the
+ * attention's dropout) refuses to be captured rather than repeat its draws. */
+static _Atomic int graph_captures;
+void ts_rng_graph_capture(int delta) { graph_captures += delta; }
+bool ts_rng_graph_capturing(void) { return graph_captures > 0; }
+
 /* Fills contiguous t (just made) by kernel op: i[0] seed, i[1] counter offset, i[2..3] and f[0..1] as ops.def says */
 static ts_status draw(ts_op op, ts_tensor *t, int64_t count, int64_t lo, int64_t hi, double a, double b) {
   uint64_t seed, off;

@@ -277,6 +277,94 @@ test("capturing Adam's step without capturable raises naming the option; before 
   eq(fresh.state[model:parameters()[1]].step:item(), 1)
 end)
 
+-- Random ops captured in a graph: rand, randn, randint and dropout's mask.
+local N = 20000
+local function draws(x)
+  return torch.rand(N, {device = "cuda"}), torch.randn(N, {device = "cuda"}),
+    torch.randint(0, 10, {N}, {device = "cuda"}), nn.F.dropout(x, {p = 0.25})
+end
+
+-- draws captured after a warm-up: the graph, its static outputs, the input dropout reads
+local function captured_draws()
+  local x = torch.ones(N, {device = "cuda"})
+  warm_up(function() draws(x) end, 1)
+  local g = cuda.CUDAGraph()
+  return g, table.pack(cuda.graph(g, function() return draws(x) end)), x
+end
+
+test("random ops in a captured graph draw fresh numbers on each replay, with the right distribution", function()
+  need_cuda()
+  local g, outs = captured_draws()
+  local function snapshot()
+    local r = {}
+    for i = 1, 4 do r[i] = outs[i]:cpu():double() end
+    return r
+  end
+  local l0 = cuda.launch_count()
+  g:replay()
+  eq(cuda.launch_count() - l0, 1, "a replay: the generator's state written (one launch), then the graph")
+  local a = snapshot()
+  g:replay()
+  local b = snapshot()
+  for i, name in ipairs({"rand", "randn", "randint", "dropout"}) do
+    ok(not torch.equal(a[i], b[i]), name .. ": two replays drew different numbers")
+  end
+  for _, r in ipairs({a, b}) do
+    -- 4 standard errors or more: N = 20000 draws
+    local u, z, k, d = r[1], r[2], r[3], r[4]
+    close(u:mean():item(), 0.5, 0, 0.01, "rand's mean")
+    close(u:var():item(), 1 / 12, 0, 0.004, "rand's variance")
+    ok(u:min():item() >= 0 and u:max():item() < 1, "rand in [0, 1)")
+    close(z:mean():item(), 0, 0, 0.03, "randn's mean")
+    close(z:std():item(), 1, 0, 0.03, "randn's standard deviation")
+    for v = 0, 9 do close(k:eq(v):double():mean():item(), 0.1, 0, 0.01, "randint's share of " .. v) end
+    close(d:eq(0):double():mean():item(), 0.25, 0, 0.015, "dropout zeroes a quarter")
+    eq(d:ne(0):sum():item(), (d - 4 / 3):abs():lt(1e-6):sum():item(), "dropout scales the kept by 1 / (1 - p)")
+  end
+end)
+
+test("a replay after manual_seed draws what eager draws after it, and moves the generator as far", function()
+  need_cuda()
+  local g, outs, x = captured_draws()
+  torch.manual_seed(7)
+  g:replay()
+  local after_replay = torch.rand(5, {device = "cuda"})
+  torch.manual_seed(7)
+  local eager = table.pack(draws(x))
+  local after_eager = torch.rand(5, {device = "cuda"})
+  for i = 1, 4 do eq(torch.equal(outs[i], eager[i]), true, "draw " .. i .. ": the eager numbers of that seed") end
+  eq(torch.equal(after_replay, after_eager), true, "the next draw: the generator moved past the capture's counters")
+  torch.manual_seed(7)
+  close(outs[1]:cpu(), torch.rand(N, {device = "cpu"}), 0, 0, "and the CPU's, as every device draws the same")
+  -- a graph without random ops: no launch before its replay
+  local g2 = cuda.CUDAGraph()
+  cuda.graph(g2, function() return x * 2 end)
+  local l0 = cuda.launch_count()
+  g2:replay()
+  eq(cuda.launch_count() - l0, 0, "nothing written for a graph that draws nothing")
+end)
+
+test("pin_memory and attention's dropout inside a capture raise saying why; the session goes on", function()
+  need_cuda()
+  local x = torch.ones(8, {device = "cuda"})
+  warm_up(function() return x * 2 end)
+  -- an odd size (about 5 MB): no block the pinned cache holds already
+  local host = torch.ones(1234567, {device = "cpu"})
+  raises(function() cuda.graph(cuda.CUDAGraph(), function() local _ = x * 2; host:pin_memory() end) end,
+    "pin_memory: page-locked host memory cannot be allocated while a CUDA graph is being captured")
+  eq(cuda.is_current_stream_capturing(), false, "the capture ended")
+  ok(host:pin_memory():is_pinned(), "pinned outside the capture")
+  local q = torch.randn(1, 2, 4, 8, {device = "cuda"})
+  warm_up(function() return nn.F.scaled_dot_product_attention(q, q, q, {dropout_p = 0.1}) end, 1)
+  raises(function()
+    cuda.graph(cuda.CUDAGraph(), function() return nn.F.scaled_dot_product_attention(q, q, q, {dropout_p = 0.1}) end)
+  end, "scaled_dot_product_attention: dropout_p 0.1 inside a CUDA graph capture is not supported yet")
+  local g = cuda.CUDAGraph()
+  local y = cuda.graph(g, function() return nn.F.scaled_dot_product_attention(q, q, q) end)
+  g:replay()
+  close(y:cpu(), nn.F.scaled_dot_product_attention(q, q, q):cpu(), 0, 0, "without dropout it captures")
+end)
+
 test("make_graphed_callables on a small MLP matches eager forward and backward", function()
   need_cuda()
   local model, eager = two_models()
