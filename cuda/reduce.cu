@@ -477,25 +477,29 @@ __device__ __forceinline__ void col_lines(const Op &op, const tsr_lines &g, cons
   }
 }
 
+// As the row kernels, the column kernels give their blocks per SM (left to
+// ptxas, they spilled 16 to 48 bytes to reach an occupancy step): six of 256
+// threads (40 registers) for sums, products, all/any and float logsumexp; the
+// ops of col_wide keep three.
+template <class Op> struct col_wide : std::false_type {};
+template <typename T> struct col_wide<ExtOp<T>> : std::true_type {};     // value and row, four of them
+template <typename T, bool P2> struct col_wide<NormOp<T, P2>> : std::true_type {};
+template <typename T> struct col_wide<VarOp<T>> : std::true_type {};
+template <> struct col_wide<LseOp<double>> : std::true_type {};
+
 template <class Op, typename T>
-__global__ void __launch_bounds__(256) reduce_col_k(Op op, tsr_lines g, const T *__restrict__ x, char *out0,
-                                                    int64_t *out1, int BX, int64_t chunk, typename Op::S *part) {
+__global__ void __launch_bounds__(256, 6) reduce_col_k(Op op, tsr_lines g, const T *__restrict__ x, char *out0,
+                                                       int64_t *out1, int BX, int64_t chunk, typename Op::S *part) {
   __shared__ typename Op::S sm[256];
   col_lines(op, g, x, out0, out1, BX, chunk, part, sm);
 }
 
-// VarOp's states (three doubles, four accumulators of four) took the column
-// kernel past 64 registers, and with its blocks per SM left to ptxas it spilled
-// 48 bytes on sm_90 to keep 4; given as 3, it does not.
 template <class Op, typename T>
-__global__ void __launch_bounds__(256, 3) reduce_col_var_k(Op op, tsr_lines g, const T *__restrict__ x, char *out0,
-                                                           int64_t *out1, int BX, int64_t chunk, typename Op::S *part) {
+__global__ void __launch_bounds__(256, 3) reduce_col_wide_k(Op op, tsr_lines g, const T *__restrict__ x, char *out0,
+                                                            int64_t *out1, int BX, int64_t chunk, typename Op::S *part) {
   __shared__ typename Op::S sm[256];
   col_lines(op, g, x, out0, out1, BX, chunk, part, sm);
 }
-
-template <class Op> struct is_var : std::false_type {};
-template <typename T> struct is_var<VarOp<T>> : std::true_type {};
 
 // Merges each line's nsplit partial states in order and stores the result;
 // G (<= 32) threads per line.
@@ -585,8 +589,8 @@ template <typename T, class Op> ts_status run(const ts_call *c, const Op &op, co
   }
   dim3 grid(grid_x(nlb), (unsigned)nsplit);
   if (col) {
-    if constexpr (is_var<Op>::value)
-      reduce_col_var_k<Op, T><<<grid, threads, 0, stream>>>(op, g, x, out0, out1, BX, chunk, part);
+    if constexpr (col_wide<Op>::value)
+      reduce_col_wide_k<Op, T><<<grid, threads, 0, stream>>>(op, g, x, out0, out1, BX, chunk, part);
     else
       reduce_col_k<Op, T><<<grid, threads, 0, stream>>>(op, g, x, out0, out1, BX, chunk, part);
   } else if constexpr (row_wide<Op>::value) {
