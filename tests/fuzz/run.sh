@@ -91,7 +91,7 @@ mpi_leaks_only() {
 ticks=$(getconf CLK_TCK)
 cpu_of() {
   local f
-  read -ra f <"/proc/$1/stat" 2>/dev/null || { echo 0; return; }
+  { read -ra f <"/proc/$1/stat"; } 2>/dev/null || { echo 0; return; } # (gone: it ended)
   echo $((f[13] + f[14]))
 }
 while :; do
