@@ -136,6 +136,12 @@ TSC_F1(f_atan, m_atan)
 TSC_F1(f_erf, m_erf)
 #undef TSC_F1
 struct f_erfinv { template <typename C> __device__ C operator()(C x) const { return (C)ts_erfinv((double)x); } };
+struct f_sinc { // sin(pi x) / (pi x), 1 at 0, as the CPU and PyTorch
+  template <typename C> __device__ C operator()(C x) const {
+    C px = (C)3.14159265358979323846 * x;
+    return x == (C)0 ? (C)1 : m_sin(px) / px;
+  }
+};
 struct f_relu { template <typename C> __device__ C operator()(C x) const { return x < 0 ? (C)0 : x; } };
 struct f_exp { template <typename C> __device__ C operator()(C x) const { return m_exp(x); } };
 struct f_log { template <typename C> __device__ C operator()(C x) const { return m_log(x); } };
@@ -372,6 +378,7 @@ ts_status k_unary(const ts_call *c) {
   case TS_OP_ATAN: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_atan{}); });
   case TS_OP_ERF: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_erf{}); });
   case TS_OP_ERFINV: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_erfinv{}); });
+  case TS_OP_SINC: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_sinc{}); });
   case TS_OP_EXP: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_exp{}); });
   case TS_OP_LOG: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_log{}); });
   case TS_OP_LOG1P: return by_dtype<DF>(c, dt, [&](auto t) { return unary<decltype(t)>(c, f_log1p{}); });

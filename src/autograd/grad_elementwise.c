@@ -51,6 +51,11 @@ static ts_tensor *unary_formula(ag_scope *s, ts_op op, const ts_node *n, ts_tens
     return AG_MUL(s, g, AG_MUL(s, ag_un(s, TS_OP_EXP, ag_un(s, TS_OP_NEG, AG_MUL(s, X, X))), ag_num(s, M_2_SQRTPI)));
   case TS_OP_ERFINV: /* sqrt(pi)/2 e^(y^2) */
     return AG_MUL(s, g, AG_MUL(s, ag_un(s, TS_OP_EXP, AG_MUL(s, Y, Y)), ag_num(s, 0.88622692545275801365)));
+  case TS_OP_SINC: { /* (pi x cos(pi x) - sin(pi x)) / (pi x^2), 0 at 0, in torch's sinc_backward's order */
+    ts_tensor *px = AG_MUL(s, X, ag_num(s, M_PI)), *pxx = AG_MUL(s, AG_MUL(s, X, X), ag_num(s, M_PI));
+    ts_tensor *d = AG_SUB(s, AG_MUL(s, px, ag_un(s, TS_OP_COS, px)), ag_un(s, TS_OP_SIN, px));
+    return ag_where(s, ag_bin(s, TS_OP_EQ, pxx, ag_num(s, 0)), ag_num(s, 0), AG_DIV(s, AG_MUL(s, g, d), pxx));
+  }
   case TS_OP_RELU:
     if (Y && !s->st && g->dtype == y->dtype && g->ndim == y->ndim &&
         !memcmp(g->sizes, y->sizes, sizeof(int64_t) * (size_t)g->ndim)) { /* one pass, no bool mask */

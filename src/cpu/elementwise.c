@@ -197,6 +197,8 @@ U_F(acos, acos(x))
 U_F(atan, atan(x))
 U_F(erf, erf(x))
 U_F(erfinv, (ct)ts_erfinv((double)x))
+/* sin(pi x) / (pi x) with pi x rounded to the compute type, as PyTorch's kernel */
+U_F(sinc, x == 0 ? (ct)1 : ({ ct px_ = (ct)M_PI * x; sin(px_) / px_; }))
 
 /* logical_not reads any dtype and writes bool: its loops are two-typed */
 #define LNOT(NAME, S, LD)                                                              \
@@ -272,6 +274,7 @@ static void init_loops(void) {
   SET_F(loops[TS_OP_ATAN], atan);
   SET_F(loops[TS_OP_ERF], erf);
   SET_F(loops[TS_OP_ERFINV], erfinv);
+  SET_F(loops[TS_OP_SINC], sinc);
   SET_FI(loops[TS_OP_RELU], relu);
   SET_F(loops[TS_OP_EXP], exp);
   SET_F(loops[TS_OP_LOG], log);

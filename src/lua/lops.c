@@ -9,10 +9,10 @@
 #include "lt.h"
 
 static const char *const kind_names[] = {
-    [TS_KIND_SPECIAL] = "special",     [TS_KIND_RANDOM] = "random",           [TS_KIND_UNARY] = "unary",
+    [TS_KIND_SPECIAL] = "special", [TS_KIND_RANDOM] = "random", [TS_KIND_UNARY] = "unary",
     [TS_KIND_UNARY_FLOAT] = "unary_float", [TS_KIND_UNARY_BOOL] = "unary_bool", [TS_KIND_BINARY] = "binary",
-    [TS_KIND_BINARY_FLOAT] = "binary_float", [TS_KIND_COMPARE] = "compare",  [TS_KIND_REDUCE] = "reduce",
-    [TS_KIND_SCAN] = "scan",           [TS_KIND_LIBRARY] = "library"};
+    [TS_KIND_BINARY_FLOAT] = "binary_float", [TS_KIND_COMPARE] = "compare", [TS_KIND_REDUCE] = "reduce",
+    [TS_KIND_SCAN] = "scan", [TS_KIND_LIBRARY] = "library"};
 static const char *const saves_names[] = {[TS_SAVES_NONE] = "none", [TS_SAVES_INPUT] = "input",
                                           [TS_SAVES_OUTPUT] = "output", [TS_SAVES_BOTH] = "both",
                                           [TS_SAVES_PER_OPERAND] = "per_operand"};

@@ -18,6 +18,7 @@ local unary = {
   floor = math.floor, ceil = math.ceil, sign = function(x) return x > 0 and 1 or x < 0 and -1 or 0 end,
   reciprocal = function(x) return 1 / x end,
   gelu = function(x) return 0.5 * x * (1 + erf(x / math.sqrt(2))) end,
+  sinc = function(x) return x == 0 and 1 or math.sin(math.pi * x) / (math.pi * x) end,
 }
 local positive = {
   log = math.log, sqrt = math.sqrt, rsqrt = function(x) return 1 / math.sqrt(x) end,
