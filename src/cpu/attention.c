@@ -31,7 +31,7 @@ typedef struct strides3 {
  * scaling) in eight lanes with fused multiply-adds where the CPU has them
  * (x86-64-v3): the baseline build's four SSE lanes left them a quarter of the
  * backward */
-#define TS_ATTN_VECTOR __attribute__((target_clones("arch=x86-64-v3", "default"), optimize("fp-contract=fast")))
+#define TS_ATTN_VECTOR TS_VECTOR_V3
 
 typedef struct attn_args {
   int64_t B, H, L, S, E, Ev; /* B: batch times heads in the loops below */

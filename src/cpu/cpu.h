@@ -13,6 +13,9 @@ void ts_cpu_register_copy(ts_kernel *k);
 void ts_cpu_register_random(ts_kernel *k);
 void ts_cpu_register_reduce(ts_kernel *k);
 void ts_cpu_register_linalg(ts_kernel *k);
+/* BMM with i[0] a reuse token (gemm_reused.c): false when it does not apply */
+bool ts_cpu_gemm_reused_b(const ts_tensor *A, const ts_tensor *B, ts_tensor *O, double alpha, double beta,
+                          int64_t token);
 void ts_cpu_register_index(ts_kernel *k);
 void ts_cpu_register_optim(ts_kernel *k);
 void ts_cpu_register_amp(ts_kernel *k);

@@ -181,6 +181,8 @@ static ts_status k_bmm(const ts_call *c) {
   if (!loops[dt]) return ts_fail(TS_ERR_DTYPE, "bmm is not implemented for %s tensors", ts_dtype_name(dt));
   if (O->sizes[0] == 0 || O->sizes[1] == 0 || O->sizes[2] == 0) return TS_OK;
   if (A->sizes[2] > 0) { /* K = 0 is beta*O: BLAS implementations differ there, the loop does not */
+    /* i[0]: the op layer's token for a B it passes again unchanged (the recurrent layers' W_hh) */
+    if (c->i[0] && ts_cpu_gemm_reused_b(A, Bm, O, alpha, beta, c->i[0])) return ts_check_interrupt();
     gemm_plan p;
     if ((dt == TS_FLOAT32 || dt == TS_FLOAT64) && plan_gemm(A, Bm, O, &p)) return gemm_blas(A, Bm, O, &p, alpha, beta);
     ts_status st;

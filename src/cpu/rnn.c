@@ -13,14 +13,12 @@
 /* each function names its element count `work` */
 #define PAR _Pragma("omp parallel for schedule(static) if (work > TS_PARALLEL_GRAIN / 8)")
 
-/* exp and tanh by the argument's type; in float, vmath.h's straight-line
- * versions, which vectorise (libm's tanhf was half of an LSTM step's time) */
-#define EXP(x) _Generic((x), float: ts_expf, default: exp)(x)
-#define TANH(x) _Generic((x), float: ts_tanhf, default: tanh)(x)
+/* exp and tanh by the argument's type (vmath.h: libm's tanhf was half of an
+ * LSTM step's time); row functions cloned for x86-64-v3 */
+#define EXP TS_VEXP
+#define TANH TS_VTANH
 #define SIGMOID(T, x) ((T)1 / ((T)1 + EXP((T)-(x))))
-/* a row function in eight lanes with fused multiply-adds where the CPU has them
- * (x86-64-v3: AVX2 and FMA), contracted as the vector code allows */
-#define VECTOR __attribute__((target_clones("arch=x86-64-v3", "default"), optimize("fp-contract=fast")))
+#define VECTOR TS_VECTOR_V3
 
 /* gates (M, 4H) pre-activations i, f, g, o -> act (M, 4H) activated, c = f*c_prev + i*g,
  * h = o * tanh(c); one row of H per call of the row function, cloned for AVX2

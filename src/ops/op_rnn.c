@@ -97,8 +97,16 @@ static ts_tensor tr(ts_tensor m) {
   return m;
 }
 
-/* o (M, N) = beta*o + a (M, K) @ b (K, N) */
-static ts_status gemm(ts_tensor o, ts_tensor a, ts_tensor b, double beta) {
+/* A token for the step GEMMs of one loop that all pass the same, unchanged B
+ * (W_hh, W_hr): BMM's i[0], so the CPU packs B once per loop instead of once
+ * per step (src/cpu/gemm_reused.c); other backends ignore it */
+static int64_t reuse_token(void) {
+  static int64_t last;
+  return __atomic_add_fetch(&last, 1, __ATOMIC_RELAXED);
+}
+
+/* o (M, N) = beta*o + a (M, K) @ b (K, N); token: reuse_token's, or 0 */
+static ts_status gemm_reusing(ts_tensor o, ts_tensor a, ts_tensor b, double beta, int64_t token) {
   if (o.sizes[0] == 0 || o.sizes[1] == 0) return TS_OK;
   ts_tensor *v[3] = {&o, &a, &b};
   for (int k = 0; k < 3; k++) {
@@ -108,9 +116,11 @@ static ts_status gemm(ts_tensor o, ts_tensor a, ts_tensor b, double beta) {
     t->ndim = 3;
   }
   ts_tensor *in[2] = {&a, &b};
-  ts_call c = {.op = TS_OP_BMM, .nin = 2, .in = in, .out = {&o}, .f = {1.0, beta}};
+  ts_call c = {.op = TS_OP_BMM, .nin = 2, .in = in, .out = {&o}, .f = {1.0, beta}, .i = {token}};
   return ts_dispatch(&c);
 }
+
+static ts_status gemm(ts_tensor o, ts_tensor a, ts_tensor b, double beta) { return gemm_reusing(o, a, b, beta, 0); }
 
 static ts_status copy(ts_tensor dst, ts_tensor src) {
   if (dst.sizes[0] == 0) return TS_OK;
@@ -175,6 +185,7 @@ static ts_status forward_steps(const ts_rnn_dims *d, const layout *lo, const int
   const bool lstm = d->mode == TS_RNN_LSTM;
   const int dir = d->reverse ? -1 : 1, relu = d->mode == TS_RNN_RELU;
   ts_tensor wt = tr(mat(w, 0, GH, P)), wrt = wr ? tr(mat(wr, 0, P, H)) : wt;
+  const int64_t wt_token = reuse_token(), wrt_token = reuse_token();
   ts_status st = TS_OK;
   const int64_t t0 = d->reverse ? L - 1 : 0;
   ts_tensor first_h = L > 0 ? mat(ws, lo->hprev + t0 * N * P, N, P) : mat(y, lo->hn, N, P);
@@ -196,18 +207,19 @@ static ts_status forward_steps(const ts_rnn_dims *d, const layout *lo, const int
         ts_tensor a = mat(ws, lo->act + t * N * GH, bs, GH), cpb = head(cp, bs);
         ts_tensor hd = wr ? mat(ws, lo->r + t * N * H, bs, H) : otb, cd = mat(ws, lo->cs + t * N * H, bs, H);
         ts_tensor *in[2] = {&a, &cpb};
-        if (!(st = gemm(a, hpb, wt, 1)) && !(st = run(TS_OP_LSTM_CELL, 2, in, &hd, &cd, &a, 0)) &&
-            !(st = wr ? gemm(otb, hd, wrt, 0) : TS_OK))
+        if (!(st = gemm_reusing(a, hpb, wt, 1, wt_token)) && !(st = run(TS_OP_LSTM_CELL, 2, in, &hd, &cd, &a, 0)) &&
+            !(st = wr ? gemm_reusing(otb, hd, wrt, 0, wrt_token) : TS_OK))
           st = copy(head(cn, bs), cd);
       } else if (d->mode == TS_RNN_GRU) {
         ts_tensor g = mat(gh, 0, bs, GH), gx = mat(x, t * N * GH, bs, GH), bb = b ? *b : g;
         ts_tensor a = mat(ws, lo->act + t * N * lo->A, bs, lo->A);
         ts_tensor *in[4] = {&gx, &g, &hpb, &bb};
-        if (!(st = gemm(g, hpb, wt, 0))) st = run(TS_OP_GRU_CELL, b ? 4 : 3, in, &otb, &a, NULL, 0);
+        if (!(st = gemm_reusing(g, hpb, wt, 0, wt_token))) st = run(TS_OP_GRU_CELL, b ? 4 : 3, in, &otb, &a, NULL, 0);
       } else {
         ts_tensor a = mat(ws, lo->act + t * N * H, bs, H);
         ts_tensor *in[1] = {&a};
-        if (!(st = gemm(a, hpb, wt, 1)) && !(st = run(TS_OP_RNN_CELL, 1, in, &a, NULL, NULL, relu))) st = copy(otb, a);
+        if (!(st = gemm_reusing(a, hpb, wt, 1, wt_token)) && !(st = run(TS_OP_RNN_CELL, 1, in, &a, NULL, NULL, relu)))
+          st = copy(otb, a);
       }
       if (!st) st = copy(head(hn, bs), otb);
     }
@@ -401,6 +413,7 @@ ts_status ts_rnn_layer_backward(const ts_rnn_dims *d, const int64_t *bsz, ts_ten
     }
   }
   const ts_tensor W = mat(w, 0, GH, P);
+  const int64_t w_token = reuse_token(), wr_token = reuse_token();
   for (int64_t s = 0; s < L; s++) {
     const int64_t t = d->reverse ? s : L - 1 - s, bs = bsz ? bsz[t] : N;
     if (bs == 0) continue;
@@ -412,22 +425,22 @@ ts_status ts_rnn_layer_backward(const ts_rnn_dims *d, const int64_t *bsz, ts_ten
       if (wr) { /* h = r W_hr^T: r's gradient is dh W_hr */
         dcur = mat(*dr, 0, bs, H);
         TRY(copy(mat(*dHs, t * N * P, bs, P), dhb));
-        TRY(gemm(dcur, dhb, mat(wr, 0, P, H), 0));
+        TRY(gemm_reusing(dcur, dhb, mat(wr, 0, P, H), 0, wr_token));
       }
       ts_tensor *in[5] = {&dcur, &dcb, &act, &cp, &c};
       TRY(run(TS_OP_LSTM_CELL_BACKWARD, 5, in, &dgb, &dcb, NULL, 0));
-      TRY(gemm(dhb, dgb, W, 0));
+      TRY(gemm_reusing(dhb, dgb, W, 0, w_token));
     } else if (gru) {
       ts_tensor dgx = mat(*dG, t * N * GH, bs, GH), dgh = mat(*dGh, t * N * GH, bs, GH);
       ts_tensor hp = mat(ws, lo.hprev + t * N * P, bs, P);
       ts_tensor *in[3] = {&dhb, &act, &hp};
       TRY(run(TS_OP_GRU_CELL_BACKWARD, 3, in, &dgx, &dgh, &dhb, 0));
-      TRY(gemm(dhb, dgh, W, 1));
+      TRY(gemm_reusing(dhb, dgh, W, 1, w_token));
     } else {
       ts_tensor dgb = mat(*dG, t * N * H, bs, H);
       ts_tensor *in[2] = {&dhb, &act};
       TRY(run(TS_OP_RNN_CELL_BACKWARD, 2, in, &dgb, NULL, NULL, relu));
-      TRY(gemm(dhb, dgb, W, 0));
+      TRY(gemm_reusing(dhb, dgb, W, 0, w_token));
     }
   }
   if (need[3]) { /* dW_hh = sum over steps of dgates^T h_prev: one GEMM */

@@ -138,6 +138,33 @@ test("idle memory is bounded by TENSH_CPU_CACHE_LIMIT, big blocks by TENSH_CPU_C
     "an unreadable setting is named, and the default used: " .. out)
 end)
 
+test("by default the idle limit follows the most mapped at once: a step bigger than 256 MiB maps nothing anew", function()
+  -- a child process without TENSH_CPU_CACHE_LIMIT; torch.empty touches no page, so
+  -- the 320 MiB are address space, not memory
+  local script = os.tmpname()
+  T.write_file(script, [[
+    local MiB = 1024 * 1024
+    local function step()
+      local live = {}
+      for i = 1, 20 do live[i] = torch.empty(4 * MiB) end -- 16 MiB each: below the max block
+    end
+    for round = 1, 3 do
+      step()
+      print("round", torch.cpu.memory_reserved() // MiB, torch.cpu.memory_stats()["num_device_alloc"])
+    end
+  ]])
+  local p = assert(io.popen(("env -u TENSH_CPU_CACHE_LIMIT -u TENSH_CPU_CACHE_MAX_BLOCK %s/tensh %s 2>&1")
+    :format(build, script)))
+  local out = p:read("a")
+  p:close()
+  os.remove(script)
+  local got = {}
+  for v, m in out:gmatch("round\t(%d+)\t(%d+)") do got[#got + 1] = {tonumber(v), tonumber(m)} end
+  eq(#got, 3, "the child's report (output: " .. out .. ")")
+  ok(got[1][1] >= 320, ("the first step's 320 MiB stay mapped once free (%d MiB)"):format(got[1][1]))
+  eq(got[3][2], got[1][2], "no new mapping in the later steps")
+end)
+
 test("out of memory: a clear error, counters unchanged, the session goes on", function()
   settle()
   local allocated, ooms = cpu.memory_allocated(), stat("num_ooms")
