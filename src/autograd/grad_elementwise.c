@@ -261,7 +261,7 @@ ts_status ts_ag_binary(ts_op op, ts_tensor *a, ts_tensor *b, ts_tensor *ac, ts_t
   if (st) return st;
   n->i[5] = op;
   n->f[0] = alpha;
-  /* save only what the formulas below will read (see ts_ag_unary for why) */
+  /* save only what the formulas below will read (ts_op_saves in ops/ops.h says why) */
   bool ga_w = a->requires_grad, gb_w = b->requires_grad;
   bool both = op == TS_OP_POW || op == TS_OP_MAXIMUM || op == TS_OP_MINIMUM || op == TS_OP_REMAINDER ||
               op == TS_OP_FMOD || op == TS_OP_ATAN2;
