@@ -6,8 +6,9 @@
  * promise, BMM's i[0], that B's values do not change between calls with
  * that token) and each call runs an AVX2/FMA micro-kernel over the packed
  * panels: 4 rows x 24 columns of C in 12 registers, A's elements broadcast
- * from its rows. 32 x 256 x 1024 (the LSTM's forward step): 205 -> 168 us;
- * 32 x 1024 x 256 (its backward step): 185 -> 160 us.
+ * from its rows. Alone, 32 x 256 x 1024 (the LSTM bench's forward step):
+ * 205 -> 165 us; 32 x 1024 x 256 (its backward step): 188 -> 159 us. In the
+ * LSTM's forward, 222 -> 169 us a step GEMM.
  *
  * Taken when: float32, one batch entry, a token, at most MAX_ROWS rows, A
  * and C row-major (unit column stride), an x86-64 CPU with AVX2 and FMA;
@@ -62,6 +63,15 @@ __attribute__((target("avx2,fma"))) static void micro(int64_t K, const float *A,
                                                        float alpha, float beta) {
   const float *a0 = A, *a1 = A + (R > 1 ? 1 : 0) * lda, *a2 = A + (R > 2 ? 2 : R - 1) * lda,
               *a3 = A + (R > 3 ? 3 : R - 1) * lda;
+  /* C's rows are fetched while the products run (as OpenBLAS's kernels do): the
+   * recurrent step's C is the gate rows the input projection wrote for all
+   * steps (MiBs earlier), and the read at the end missed cache: a quarter of
+   * this function's time */
+  for (int64_t r = 0; r < R; r++) {
+    _mm_prefetch((const char *)(C + r * ldc), _MM_HINT_T0);
+    _mm_prefetch((const char *)(C + r * ldc + 16), _MM_HINT_T0);
+    _mm_prefetch((const char *)(C + r * ldc + nc - 1), _MM_HINT_T0);
+  }
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
   __m256 c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
   for (int64_t k = 0; k < K; k++) {

@@ -28,6 +28,17 @@ __attribute__((target("avx2"))) static inline __m256i mulhilo8(__m256i m, __m256
   return _mm256_blend_epi32(ev, _mm256_slli_epi64(od, 32), 0xAA);
 }
 
+/* ts_uniform_f32 of word 0 of 8 counters (exact: 24 bits times a power of
+ * two), then in double as the scalar loop: lo + span * u, rounded once to float */
+__attribute__((target("avx2"))) static inline void store_uniform8(float *p, __m256i w0, __m256 scale, __m256d vlo,
+                                                                  __m256d vspan) {
+  __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(w0, 8)), scale);
+  __m256d a = _mm256_add_pd(vlo, _mm256_mul_pd(vspan, _mm256_cvtps_pd(_mm256_castps256_ps128(u))));
+  __m256d b = _mm256_add_pd(vlo, _mm256_mul_pd(vspan, _mm256_cvtps_pd(_mm256_extractf128_ps(u, 1))));
+  _mm_storeu_ps(p, _mm256_cvtpd_ps(a));
+  _mm_storeu_ps(p + 4, _mm256_cvtpd_ps(b));
+}
+
 /* ts_philox's word 0 for 8 consecutive counters whose high words agree
  * (c1 = hi32), 8 lanes at a time: ~4x the compiler's vectorisation of the
  * scalar loop, which spent most of its time shuffling 64-bit products */
@@ -43,6 +54,29 @@ __attribute__((target("avx2"))) static void rand_f32_avx2(float *p, int64_t n, u
     k1[r] = _mm256_set1_epi32((int)((uint32_t)(seed >> 32) + (uint32_t)r * 0xBB67AE85u));
   }
   int64_t j = 0;
+  /* 16 counters at a time as two independent chains of rounds: one chain's
+   * multiplies wait on the previous round's, so a second fills the gaps
+   * (1 Mi floats: 3.5 -> ~2 ms) */
+  while (n - j >= 16 && (uint32_t)(off + (uint64_t)j) <= 0xFFFFFFF0u) {
+    uint64_t ctr = off + (uint64_t)j;
+    __m256i a0 = _mm256_add_epi32(_mm256_set1_epi32((int)(uint32_t)ctr), lane);
+    __m256i b0 = _mm256_add_epi32(a0, _mm256_set1_epi32(8));
+    __m256i a1 = _mm256_set1_epi32((int)(uint32_t)(ctr >> 32)), b1 = a1, a2 = _mm256_setzero_si256(), a3 = a2, b2 = a2, b3 = a2;
+    for (int r = 0; r < 10; r++) {
+      __m256i ha0, ha1, hb0, hb1;
+      __m256i la0 = mulhilo8(m0, a0, &ha0), la1 = mulhilo8(m1, a2, &ha1);
+      __m256i lb0 = mulhilo8(m0, b0, &hb0), lb1 = mulhilo8(m1, b2, &hb1);
+      a0 = _mm256_xor_si256(_mm256_xor_si256(ha1, a1), k0[r]);
+      a2 = _mm256_xor_si256(_mm256_xor_si256(ha0, a3), k1[r]);
+      a1 = la1, a3 = la0;
+      b0 = _mm256_xor_si256(_mm256_xor_si256(hb1, b1), k0[r]);
+      b2 = _mm256_xor_si256(_mm256_xor_si256(hb0, b3), k1[r]);
+      b1 = lb1, b3 = lb0;
+    }
+    store_uniform8(p + j, a0, scale, vlo, vspan);
+    store_uniform8(p + j + 8, b0, scale, vlo, vspan);
+    j += 16;
+  }
   while (j < n) {
     uint64_t ctr = off + (uint64_t)j;
     if (n - j < 8 || (uint32_t)ctr > 0xFFFFFFF8u) { /* a tail, or the low word wraps inside the 8 */
@@ -60,13 +94,7 @@ __attribute__((target("avx2"))) static void rand_f32_avx2(float *p, int64_t n, u
       c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), k1[r]);
       c1 = lo1, c3 = lo0;
     }
-    /* ts_uniform_f32 (exact: 24 bits times a power of two), then in double
-     * as the scalar loop: lo + span * u, rounded once to float */
-    __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(c0, 8)), scale);
-    __m256d a = _mm256_add_pd(vlo, _mm256_mul_pd(vspan, _mm256_cvtps_pd(_mm256_castps256_ps128(u))));
-    __m256d b = _mm256_add_pd(vlo, _mm256_mul_pd(vspan, _mm256_cvtps_pd(_mm256_extractf128_ps(u, 1))));
-    _mm_storeu_ps(p + j, _mm256_cvtpd_ps(a));
-    _mm_storeu_ps(p + j + 4, _mm256_cvtpd_ps(b));
+    store_uniform8(p + j, c0, scale, vlo, vspan);
     j += 8;
   }
 }
