@@ -109,6 +109,9 @@ test("errors from inside the library name the call, the argument, what was expec
   eq(#nn.ModuleDict():update({a = nn.ReLU()}):keys(), 1, "update")
   eq(nn.init.xavier_uniform_(torch.zeros(3, 4), 2).shape, torch.Size({3, 4}), "xavier gain")
   eq(data.default_collate({1, 2}):tolist()[2], 2, "collate numbers")
+  -- a torch.Size is a list of integers (PyTorch's is a tuple): it once errored from inside data.lua
+  eq(data.default_collate(torch.Size({3, 4})):tolist()[2], 4, "collate a Size")
+  raises(function() data.default_collate(torch.Size({})) end, "collate: empty batch")
   ok(data.transforms.RandomCrop(4, {padding = 1}) ~= nil, "RandomCrop with padding")
 end)
 
