@@ -526,10 +526,8 @@ void lt_open_autograd(lua_State *L) {
   static const luaL_Reg fns[] = {{"_set_grad_enabled", l_set_grad_mode}, {"is_grad_enabled", l_is_grad_enabled},
                                  {NULL, NULL}};
   lt_register(L, fns, methods);
-  luaL_newmetatable(L, "tensh.GradFn");
-  lua_pushcfunction(L, gradfn_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_pop(L, 1);
+  static const luaL_Reg gradfn_meta[] = {{"__tostring", gradfn_tostring}, {NULL, NULL}};
+  lt_new_class(L, "tensh.GradFn", NULL, gradfn_meta);
   lua_newtable(L);
   lua_setfield(L, LUA_REGISTRYINDEX, "tensh.grad_hooks");
   lua_newtable(L);

@@ -733,26 +733,12 @@ void lt_open_cuda(lua_State *L) {
   static const luaL_Reg event_methods[] = {{"record", m_event_record}, {"synchronize", m_event_synchronize},
                                            {"query", m_event_query}, {"elapsed_time", m_event_elapsed_time},
                                            {"wait", m_event_wait}, {NULL, NULL}};
-  luaL_newmetatable(L, LT_EVENT);
-  luaL_newlib(L, event_methods);
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, event_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, event_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_pop(L, 1);
-
-  luaL_newmetatable(L, LT_PROPS); /* made here, so the printable values' __concat reaches it */
-  lua_pushcfunction(L, props_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_pop(L, 1);
-
-  luaL_newmetatable(L, LT_SCOPE);
-  lua_pushcfunction(L, scope_close);
-  lua_setfield(L, -2, "__close");
-  lua_pushcfunction(L, scope_close);
-  lua_setfield(L, -2, "__gc");
-  lua_pop(L, 1);
+  static const luaL_Reg event_meta[] = {{"__gc", event_gc}, {"__tostring", event_tostring}, {NULL, NULL}};
+  lt_new_class(L, LT_EVENT, event_methods, event_meta);
+  static const luaL_Reg props_meta[] = {{"__tostring", props_tostring}, {NULL, NULL}};
+  lt_new_class(L, LT_PROPS, NULL, props_meta); /* made here, so the printable values' __concat reaches it */
+  static const luaL_Reg scope_meta[] = {{"__close", scope_close}, {"__gc", scope_close}, {NULL, NULL}};
+  lt_new_class(L, LT_SCOPE, NULL, scope_meta);
 #endif
   lua_pushvalue(L, -1);
   lua_setfield(L, -4, "cuda"); /* torch.cuda; torch is below methods */

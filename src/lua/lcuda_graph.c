@@ -250,13 +250,7 @@ void lt_cuda_graph_fns(lua_State *L) {
   luaL_setfuncs(L, fns, 0);
   static const luaL_Reg methods[] = {{"capture_begin", m_capture_begin}, {"capture_end", m_capture_end},
                                      {"replay", m_replay}, {"reset", m_reset}, {"pool", m_pool}, {NULL, NULL}};
-  luaL_newmetatable(L, LT_GRAPH);
-  luaL_newlib(L, methods);
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, graph_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, graph_tostring);
-  lua_setfield(L, -2, "__tostring");
-  lua_pop(L, 1);
+  static const luaL_Reg meta[] = {{"__gc", graph_gc}, {"__tostring", graph_tostring}, {NULL, NULL}};
+  lt_new_class(L, LT_GRAPH, methods, meta);
 #endif
 }

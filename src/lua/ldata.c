@@ -308,18 +308,6 @@ static int l_global_key(lua_State *L) {
   return 1;
 }
 
-static void new_class(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction gc) {
-  luaL_newmetatable(L, name);
-  lua_newtable(L);
-  luaL_setfuncs(L, methods, 0);
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, gc);
-  lua_setfield(L, -2, "__close");
-  lua_pop(L, 1);
-}
-
 void lt_open_data(lua_State *L) {
   static const luaL_Reg source_methods[] = {
       {"len", source_len}, {"batch", source_batch}, {"sample_shape", source_sample_shape}, {NULL, NULL}};
@@ -329,8 +317,10 @@ void lt_open_data(lua_State *L) {
       {"read_idx", l_read_idx}, {"read_cifar", l_read_cifar}, {"gzip_write", l_gzip_write},
       {"source", l_source},     {"epoch", l_epoch},           {"randperm", l_randperm},
       {"mix", l_mix},           {"global_key", l_global_key}, {NULL, NULL}};
-  new_class(L, LT_SOURCE, source_methods, source_gc);
-  new_class(L, LT_EPOCH, epoch_methods, epoch_close);
+  static const luaL_Reg source_meta[] = {{"__gc", source_gc}, {"__close", source_gc}, {NULL, NULL}};
+  static const luaL_Reg epoch_meta[] = {{"__gc", epoch_close}, {"__close", epoch_close}, {NULL, NULL}};
+  lt_new_class(L, LT_SOURCE, source_methods, source_meta);
+  lt_new_class(L, LT_EPOCH, epoch_methods, epoch_meta);
   luaL_newlib(L, fns);
   lua_setfield(L, -3, "_data"); /* torch._data: private, wrapped by lua/tensh/data.lua */
 }

@@ -98,6 +98,10 @@ ts_tensor *lt_host_view(lua_State *L, ts_tensor *t);
  * method table; each family file has one lt_open_* that adds its own. The
  * stack holds torch at -2 and the methods table at -1 when it is called. */
 void lt_register(lua_State *L, const luaL_Reg *torch_fns, const luaL_Reg *methods);
+/* A userdata class: the metatable `name` in the registry, with `meta`'s
+ * metamethods (__gc, __tostring, ...) and `methods` as its __index table;
+ * either may be NULL. Leaves the stack as it was. */
+void lt_new_class(lua_State *L, const char *name, const luaL_Reg *methods, const luaL_Reg *meta);
 void lt_open_tensor(lua_State *L);
 void lt_open_create(lua_State *L);
 void lt_open_elementwise(lua_State *L);

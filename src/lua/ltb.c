@@ -386,11 +386,7 @@ void lt_open_tb(lua_State *L) {
                                      {"flush", m_flush}, {"close", m_close}, {"get_logdir", m_get_logdir},
                                      {"_event_file", m_event_file}, {NULL, NULL}};
   static const luaL_Reg meta[] = {{"__close", m_toclose}, {"__gc", m_gc}, {"__tostring", m_tostring}, {NULL, NULL}};
-  luaL_newmetatable(L, LT_TB_WRITER);
-  luaL_setfuncs(L, meta, 0);
-  luaL_newlib(L, methods);
-  lua_setfield(L, -2, "__index");
-  lua_pop(L, 1);
+  lt_new_class(L, LT_TB_WRITER, methods, meta);
 
   lua_newtable(L); /* tb */
   lua_pushcfunction(L, l_writer);

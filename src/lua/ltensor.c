@@ -381,6 +381,16 @@ static int tensor_len(lua_State *L) {
   return 1;
 }
 
+void lt_new_class(lua_State *L, const char *name, const luaL_Reg *methods, const luaL_Reg *meta) {
+  luaL_newmetatable(L, name);
+  if (meta) luaL_setfuncs(L, meta, 0);
+  if (methods) {
+    luaL_newlib(L, methods);
+    lua_setfield(L, -2, "__index");
+  }
+  lua_pop(L, 1);
+}
+
 void lt_register(lua_State *L, const luaL_Reg *torch_fns, const luaL_Reg *methods) {
   if (methods) luaL_setfuncs(L, methods, 0);
   if (torch_fns) {
