@@ -36,6 +36,7 @@ local function percentile(sorted, p)
 end
 -- for the tests (test_bench): the statistics' helper, with its arguments checked
 function bench._percentile(sorted, p)
+  sorted = args.plain(sorted) -- a torch.Size is its list
   if type(sorted) ~= "table" then args.type_error("_percentile", 1, "table (a sorted list of numbers)", sorted) end
   for i = 1, #sorted do
     if type(sorted[i]) ~= "number" then

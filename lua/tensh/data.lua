@@ -639,6 +639,7 @@ end
 -- become an int64 tensor, floats float64, booleans bool, strings stay a
 -- list, and tables are collated per position or key.
 function data.default_collate(batch)
+  batch = A.plain(batch) -- a torch.Size is its list of integers
   if type(batch) ~= "table" or torch.is_tensor(batch) then A.type_error("default_collate", 1, "list of samples", batch) end
   local elem = batch[1]
   if elem == nil then error("collate: empty batch", 2) end
