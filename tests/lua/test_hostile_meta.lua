@@ -113,12 +113,18 @@ local LUA_WORDS = {"attempt to ", "table index is ", "bad argument #%-", "lua/te
 -- (an operator's metamethod given an operand the operator refuses says what Lua says for it)
 local OPERATOR_WORDS = {"^attempt to concatenate an? [%w%.%*]+ value$", "^attempt to compare a tensor with an? [%w%.%*]+ value$"}
 
-test("every metamethod the fuzzer finds, called by hand with wrong values, says what was wrong", function()
+-- the fuzzer's catalog of what it calls (tests/fuzz/catalog.lua)
+local function fuzz_catalog()
   local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
   local saved = package.path
   package.path = here .. "../fuzz/?.lua;" .. package.path
   local catalog = require("catalog")
   package.path = saved
+  return catalog
+end
+
+test("every metamethod the fuzzer finds, called by hand with wrong values, says what was wrong", function()
+  local catalog = fuzz_catalog()
   local objects = {torch.randn(2), nn.Linear(2, 2), data.TensorDataset(torch.randn(4, 2)),
     data.DataLoader(data.TensorDataset(torch.randn(4, 2)), {batch_size = 2}), torch.Size({2}), torch.device("cpu"),
     torch.bench.Timer({stmt = function() end}):timeit(1), optim.SGD(nn.Linear(2, 2):parameters(), {lr = 0.1})}
@@ -219,11 +225,7 @@ local function from_inside(err)
 end
 
 test("every private Lua helper the fuzzer finds, given wrong values, says what was wrong", function()
-  local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
-  local saved = package.path
-  package.path = here .. "../fuzz/?.lua;" .. package.path
-  local catalog = require("catalog")
-  package.path = saved
+  local catalog = fuzz_catalog()
   local objects = {torch.randn(2), nn.Linear(2, 2), data.TensorDataset(torch.randn(4, 2)),
     data.DataLoader(data.TensorDataset(torch.randn(4, 2)), {batch_size = 2}), torch.Size({2}),
     optim.SGD(nn.Linear(2, 2):parameters(), {lr = 0.1}), nn.MultiheadAttention(4, 2)}
