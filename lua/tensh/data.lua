@@ -936,6 +936,7 @@ function data.enumerate(iterable, ...)
     f, s, c, closer = iterable, ...
     start = 0
   else
+    iterable = A.plain(iterable) -- a torch.Size is its list, as Python enumerates a tuple
     start = ...
     if start == nil then start = 0 end
     if not is_int(start) then A.raise("enumerate: start must be an integer, got %s", A.show(start)) end
