@@ -5,6 +5,7 @@
 local nn = require "tensh.nn"
 local C = require "tensh.nn.common"
 local ops = require "tensh.models.ops"
+local A = require "tensh.args"
 local Module, init = nn.Module, nn.init
 local raise, args, check_int, shape_str = C.raise, C.args, C.check_int, C.shape_str
 local Conv2dNormActivation, SqueezeExcitation = ops.Conv2dNormActivation, ops.SqueezeExcitation
@@ -21,7 +22,6 @@ local function make_divisible(v, divisor, min_value)
 end
 -- torchvision's name, for the tests; its arguments checked (the builders pass numbers)
 function M._make_divisible(v, divisor, min_value)
-  local A = require "tensh.args"
   if type(v) ~= "number" then A.type_error("_make_divisible", 1, "number", v) end
   if type(divisor) ~= "number" or not (divisor > 0) then
     A.bad_argument("_make_divisible", 2, "a positive number expected, got %s", A.show(divisor))
