@@ -216,10 +216,11 @@ end)
 
 test("torch._dist's all_gather and reduce_scatter check the sizes MPI takes on trust (the fuzzer's heap overflow)", function()
   local d = torch._dist
+  local function zeros(...) return torch.zeros({...}, {device = "cpu"}) end -- torch._dist takes host tensors
   local want = "bad argument #1 to 'all_gather' (float32 tensor of 20 elements (world size 1 x 20) expected, got float32 of 48)"
-  raises(function() d.all_gather(torch.zeros(2, 3, 8), torch.zeros(5, 4)) end, want, "all_gather into a larger out")
-  raises(function() d.all_gather(torch.zeros(20, {dtype = "float64"}), torch.zeros(5, 4)) end, "got float64 of 20")
-  raises(function() d.reduce_scatter(torch.zeros(3), torch.zeros(5, 4), 0) end,
+  raises(function() d.all_gather(zeros(2, 3, 8), zeros(5, 4)) end, want, "all_gather into a larger out")
+  raises(function() d.all_gather(torch.zeros(20, {dtype = "float64", device = "cpu"}), zeros(5, 4)) end, "got float64 of 20")
+  raises(function() d.reduce_scatter(zeros(3), zeros(5, 4), 0) end,
     "bad argument #2 to 'reduce_scatter' (float32 tensor of 3 elements (world size 1 x 3) expected, got float32 of 20)")
   -- with MPI up (a world of one, as in the fuzzer's process), where the call once wrote past out: in a
   -- child process, since MPI stays up until exit
