@@ -111,6 +111,10 @@ function M.autocast(device_type, ...) return M._autocast(device_type, AUTOCAST_A
 function M._autocast(device_type, names, ...)
   local name = "autocast"
   check_device_type(name, device_type)
+  if not args.is_plain_table(names) then args.type_error("_autocast", 2, "list of option names", names) end
+  for i, k in ipairs(names) do
+    if type(k) ~= "string" then args.bad_argument("_autocast", 2, "names[%d] is %s, not a string", i, args.typename(k)) end
+  end
   local list, n = {...}, select("#", ...)
   local opts, at = split_at_function(name, names, list, n)
   local enabled = opt_bool(name, opts, "enabled", true)

@@ -34,7 +34,20 @@ local function percentile(sorted, p)
   local a, b = sorted[lo + 1], sorted[math.min(lo + 2, n)]
   return a + (b - a) * frac
 end
-bench._percentile = percentile
+-- for the tests (test_bench): the statistics' helper, with its arguments checked
+function bench._percentile(sorted, p)
+  sorted = args.plain(sorted) -- a torch.Size is its list
+  if type(sorted) ~= "table" then args.type_error("_percentile", 1, "table (a sorted list of numbers)", sorted) end
+  for i = 1, #sorted do
+    if type(sorted[i]) ~= "number" then
+      args.bad_argument("_percentile", 1, "sorted[%d] is %s, not a number", i, args.typename(sorted[i]))
+    end
+  end
+  if type(p) ~= "number" or not (p >= 0 and p <= 100) then
+    args.bad_argument("_percentile", 2, "a percentage in [0, 100] expected, got %s", args.show(p))
+  end
+  return percentile(sorted, p)
+end
 
 local function std(xs) -- population standard deviation (numpy.std)
   local n, s = #xs, 0
@@ -268,6 +281,7 @@ end
 
 -- the median of a list of numbers (numpy's)
 function bench.median(xs)
+  xs = args.plain(xs) -- a torch.Size is its list
   if type(xs) ~= "table" then raise("median: expected a list of numbers, got %s", type(xs)) end
   for i, x in ipairs(xs) do check_number("median", ("xs[%d]"):format(i), x) end
   local sorted = table.move(xs, 1, #xs, 1, {})
@@ -369,8 +383,11 @@ function Timer.new(opts)
 end
 setmetatable(Timer, {__call = function(_, opts) return Timer.new(opts) end})
 
+-- The timer's steps below are local (timeit and the autoranges call them with
+-- checked arguments), not methods a user could reach with anything.
+
 -- number calls of stmt, timed; the peaks of the block are kept
-function Timer:_timeit(number)
+local function timer_timeit(self, number)
   if not self._setup_done then
     self._setup()
     self._setup_done = true
@@ -385,8 +402,8 @@ function Timer:_timeit(number)
 end
 
 -- untimed calls before measuring: counted in the Measurement's metadata
-function Timer:_warm(number)
-  local s, host = self:_timeit(number)
+local function timer_warm(self, number)
+  local s, host = timer_timeit(self, number)
   self._warmup.runs = self._warmup.runs + number
   self._warmup.seconds = self._warmup.seconds + s
   return s, host
@@ -401,7 +418,7 @@ local function with_threads(n, fn)
   return a, b
 end
 
-function Timer:_env()
+local function timer_env(self)
   local e, blas = torch._bench_env(), torch._blas_info()
   local env = {threads = self.task_spec.num_threads, build = e.build, blas_core = blas.core, blas_threads = blas.threads,
     openblas_coretype = e.openblas_coretype, device = self._device_str, commit = commit()}
@@ -409,9 +426,9 @@ function Timer:_env()
   return env
 end
 
-function Timer:_measurement(number, times)
+local function timer_measurement(self, number, times)
   local m = Measurement.new({number_per_run = number, raw_times = times, task_spec = self.task_spec,
-    metadata = {warmup = {runs = self._warmup.runs, seconds = self._warmup.seconds}, env = self:_env(),
+    metadata = {warmup = {runs = self._warmup.runs, seconds = self._warmup.seconds}, env = timer_env(self),
       peak_cpu_bytes = self._peak_cpu, peak_device_bytes = self._peak_dev, cpu_block_seconds = self._cpu_blocks}})
   return m
 end
@@ -428,26 +445,26 @@ function Timer:timeit(number)
   if number > 2147483647 then raise("Timer.timeit: number must be at most 2^31 - 1, got %d", number) end
   return with_threads(self.task_spec.num_threads, function()
     self._warmup = {runs = 0, seconds = 0}
-    self:_warm(math.max(number // 100, 2))
+    timer_warm(self, math.max(number // 100, 2))
     collectgarbage()
     self._cpu_blocks = {}
-    local s = self:_timeit(number)
+    local s = timer_timeit(self, number)
     self._cpu_blocks[1] = self._cpu_last
-    return self:_measurement(number, {s})
+    return timer_measurement(self, number, {s})
   end)
 end
 
 -- The block size: the smallest power of ten whose block takes at least
 -- min_run_time / 1000 with the timing overhead (an empty block's time) at
 -- most 1e-4 of it, or more than min_run_time. Counts as warm-up.
-function Timer:_estimate_block_size(min_run_time)
+local function timer_estimate_block_size(self, min_run_time)
   local overheads = {}
-  for i = 1, 5 do overheads[i] = self:_warm(0) end
+  for i = 1, 5 do overheads[i] = timer_warm(self, 0) end
   table.sort(overheads)
   local overhead = overheads[3]
   local number = 1
   while true do
-    local t, host = self:_warm(number)
+    local t, host = timer_warm(self, number)
     if overhead / t <= 1e-4 and t >= min_run_time / 1000 then break end
     -- the host clock bounds it too: CUDA events around host-only work (on the
     -- simulated device, which runs queued work at synchronisation) read ~0
@@ -458,11 +475,11 @@ function Timer:_estimate_block_size(min_run_time)
   return number
 end
 
-function Timer:_loop(number, stop, min_run_time, max_run_time, callback)
+local function timer_loop(self, number, stop, min_run_time, max_run_time, callback)
   local total, host_total, times, can_stop = 0, 0, {}, false
   self._cpu_blocks = {}
   while (total < min_run_time and host_total < min_run_time) or not can_stop do
-    local t, host = self:_timeit(number)
+    local t, host = timer_timeit(self, number)
     times[#times + 1] = t
     self._cpu_blocks[#times] = self._cpu_last
     total = total + t
@@ -496,10 +513,10 @@ function Timer:blocked_autorange(opts)
   local min_run_time = opts.min_run_time or 0.2
   return with_threads(self.task_spec.num_threads, function()
     self._warmup = {runs = 0, seconds = 0}
-    local number = self:_estimate_block_size(min_run_time)
+    local number = timer_estimate_block_size(self, min_run_time)
     collectgarbage()
-    local times = self:_loop(number, function() return true end, min_run_time, nil, opts.callback)
-    return self:_measurement(number, times)
+    local times = timer_loop(self, number, function() return true end, min_run_time, nil, opts.callback)
+    return timer_measurement(self, number, times)
   end)
 end
 
@@ -512,15 +529,15 @@ function Timer:adaptive_autorange(opts)
   local threshold, min_run_time, max_run_time = opts.threshold or 0.1, opts.min_run_time or 0.01, opts.max_run_time or 10
   return with_threads(self.task_spec.num_threads, function()
     self._warmup = {runs = 0, seconds = 0}
-    local number = self:_estimate_block_size(0.05)
+    local number = timer_estimate_block_size(self, 0.05)
     local function stop(times)
       if #times <= 3 then return false end
       return Measurement.new({number_per_run = number, raw_times = times, task_spec = self.task_spec})
         :meets_confidence(threshold)
     end
     collectgarbage()
-    local times = self:_loop(number, stop, min_run_time, max_run_time, opts.callback)
-    return self:_measurement(number, times)
+    local times = timer_loop(self, number, stop, min_run_time, max_run_time, opts.callback)
+    return timer_measurement(self, number, times)
   end)
 end
 

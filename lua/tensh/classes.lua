@@ -13,7 +13,8 @@
 --
 -- Methods defined after setup (function Linear:forward ...) are covered
 -- too: the class's metatable gets a __newindex that wraps them as they
--- arrive. Private names (_x), metamethods (__x) and the class-level
+-- arrive. Private methods (_x whose first parameter is self) are checked
+-- too; metamethods (__x), other private functions and the class-level
 -- functions (extend, new, init, and those a class lists as static) are
 -- left alone: they take a class, or are called only by the library. A class
 -- whose init takes the new instance (nn's modules: spec.instance_init) has
@@ -138,8 +139,17 @@ end
 -- f itself, or the init a wrapper checks self for
 function M.unwrap_init(f) return wrapped_inits[f] or f end
 
+-- A private method (_x, first parameter self: Module:_get_name, an
+-- optimizer's _update) is reachable too (PyTorch users call
+-- m:_get_name(), mha:_reset_parameters()), so it checks its object as the
+-- public ones do; a private function taking no object (an optimizer's
+-- _validate(name, group)) checks its own arguments.
+local function private_method(k, v)
+  return k:sub(1, 1) == "_" and k:sub(2, 2) ~= "_" and debug.getlocal(v, 1) == "self"
+end
+
 local function wraps(spec, k, v)
-  return type(k) == "string" and type(v) == "function" and k:sub(1, 1) ~= "_"
+  return type(k) == "string" and type(v) == "function" and (k:sub(1, 1) ~= "_" or private_method(k, v))
     and (not CLASS_LEVEL[k] or (k == "init" and spec.instance_init))
     and not (spec.static and spec.static[k]) and not is_wrapper(v)
 end

@@ -9,7 +9,7 @@ local M = {}
 local unpack = table.unpack
 local capture_streams = {} -- per device: PyTorch's default capture stream, one side stream
 
-local function raise(fmt, ...) error(fmt:format(...), 3) end
+local raise = require("tensh.errors").raise -- at the user's line, however deep the check
 
 local GRAPH_OPTS = {pool = true, stream = true, capture_error_mode = true}
 

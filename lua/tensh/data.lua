@@ -782,8 +782,9 @@ function DataLoader:len()
 end
 
 -- One epoch's plan: the sample indices in order (int64 tensor) and the batch
--- boundaries (a Lua list, starting at 0).
-function DataLoader:_plan(key)
+-- boundaries (a Lua list, starting at 0). Local: the epoch's iterator alone
+-- calls it, with its loader and key.
+local function plan(self, key)
   local idx, offsets = nil, {0}
   if self.batch_sampler ~= nil then
     local flat = {}
@@ -841,7 +842,7 @@ function DataLoader:iter()
   local epoch = self._epoch
   self._epoch = epoch + 1
   local key = draw_key(self.seed, epoch)
-  local idx, offsets = self:_plan(key)
+  local idx, offsets = plan(self, key)
   local ds, tkey = self.dataset, C.mix(key, 2)
   local nb = #offsets - 1
 
@@ -935,6 +936,7 @@ function data.enumerate(iterable, ...)
     f, s, c, closer = iterable, ...
     start = 0
   else
+    iterable = A.plain(iterable) -- a torch.Size is its list, as Python enumerates a tuple
     start = ...
     if start == nil then start = 0 end
     if not is_int(start) then A.raise("enumerate: start must be an integer, got %s", A.show(start)) end

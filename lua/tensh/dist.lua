@@ -427,7 +427,12 @@ end
 function M._iall_reduce_sum(h) return C.iall_reduce(h, op_codes.SUM) end
 -- the same on a CUDA buffer under "nccl": queued on the device's stream, so
 -- nothing to wait for (later kernels on that stream see the sum)
-function M._nccl_sum(t) torch._nccl.all_reduce(need_group("all_reduce").nccl, t, op_codes.SUM) end
+function M._nccl_sum(t)
+  local g = need_group("_nccl_sum")
+  if not g.nccl then raise("_nccl_sum: the process group's backend is %s, not \"nccl\"", tostring(g.backend)) end
+  if not torch.is_tensor(t) then args.type_error("_nccl_sum", 1, "tensor", t) end
+  torch._nccl.all_reduce(g.nccl, t, op_codes.SUM)
+end
 function M._uses_nccl() return group ~= nil and group.nccl ~= nil end
 M._test, M._wait = C.test, C.wait
 

@@ -201,13 +201,21 @@ end
 local SAVE_OPTS = {format = true}
 for k in pairs(GRID_OPTS) do SAVE_OPTS[k] = true end
 
+-- A file path, checked here rather than by the codec (src/lua/largs.c's
+-- lt_checkpath) so that a NUL byte in it is reported at the caller's line.
+local function check_path(fn, what, path)
+  if type(path) ~= "string" then raise("%s: %s must be a file path, got %s", fn, what, A.typename(path)) end
+  local nul = path:find("\0", 1, true)
+  if nul then raise("%s: the path holds a NUL byte (at byte %d); remove it", fn, nul - 1) end
+end
+
 -- torchvision.utils.save_image: tensor (C, H, W), (H, W) or a batch (B, C, H,
 -- W) (as make_grid tiles it, with its options), floats in [0, 1] rounded to
 -- bytes as round(255 x) clamped (uint8 as they are), written as a PNG.
 function M.save_image(tensor, fp, opts)
   local fn = "save_image"
   opts = A.check_opts(fn, opts, SAVE_OPTS)
-  if type(fp) ~= "string" then raise("%s: fp must be a file path, got %s", fn, A.typename(fp)) end
+  check_path(fn, "fp", fp)
   local format = opts.format
   if format == nil then
     local ext = fp:match("%.([%w]+)$")
@@ -226,7 +234,7 @@ end
 -- torchvision.io.read_image for PNG files: a uint8 (C, H, W) CPU tensor.
 function M.read_image(path, opts)
   local fn = "read_image"
-  if type(path) ~= "string" then raise("%s: path must be a file path, got %s", fn, A.typename(path)) end
+  check_path(fn, "path", path)
   opts = A.check_opts(fn, opts, {mode = true})
   return C.png_read(path, mode_code(fn, opts.mode))
 end

@@ -157,6 +157,9 @@ end
 
 local function check_no_cycle(self, name, m, what)
   if m == nil then return end
+  if not is_module(m) then -- reachable as model:_check_no_cycle(name, m, what)
+    raise("bad argument #3 to '_check_no_cycle' (Module or nil expected, got %s)", type_name(m))
+  end
   if m == self or (not parentless[self] and reaches(m, self)) then
     raise("%s: module '%s' would contain itself (%s); a module tree can't have cycles", what, name,
       m == self and "it is the module itself" or "the new child already holds this module")
@@ -634,7 +637,7 @@ end
 
 -- Moves every parameter and buffer; a parameter that changes is replaced by a
 -- new one (same requires_grad, grad moved along); tied parameters stay tied.
-function Module:_apply_move(dev, dtype)
+local function apply_move(self, dev, dtype) -- (local: only to, half, ... call it, with checked arguments)
   local done = {}
   local _ <close> = torch.no_grad()
   for _, m in ipairs(self:modules()) do
@@ -672,7 +675,7 @@ end
 -- m:to("cuda"), m:to(0) (a CUDA ordinal), m:to("float16"), m:to(dev, dtype), m:to({device =, dtype =}), m:to(tensor)
 function Module:to(...)
   local dev, dtype = parse_to(...)
-  return self:_apply_move(dev, dtype)
+  return apply_move(self, dev, dtype)
 end
 -- m:cuda(), m:cuda(1), m:cuda("cuda:1"), m:cuda(torch.device("cuda:1")), as PyTorch's
 function Module:cuda(device)
@@ -686,10 +689,10 @@ function Module:cuda(device)
   return self:to(d)
 end
 function Module:cpu() return self:to("cpu") end
-function Module:half() return self:_apply_move(nil, "torch.float16") end
-function Module:float() return self:_apply_move(nil, "torch.float32") end
-function Module:double() return self:_apply_move(nil, "torch.float64") end
-function Module:bfloat16() return self:_apply_move(nil, "torch.bfloat16") end
+function Module:half() return apply_move(self, nil, "torch.float16") end
+function Module:float() return apply_move(self, nil, "torch.float32") end
+function Module:double() return apply_move(self, nil, "torch.float64") end
+function Module:bfloat16() return apply_move(self, nil, "torch.bfloat16") end
 function Module:type(dst_type) return self:to(A.check_dtype("type", "dst_type", dst_type)) end
 
 -- ---- state_dict ----------------------------------------------------------------------

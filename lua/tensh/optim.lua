@@ -39,7 +39,21 @@ function Optimizer.extend(base, name, defaults, validate, update, positional)
   for i, k in ipairs(positional) do
     if defaults[k] == nil then A.raise("%s: positional[%d] '%s' is not in defaults", fn, i, tostring(k)) end
   end
-  local cls = setmetatable({__name = name, defaults = defaults, _validate = validate, _update = update,
+  -- the hooks a user can reach as opt:_update(g) and cls._validate(name, g)
+  -- check what they are given (the object itself is checked by classes.setup)
+  local function checked_validate(cls_name, g)
+    if type(cls_name) ~= "string" then A.type_error("_validate", 1, "string", cls_name) end
+    if type(g) ~= "table" then A.type_error("_validate", 2, "table (a param group)", g) end
+    return validate(cls_name, g)
+  end
+  local function checked_update(self, g)
+    local groups = rawget(self, "param_groups")
+    for _, own in ipairs(type(groups) == "table" and groups or {}) do
+      if rawequal(own, g) then return update(self, g) end
+    end
+    A.type_error("_update", 2, "one of the optimizer's param_groups", g)
+  end
+  local cls = setmetatable({__name = name, defaults = defaults, _validate = checked_validate, _update = checked_update,
     _positional = positional},
     {__index = base, __call = U.class_call("optim.Optimizer.new", Optimizer, OPTIMIZER_CLASS)})
   cls.__index = cls

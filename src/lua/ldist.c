@@ -59,10 +59,27 @@ static void guard_exit(lua_State *L) {
   lua_pop(L, 1);
 }
 
+/* The processes an MPI gather or scatter spans (set by init). */
+static int mpi_world = 1;
+
+/* all_gather(out, t) writes, and reduce_scatter(out, input) reads, world
+ * times the smaller tensor's elements into or from the larger one, which
+ * MPI and NCCL take on trust (a fuzzed all_gather into a smaller out overran
+ * the heap): the larger must have exactly that many, of the same dtype. */
+static void check_world_sizes(lua_State *L, const char *fn, int big_idx, const ts_tensor *big, const ts_tensor *small,
+                              int world) {
+  int64_t want = ts_numel(small) * world;
+  if (big->dtype != small->dtype || ts_numel(big) != want)
+    lt_errorf(L, "bad argument #%d to '%s' (%s tensor of %lld elements (world size %d x %lld) expected, got %s of %lld)",
+              big_idx, fn, ts_dtype_name(small->dtype), (long long)want, world, (long long)ts_numel(small),
+              ts_dtype_name(big->dtype), (long long)ts_numel(big));
+}
+
 /* _dist.init() -> rank, world_size, MPI's version string */
 static int l_init(lua_State *L) {
   int rank = 0, size = 1;
   LT_TRY(L, ts_dist_init(&rank, &size));
+  mpi_world = size;
   guard_exit(L);
   lua_pushinteger(L, rank);
   lua_pushinteger(L, size);
@@ -90,6 +107,7 @@ static int l_broadcast(lua_State *L) {
 /* _dist.all_gather(out, t): out holds world_size * numel(t) elements */
 static int l_all_gather(lua_State *L) {
   ts_tensor *out = check_host(L, 1, "all_gather"), *t = check_host(L, 2, "all_gather");
+  check_world_sizes(L, "all_gather", 1, out, t, mpi_world);
   LT_TRY(L, ts_dist_all_gather(ts_data(t), ts_data(out), ts_numel(t), t->dtype));
   return 0;
 }
@@ -97,6 +115,7 @@ static int l_all_gather(lua_State *L) {
 /* _dist.reduce_scatter(out, input, op): input holds world_size * numel(out) elements */
 static int l_reduce_scatter(lua_State *L) {
   ts_tensor *out = check_host(L, 1, "reduce_scatter"), *in = check_host(L, 2, "reduce_scatter");
+  check_world_sizes(L, "reduce_scatter", 2, in, out, mpi_world);
   LT_TRY(L, ts_dist_reduce_scatter(ts_data(in), ts_data(out), ts_numel(out), out->dtype, check_op(L, 3)));
   return 0;
 }
@@ -136,6 +155,9 @@ static int l_wait(lua_State *L) {
 
 /* ---- torch._nccl: the "nccl" backend's calls (CUDA builds) ---- */
 #ifdef TS_HAVE_CUDA
+/* The processes an NCCL gather or scatter spans: the last communicator's (set by init_rank). */
+static int nccl_world = 1;
+
 static ts_tensor *check_id(lua_State *L, int idx) {
   ts_tensor *t = lt_check(L, idx);
   if (t->device.type != TS_CPU || t->dtype != TS_UINT8 || !ts_is_contiguous(t) || ts_numel(t) != TS_NCCL_ID_BYTES)
@@ -158,8 +180,9 @@ static int l_nccl_get_unique_id(lua_State *L) {
 /* _nccl.init_rank(id, world_size, rank, device) -> communicator */
 static int l_nccl_init_rank(lua_State *L) {
   void *comm = NULL;
-  LT_TRY(L, ts_nccl_init_rank(ts_data(check_id(L, 1)), (int)luaL_checkinteger(L, 2), check_rank(L, 3),
-                              (int)luaL_checkinteger(L, 4), &comm));
+  int world = (int)luaL_checkinteger(L, 2);
+  LT_TRY(L, ts_nccl_init_rank(ts_data(check_id(L, 1)), world, check_rank(L, 3), (int)luaL_checkinteger(L, 4), &comm));
+  nccl_world = world;
   lua_pushlightuserdata(L, comm);
   return 1;
 }
@@ -186,12 +209,16 @@ static int l_nccl_broadcast(lua_State *L) {
 }
 
 static int l_nccl_all_gather(lua_State *L) {
-  LT_TRY(L, ts_nccl_all_gather(check_comm(L, 1), lt_check(L, 2), lt_check(L, 3)));
+  ts_tensor *out = lt_check(L, 2), *in = lt_check(L, 3);
+  check_world_sizes(L, "all_gather", 2, out, in, nccl_world);
+  LT_TRY(L, ts_nccl_all_gather(check_comm(L, 1), out, in));
   return 0;
 }
 
 static int l_nccl_reduce_scatter(lua_State *L) {
-  LT_TRY(L, ts_nccl_reduce_scatter(check_comm(L, 1), lt_check(L, 2), lt_check(L, 3), nccl_op_arg(L, 4)));
+  ts_tensor *out = lt_check(L, 2), *in = lt_check(L, 3);
+  check_world_sizes(L, "reduce_scatter", 3, in, out, nccl_world);
+  LT_TRY(L, ts_nccl_reduce_scatter(check_comm(L, 1), out, in, nccl_op_arg(L, 4)));
   return 0;
 }
 

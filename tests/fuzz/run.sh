@@ -23,8 +23,9 @@
 # where cuda is available); a simulated device gets TENSH_SIM_DEVICES=2 and
 # TENSH_SIM_MEMORY=2G unless they are set.
 # FUZZ_HANG (default 60), FUZZ_MESSAGES=1 lists every message from inside the
-# library; FUZZ_INSIDE=FILE writes those of calls a user makes and of
-# metamethods called by hand, and the Size twins' findings (function TAB
+# library; FUZZ_INSIDE=FILE writes those of every kind of call (a user's, a
+# method on another value, a metamethod by hand, a private _x helper), and
+# the Size twins' findings (function TAB
 # message, digits folded to N) to FILE; FUZZ_CALLS=N stops after call N
 # (child.lua); FUZZ_KEEP=DIR keeps the work files there.
 set -u
@@ -170,10 +171,10 @@ if [ "${FUZZ_MESSAGES:-0}" = 1 ]; then
   grep -aE '^(inside|size)' "$work/messages" | cut -f2- | sort -u | sed 's/^/  /'
 fi
 # what test_fuzz holds against tests/fuzz/inside_allowed.tsv: the messages from
-# inside the library in calls a user makes and in metamethods called by hand,
-# and the torch.Size twins' findings
+# inside the library in every kind of call (private helpers too: a user can
+# reach them), and the torch.Size twins' findings
 if [ -n "${FUZZ_INSIDE:-}" ]; then
-  awk -F'\t' '($1 == "inside" && ($2 == "api" || $2 == "meta")) || $1 == "size" { print $4 "\t" $5 }' \
+  awk -F'\t' '$1 == "inside" || $1 == "size" { print $4 "\t" $5 }' \
     "$work/messages" | LC_ALL=C sort -u >"$FUZZ_INSIDE"
 fi
 echo "fuzz: seed $seed, ${seconds} s: $calls calls to $functions functions ($ok ok, $errors errors)," \

@@ -214,4 +214,22 @@ test("grad scopes' and grad_fns' metamethods called by hand on something else na
   eq(tostr(fn), tostring(fn), "the real grad_fn prints")
 end)
 
+test("torch._dist's all_gather and reduce_scatter check the sizes MPI takes on trust (the fuzzer's heap overflow)", function()
+  local d = torch._dist
+  local function zeros(...) return torch.zeros({...}, {device = "cpu"}) end -- torch._dist takes host tensors
+  local want = "bad argument #1 to 'all_gather' (float32 tensor of 20 elements (world size 1 x 20) expected, got float32 of 48)"
+  raises(function() d.all_gather(zeros(2, 3, 8), zeros(5, 4)) end, want, "all_gather into a larger out")
+  raises(function() d.all_gather(torch.zeros(20, {dtype = "float64", device = "cpu"}), zeros(5, 4)) end, "got float64 of 20")
+  raises(function() d.reduce_scatter(zeros(3), zeros(5, 4), 0) end,
+    "bad argument #2 to 'reduce_scatter' (float32 tensor of 3 elements (world size 1 x 3) expected, got float32 of 20)")
+  -- with MPI up (a world of one, as in the fuzzer's process), where the call once wrote past out: in a
+  -- child process, since MPI stays up until exit
+  local tensh = (os.getenv("TENSH_BUILD") or "../../build") .. "/tensh"
+  local p = io.popen(T.MPI_ASAN_ENV .. tensh .. [[ -e 'torch.dist.init_process_group("mpi")
+    print(pcall(torch._dist.all_gather, torch.zeros(2, 3, 8), torch.zeros(5, 4)))' 2>&1]])
+  local out = p:read("a")
+  p:close()
+  ok(out:find(want, 1, true), "all_gather with MPI running: " .. out)
+end)
+
 T.run()

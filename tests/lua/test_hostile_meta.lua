@@ -113,12 +113,18 @@ local LUA_WORDS = {"attempt to ", "table index is ", "bad argument #%-", "lua/te
 -- (an operator's metamethod given an operand the operator refuses says what Lua says for it)
 local OPERATOR_WORDS = {"^attempt to concatenate an? [%w%.%*]+ value$", "^attempt to compare a tensor with an? [%w%.%*]+ value$"}
 
-test("every metamethod the fuzzer finds, called by hand with wrong values, says what was wrong", function()
+-- the fuzzer's catalog of what it calls (tests/fuzz/catalog.lua)
+local function fuzz_catalog()
   local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
   local saved = package.path
   package.path = here .. "../fuzz/?.lua;" .. package.path
   local catalog = require("catalog")
   package.path = saved
+  return catalog
+end
+
+test("every metamethod the fuzzer finds, called by hand with wrong values, says what was wrong", function()
+  local catalog = fuzz_catalog()
   local objects = {torch.randn(2), nn.Linear(2, 2), data.TensorDataset(torch.randn(4, 2)),
     data.DataLoader(data.TensorDataset(torch.randn(4, 2)), {batch_size = 2}), torch.Size({2}), torch.device("cpu"),
     torch.bench.Timer({stmt = function() end}):timeit(1), optim.SGD(nn.Linear(2, 2):parameters(), {lr = 0.1})}
@@ -141,6 +147,107 @@ test("every metamethod the fuzzer finds, called by hand with wrong values, says 
     end
   end
   ok(calls > 1000, "calls made: " .. calls)
+  ok(#bad == 0, #bad .. " messages from inside the library:\n" .. table.concat(bad, "\n", 1, math.min(#bad, 20)))
+end)
+
+-- The library's private helpers (_x) a user can reach (issue 26): a method
+-- checks its object as the public ones do, a function its arguments, and
+-- the steps only the library calls are local, out of reach.
+test("private methods and helpers name what they expected; the library's own steps are out of reach", function()
+  local m = nn.Linear(2, 2)
+  local opt = optim.Adam(m:parameters(), 0.1)
+  local sched = optim.lr_scheduler.LinearLR(opt)
+  raises_here(function() return nn.Module._get_name(5) end, "bad argument #1 to '_get_name' (Module expected, got number")
+  raises_here(function() return nn.MultiheadAttention._reset_parameters() end,
+    "bad argument #1 to '_reset_parameters' (MultiheadAttention expected, got no value")
+  raises_here(function() return nn.Transformer._reset_parameters(m) end,
+    "bad argument #1 to '_reset_parameters' (Transformer expected, got Linear)")
+  raises_here(function() return torch.models.SqueezeExcitation._scale({}) end,
+    "bad argument #1 to '_scale' (SqueezeExcitation expected, got table")
+  raises_here(function() return optim.SGD._update(opt, opt.param_groups[1]) end,
+    "bad argument #1 to '_update' (SGD expected, got Adam)")
+  raises_here(function() return opt:_update({lr = 1}) end,
+    "bad argument #2 to '_update' (one of the optimizer's param_groups expected, got table)")
+  raises_here(function() return optim.Adam._validate(3, {}) end, "bad argument #1 to '_validate' (string expected, got number)")
+  raises_here(function() return optim.Adam._validate("Adam", true) end, "bad argument #2 to '_validate' (table (a param group) expected")
+  raises_here(function() return optim.lr_scheduler.StepLR._get_closed_form_lr(sched) end,
+    "bad argument #1 to '_get_closed_form_lr' (StepLR expected, got LinearLR)")
+  raises_here(function() return sched:_init(5, -1) end, "bad argument #2 to '_init' (table (the options) expected, got number)")
+  raises_here(function() return sched:_init({}, "x") end, "bad argument #3 to '_init' (integer (last_epoch) expected")
+  raises_here(function() return m:_check_no_cycle("a", 5, "x") end,
+    "bad argument #3 to '_check_no_cycle' (Module or nil expected, got number)")
+  raises_here(function() return torch.bench._percentile(nil, 50) end, "bad argument #1 to '_percentile' (table")
+  raises_here(function() return torch.bench._percentile({1, "2"}, 50) end, "sorted[2] is string, not a number")
+  raises_here(function() return torch.bench._percentile({1, 2}, torch.Size({1})) end,
+    "bad argument #2 to '_percentile' (a percentage in [0, 100] expected, got torch.Size)")
+  raises_here(function() return torch.models._make_divisible(70, nil) end,
+    "bad argument #2 to '_make_divisible' (a positive number expected, got nil)")
+  raises_here(function() return torch.models._make_divisible(coroutine.create(print), 8) end,
+    "bad argument #1 to '_make_divisible' (number expected, got thread)")
+  raises_here(function() return torch.dist._nccl_sum(torch.ones(1)) end, "_nccl_sum: the default process group has not been")
+  -- a path with a NUL byte and a graph's sample_args are refused at the caller's line too
+  raises_here(function() return data.read_image("a\0b.png") end, "read_image: the path holds a NUL byte (at byte 1)")
+  raises_here(function() return data.save_image(torch.zeros(1, 2, 2), "a\0.png") end, "save_image: the path holds a NUL byte")
+  raises_here(function() return cuda.make_graphed_callables(function() end, nil) end,
+    "cuda.make_graphed_callables: sample_args must be a tensor or a list of tensors, got nil")
+  raises_here(function() return torch.amp._autocast("cpu", 5) end,
+    "bad argument #2 to '_autocast' (list of option names expected, got number)")
+  raises_here(function() return torch.amp._autocast("cpu", {"enabled", 3}) end, "names[2] is number, not a string")
+  -- the steps only the library calls are not reachable
+  eq(rawget(torch.bench.Timer, "_loop"), nil, "Timer._loop")
+  eq(rawget(torch.bench.Timer, "_timeit"), nil, "Timer._timeit")
+  eq(rawget(nn.Module, "_apply_move"), nil, "Module._apply_move")
+  eq(rawget(data.DataLoader, "_plan"), nil, "DataLoader._plan")
+  eq(rawget(nn.parallel.DistributedDataParallel, "_grad_ready"), nil, "DDP._grad_ready")
+  -- the right values still work
+  eq(m:_get_name(), "Linear", "m:_get_name()")
+  eq(torch.bench._percentile({1, 2, 3}, 50), 2, "_percentile")
+  eq(torch.models._make_divisible(70, 8), 72, "_make_divisible")
+  opt:_update(opt.param_groups[1])
+  local ok_init = pcall(sched._init, sched, {}, -1)
+  ok(ok_init, "sched:_init({}, -1)")
+  eq(m:double().weight.dtype, torch.float64, "m:double() (through the local move)")
+end)
+
+-- Lua's words, a lua/tensh position, or a standard function's bad argument
+-- (the fuzzer's test, tests/fuzz/child.lua: "bad argument #1 to 'autocast'" names the library's function)
+local STD = {}
+for _, lib in ipairs({"_G", "string", "table", "math", "utf8", "coroutine"}) do
+  for k, v in pairs(_G[lib]) do if type(v) == "function" then STD[k] = true end end
+end
+STD["for iterator"] = true
+local function from_inside(err)
+  for i, p in ipairs(LUA_WORDS) do
+    if i ~= 5 and err:find(p) then return true end -- (5: any lower-case name, for the metamethods' sweep)
+  end
+  return STD[err:match("bad argument #%d+ to '([^']*)'") or ""] == true
+end
+
+test("every private Lua helper the fuzzer finds, given wrong values, says what was wrong", function()
+  local catalog = fuzz_catalog()
+  local objects = {torch.randn(2), nn.Linear(2, 2), data.TensorDataset(torch.randn(4, 2)),
+    data.DataLoader(data.TensorDataset(torch.randn(4, 2)), {batch_size = 2}), torch.Size({2}),
+    optim.SGD(nn.Linear(2, 2):parameters(), {lr = 0.1}), nn.MultiheadAttention(4, 2)}
+  objects[#objects + 1] = optim.lr_scheduler.StepLR(objects[6], 2)
+  local wrong = {1, 2.5, "a", true, {}, {1, 2}, torch.Size({2, 2}), print, coroutine.create(print), torch.randn(2), nn.ReLU()}
+  local bad, calls, helpers = {}, 0, 0
+  for _, e in ipairs(catalog.build(objects)) do
+    if e.kind == "internal" and type(e.fn) == "function" and debug.getinfo(e.fn, "S").what == "Lua" then
+      helpers = helpers + 1
+      local firsts = {table.unpack(wrong)}
+      for _, o in ipairs(objects) do firsts[#firsts + 1] = o end -- an object of the helper's class, then wrong values
+      for i, first in ipairs(firsts) do
+        local w = wrong[i % #wrong + 1]
+        for _, args in ipairs({{first}, {first, w}, {first, w, w}}) do
+          calls = calls + 1
+          local done, err = pcall(e.fn, table.unpack(args, 1, 3))
+          err = not done and tostring(err)
+          if err and from_inside(err) then bad[#bad + 1] = e.path .. ": " .. err end
+        end
+      end
+    end
+  end
+  ok(helpers > 20 and calls > 1000, ("helpers %d, calls made: %d"):format(helpers, calls))
   ok(#bad == 0, #bad .. " messages from inside the library:\n" .. table.concat(bad, "\n", 1, math.min(#bad, 20)))
 end)
 

@@ -111,4 +111,12 @@ test("pad_sequence given a Size for its list of tensors names it", function()
     "pad_sequence: expected a non-empty list of tensors, got an empty list")
 end)
 
+test("bench.median, data.enumerate and default_collate take a Size as its list", function()
+  eq(torch.bench.median(S({3, 1, 2})), torch.bench.median({3, 1, 2}), "bench.median")
+  local seen = {}
+  for i, v in data.enumerate(S({5, 7})) do seen[#seen + 1] = i .. ":" .. v end
+  eq(table.concat(seen, " "), "0:5 1:7", "data.enumerate")
+  T.close(data.default_collate(S({2, 3})):tolist(), data.default_collate({2, 3}):tolist(), 0, 0, "default_collate")
+end)
+
 T.run()

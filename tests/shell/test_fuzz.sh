@@ -5,7 +5,7 @@
 # no crash, no hang, the fuzzer reached most of what it found (a walk
 # that silently found nothing would pass the first two), and no message
 # from inside the library (Lua's own words, a lua/tensh position: see
-# tests/fuzz/child.lua) in a call a user makes that tests/fuzz/inside_allowed.tsv
+# tests/fuzz/child.lua) in any call (private _x helpers too) that tests/fuzz/inside_allowed.tsv
 # does not list with its reason.
 # The run stops at call FUZZ_CALLS (default 30000) or after FUZZ_SECONDS:
 # calls are drawn from the seed and their number alone, so a slow machine

@@ -5,6 +5,7 @@
 local nn = require "tensh.nn"
 local C = require "tensh.nn.common"
 local ops = require "tensh.models.ops"
+local A = require "tensh.args"
 local Module, init = nn.Module, nn.init
 local raise, args, check_int, shape_str = C.raise, C.args, C.check_int, C.shape_str
 local Conv2dNormActivation, SqueezeExcitation = ops.Conv2dNormActivation, ops.SqueezeExcitation
@@ -19,7 +20,15 @@ local function make_divisible(v, divisor, min_value)
   if new_v < 0.9 * v then new_v = new_v + divisor end
   return math.tointeger(new_v) or new_v
 end
-M._make_divisible = make_divisible
+-- torchvision's name, for the tests; its arguments checked (the builders pass numbers)
+function M._make_divisible(v, divisor, min_value)
+  if type(v) ~= "number" then A.type_error("_make_divisible", 1, "number", v) end
+  if type(divisor) ~= "number" or not (divisor > 0) then
+    A.bad_argument("_make_divisible", 2, "a positive number expected, got %s", A.show(divisor))
+  end
+  if min_value ~= nil and type(min_value) ~= "number" then A.type_error("_make_divisible", 3, "number or nil", min_value) end
+  return make_divisible(v, divisor, min_value)
+end
 
 local function check_width(fn, w)
   if type(w) ~= "number" or not (w > 0) or w == math.huge then

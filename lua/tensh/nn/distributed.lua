@@ -31,6 +31,8 @@ local defaults = {device_ids = false, output_device = false, dim = 0, broadcast_
   static_graph = false}
 
 local function dist() return require "tensh.dist" end
+-- the gradient hooks' steps (defined below; local, for the hooks alone to call)
+local grad_ready, finish_backward
 
 -- every rank must wrap the same model: the parameters' count, shapes and
 -- dtypes compared through one all_gather of a digest
@@ -126,7 +128,7 @@ function DDP:init(module, opts)
   state.hooks = {}
   for _, p in ipairs(params) do
     -- the hook's argument is a new reference to the tensor (another userdata): p names it
-    state.hooks[#state.hooks + 1] = p:register_post_accumulate_grad_hook(function() self:_grad_ready(p) end)
+    state.hooks[#state.hooks + 1] = p:register_post_accumulate_grad_hook(function() grad_ready(self, p) end)
   end
 end
 
@@ -174,7 +176,7 @@ local function launch_ready(state)
   end
 end
 
-function DDP:_grad_ready(p)
+function grad_ready(self, p)
   local state = rawget(self, "_attrs")._ddp
   if not state.armed then return end
   local w = state.where[p]
@@ -184,14 +186,14 @@ function DDP:_grad_ready(p)
   b.pending = b.pending - 1
   if not state.queued then
     state.queued = true
-    torch.autograd._queue_callback(function() self:_finish_backward() end)
+    torch.autograd._queue_callback(function() finish_backward(self) end)
   end
   launch_ready(state)
 end
 
 -- end of the backward: the unused parameters (find_unused_parameters), the
 -- last buckets, then the averages back into .grad
-function DDP:_finish_backward()
+function finish_backward(self)
   local state = rawget(self, "_attrs")._ddp
   state.armed = false
   local d = dist()

@@ -46,7 +46,13 @@ function LRScheduler.extend(base, name, params, init, get_lr, closed)
   names[#names + 1] = "last_epoch"
   local allowed = {}
   for _, k in ipairs(names) do allowed[k] = true end
-  local cls = setmetatable({__name = name, _allowed = allowed, _params = names, _init = init, get_lr = get_lr,
+  -- reachable as scheduler:_init(o, last_epoch): checks what new gives it (the object is checked by classes.setup)
+  local function checked_init(self, o, last_epoch)
+    if type(o) ~= "table" then A.type_error("_init", 2, "table (the options)", o) end
+    if math.type(last_epoch) ~= "integer" then A.type_error("_init", 3, "integer (last_epoch)", last_epoch) end
+    return init(self, o, last_epoch)
+  end
+  local cls = setmetatable({__name = name, _allowed = allowed, _params = names, _init = checked_init, get_lr = get_lr,
     _get_closed_form_lr = closed},
     {__index = base, __call = U.class_call("optim.lr_scheduler.LRScheduler.new", LRScheduler, SCHEDULER_CLASS)})
   cls.__index = cls
