@@ -20,7 +20,7 @@ local raise = require("tensh.errors").raise
 local args = require "tensh.args"
 local json = require "tensh.json"
 
-local bench = {}
+local bench = require("tensh.lazy").claim("bench") -- the table the global bench holds from start-up
 
 -- ---- statistics (numpy's, as PyTorch's Measurement uses them) -----------------------------
 

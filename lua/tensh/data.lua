@@ -34,7 +34,7 @@
 local C = torch._data
 local A = require "tensh.args"
 local check_meta = require("tensh.classes").check_meta
-local data = {}
+local data = require("tensh.lazy").claim("data") -- the table the global data holds from start-up
 
 -- ipairs's iterator: a dataset indexed by it was given to ipairs
 local ipairs_step = ipairs({})
