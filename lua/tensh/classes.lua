@@ -210,7 +210,7 @@ function M.tensor_methods(methods)
     return w
   end
   for name, f in pairs(methods) do
-    if type(name) == "string" and type(f) == "function" and not is_wrapper(f) and debug.getinfo(f, "S").what == "Lua" then
+    if type(name) == "string" and type(f) == "function" and not is_wrapper(f) and not torch._is_cfunction(f) then
       methods[name] = wrap(f)
     end
   end

@@ -34,7 +34,7 @@
 local C = torch._data
 local A = require "tensh.args"
 local check_meta = require("tensh.classes").check_meta
-local data = {}
+local data = require("tensh.lazy").claim("data") -- the table the global data holds from start-up
 
 -- ipairs's iterator: a dataset indexed by it was given to ipairs
 local ipairs_step = ipairs({})
@@ -641,6 +641,7 @@ end
 function data.default_collate(batch)
   batch = A.plain(batch) -- a torch.Size is a list of integers, as PyTorch's tuple is
   if type(batch) ~= "table" or torch.is_tensor(batch) then A.type_error("default_collate", 1, "list of samples", batch) end
+  batch = A.plain(batch) -- a torch.Size is its list of dims (it counts from 0)
   local elem = batch[1]
   if elem == nil then error("collate: empty batch", 2) end
   local function bad(k, v, what)

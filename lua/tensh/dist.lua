@@ -10,7 +10,7 @@
 -- signature gathered from all ranks): a shape, dtype or device that differs
 -- is an error on every rank naming the ranks, where MPI would hang or mix
 -- bytes. The C half is torch._dist (src/lua/ldist.c over src/dist/dist_mpi.c).
-local M = {}
+local M = require("tensh.lazy").claim("dist") -- the table the global dist holds from start-up
 
 local args = require "tensh.args"
 local raise, typename = args.raise, args.typename

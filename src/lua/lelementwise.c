@@ -119,8 +119,18 @@ static int l_true_divide_(lua_State *L) { return binary_opts(L, TS_OP_DIV, 1, 2,
  * them a tensor; called by hand (getmetatable(t).__add(1, 2)) with none,
  * they raise as PyTorch's Tensor.__add__(1, 2) does instead of adding numbers */
 static int mm_binary(lua_State *L, ts_op op, const char *mm) {
-  lt_check_operator(L, mm);
-  return binary(L, op, 1, 2, false);
+  if (lua_gettop(L) != 2) { /* by hand, with an options table too: as t:add(b, {alpha = 2}) */
+    lt_check_operator(L, mm);
+    return binary(L, op, 1, 2, false);
+  }
+  /* a op b as Lua calls it: two operands and no options to look for */
+  ts_scalar_box boxes[2];
+  ts_tensor *ops[2];
+  lt_operator_operands(L, mm, boxes, ops);
+  ts_tensor **slot = lt_newslot_mt(L, lua_upvalueindex(1));
+  LT_TRY(L, ts_binary(op, ops[0], ops[1], slot));
+  lt_gc_debt(L);
+  return 1;
 }
 static int mm_add(lua_State *L) { return mm_binary(L, TS_OP_ADD, "__add"); }
 static int mm_sub(lua_State *L) { return mm_binary(L, TS_OP_SUB, "__sub"); }
@@ -373,6 +383,7 @@ void lt_open_elementwise(lua_State *L) {
                                   {"__band", mm_band}, {"__bor", mm_bor}, {"__bxor", mm_bxor}, {"__bnot", mm_bnot},
                                   {NULL, NULL}};
   luaL_getmetatable(L, LT_TENSOR);
-  luaL_setfuncs(L, meta, 0);
+  lua_pushvalue(L, -1); /* their upvalue: the metatable of the tensors they return */
+  luaL_setfuncs(L, meta, 1);
   lua_pop(L, 1);
 }

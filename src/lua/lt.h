@@ -51,8 +51,15 @@ ts_tensor *lt_test(lua_State *L, int idx); /* NULL when not a tensor */
 void lt_check_operator(lua_State *L, const char *mm);
 /* A tensor, or a Lua number/boolean lifted into box as a wrapped 0-dim tensor. */
 ts_tensor *lt_operand(lua_State *L, int idx, ts_scalar_box *box);
+/* The operands at 1 and 2 of an operator metamethod (a + b), each a tensor
+ * or a number lifted into box[i]; raises as lt_check_operator when neither is
+ * a tensor. */
+void lt_operator_operands(lua_State *L, const char *mm, ts_scalar_box box[2], ts_tensor *ops[2]);
 /* Pushes an empty tensor userdata and returns its slot for the core to fill. */
 ts_tensor **lt_newslot(lua_State *L);
+/* The same with the tensor metatable at index mt (an upvalue holding it: a
+ * registry lookup less, for the operators' path). */
+ts_tensor **lt_newslot_mt(lua_State *L, int mt);
 /* Pushes a new Lua reference to t (an existing tensor that stays owned elsewhere too). */
 void lt_push_retained(lua_State *L, ts_tensor *t);
 /* Steps Lua's collector for the bytes tensors took since the last call. */

@@ -266,4 +266,9 @@ test("on CUDA: events time the block, device memory and name are recorded", func
   raises(function() bench.Timer({stmt = function() end, device = "cuda:99"}):timeit(1) end, "")
 end)
 
+test("median takes a torch.Size as its list (found by the fuzzer)", function()
+  eq(bench.median(torch.Size({3, 1, 2})), 2, "median of the dims")
+  eq(bench.median(torch.Size({7})), 7, "one dim")
+end)
+
 T.run()

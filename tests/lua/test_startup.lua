@@ -92,4 +92,33 @@ test("nn, models, optim and profiler load on first use into the tables their glo
   ok(o:find("^true\tfalse\t.-did you mean 'Linear'"), "nn loaded by models' require, and strict: " .. o)
 end)
 
+test("data, dist and bench load on first use, under every name PyTorch gives them (issue 27)", function()
+  local out = run('local l = {} for _, n in ipairs({"data", "dist", "bench"}) do ' ..
+    'l[#l + 1] = tostring(package.loaded["tensh." .. n] ~= nil) end print(table.concat(l, " ")) ' ..
+    'local d0, b0 = data, bench ' ..
+    'print(torch.utils.data == data, torch.distributed == dist, torch.dist == dist, torch.bench == bench, ' ..
+    'torch.utils.benchmark == bench, torch.utils.tensorboard ~= nil) ' ..
+    'local ds = data.TensorDataset(torch.arange(4)) ' ..
+    'print(data == d0, require("tensh.data") == data, ds:len(), package.loaded["tensh.bench"] ~= nil, bench.Timer ~= nil, bench == b0) ' ..
+    'print(pcall(function() return data.DataLoder end))')
+  local lines = {}
+  for l in out:gmatch("[^\n]+") do lines[#lines + 1] = l end
+  eq(lines[1], "false false false", "none loaded at start: " .. out)
+  eq(lines[2], "true\ttrue\ttrue\ttrue\ttrue\ttrue", "one stub under each name: " .. out)
+  eq(lines[3], "true\ttrue\t4\tfalse\ttrue\ttrue", "data loaded into its stub, bench only when read: " .. out)
+  ok(lines[4] and lines[4]:find("data has no field 'DataLoder' (did you mean 'DataLoader'?)", 1, true),
+    "the loaded namespace is strict: " .. out)
+  eq(run('print(next(dist) == nil) require("tensh.lazy").load_all() print(next(dist) ~= nil, next(bench) ~= nil)'),
+    "true\ntrue\ttrue\n", "load_all fills them")
+end)
+
+test("the library's start-up asks no function's source of debug.getinfo (issue 27)", function()
+  -- classes.tensor_methods tells C methods from Lua ones with torch._is_cfunction
+  local out = run('print(torch._is_cfunction(torch.ones), torch._is_cfunction(torch.flip), torch._is_cfunction(1))')
+  eq(out, "true\tfalse\tfalse\n", "torch._is_cfunction")
+  local e = run('local t = torch.ones(2) print(pcall(t.flip, 5, 0))')
+  ok(e:find("bad argument #1 to 'flip' (tensor expected, got number; a method is called with ':'", 1, true),
+    "a method written in Lua is still wrapped to check its tensor: " .. e)
+end)
+
 T.run()
