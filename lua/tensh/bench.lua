@@ -283,7 +283,6 @@ end
 function bench.median(xs)
   xs = args.plain(xs) -- a torch.Size is its list
   if type(xs) ~= "table" then raise("median: expected a list of numbers, got %s", type(xs)) end
-  xs = args.plain(xs) -- a torch.Size is its list of dims (it counts from 0)
   for i, x in ipairs(xs) do check_number("median", ("xs[%d]"):format(i), x) end
   local sorted = table.move(xs, 1, #xs, 1, {})
   table.sort(sorted)

@@ -641,7 +641,6 @@ end
 function data.default_collate(batch)
   batch = A.plain(batch) -- a torch.Size is a list of integers, as PyTorch's tuple is
   if type(batch) ~= "table" or torch.is_tensor(batch) then A.type_error("default_collate", 1, "list of samples", batch) end
-  batch = A.plain(batch) -- a torch.Size is its list of dims (it counts from 0)
   local elem = batch[1]
   if elem == nil then error("collate: empty batch", 2) end
   local function bad(k, v, what)
