@@ -214,7 +214,7 @@ end
 test("AdamW with capturable = true: the whole step captured and replayed N times equals N eager steps", function()
   need_cuda()
   local model, eager = two_models()
-  local on_cpu = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)):double()
+  local on_cpu = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)):cpu():double() -- the CPU even when the harness makes cuda the default
   on_cpu:load_state_dict(eager:state_dict())
   local hyper = {lr = 2e-2, betas = {0.8, 0.95}, weight_decay = 0.1, amsgrad = true}
   local function adamw(ps, capturable)
