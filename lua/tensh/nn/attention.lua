@@ -230,12 +230,13 @@ local function mha_forward(fn, query, key, value, a, bf)
       raise("%s: key has %d features, expected embed_dim %d (give kdim/vdim to MultiheadAttention)", fn, key.shape[2], E)
     end
     if rawequal(query, key) and rawequal(key, value) then
-      local qkv = F.linear(query, w, b)
-      q, k, v = qkv:narrow(-1, 0, E), qkv:narrow(-1, E, E), qkv:narrow(-1, 2 * E, E)
+      -- one split, not three narrows: its backward writes one cat where each narrow's filled a
+      -- zero tensor the size of qkv and the three were added
+      q, k, v = table.unpack(F.linear(query, w, b):chunk(3, -1))
     elseif rawequal(key, value) then
       q = F.linear(query, w:narrow(0, 0, E), bias_part(0))
       local kv = F.linear(key, w:narrow(0, E, 2 * E), b ~= nil and b:narrow(0, E, 2 * E) or nil)
-      k, v = kv:narrow(-1, 0, E), kv:narrow(-1, E, E)
+      k, v = table.unpack(kv:chunk(2, -1))
     else
       q = F.linear(query, w:narrow(0, 0, E), bias_part(0))
       k = F.linear(key, w:narrow(0, E, E), bias_part(1))
