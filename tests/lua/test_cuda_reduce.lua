@@ -263,6 +263,15 @@ test("cuda empty inputs: identities, and the CPU's errors where there is none", 
                       function(v) return v:softmax(0) end, function(v) return v:log_softmax(1) end}) do
     check(e, id, f, "float empty")
   end
+  -- no lines because an inner line dim is empty: (3, 0, 2) over its last dim once divided by zero
+  -- on the host while planning the launch (the fuzzer's crash)
+  local c = torch.zeros({3, 0, 2})
+  for name, f in pairs({sum = function(v) return v:sum(2) end, max = function(v) return (v:max(2)) end,
+                        argmax = function(v) return v:argmax(2) end, var = function(v) return v:var(2) end,
+                        logsumexp = function(v) return v:logsumexp(2) end, cumsum = function(v) return v:cumsum(2) end,
+                        softmax = function(v) return v:softmax(2) end, log_softmax = function(v) return v:log_softmax(2) end}) do
+    check(c, id, f, name .. " of no lines (an empty inner line dim)")
+  end
   local g = torch.zeros({0}):cuda()
   raises(function() return g:max() end, "expected reduction dim to be specified")
   raises(function() return torch.zeros({2, 0}):cuda():argmax(1) end, "to have non-zero size")
