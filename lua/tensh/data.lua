@@ -638,13 +638,16 @@ end
 -- As torch's default_collate: tensors stack along a new dim 0, integers
 -- become an int64 tensor, floats float64, booleans bool, strings stay a
 -- list, and tables are collated per position or key.
-function data.default_collate(batch)
+local function collate(batch, depth)
+  if depth > 100 then
+    A.raise("collate: samples nest more than 100 tables deep (does a sample contain itself?)")
+  end
   batch = A.plain(batch) -- a torch.Size is a list of integers, as PyTorch's tuple is
   if type(batch) ~= "table" or torch.is_tensor(batch) then A.type_error("default_collate", 1, "list of samples", batch) end
   local elem = batch[1]
-  if elem == nil then error("collate: empty batch", 2) end
+  if elem == nil then A.raise("collate: empty batch") end
   local function bad(k, v, what)
-    error(("collate: sample %d is a %s but sample 0 is %s"):format(k - 1, torch.is_tensor(v) and "tensor" or type(v), what), 3)
+    A.raise(("collate: sample %d is a %s but sample 0 is %s"):format(k - 1, torch.is_tensor(v) and "tensor" or type(v), what))
   end
   if torch.is_tensor(elem) then
     local shape = elem.shape
@@ -652,8 +655,8 @@ function data.default_collate(batch)
       local t = batch[k]
       if not torch.is_tensor(t) then bad(k, t, "a tensor") end
       if t.shape ~= shape then
-        error(("collate: sample %d has shape %s but sample 0 has %s; samples must all have one shape to be "
-          .. "stacked (or pass a collate_fn)"):format(k - 1, shape_str(t.shape), shape_str(shape)), 2)
+        A.raise(("collate: sample %d has shape %s but sample 0 has %s; samples must all have one shape to be "
+          .. "stacked (or pass a collate_fn)"):format(k - 1, shape_str(t.shape), shape_str(shape)))
       end
     end
     return torch.stack(batch)
@@ -680,29 +683,31 @@ function data.default_collate(batch)
     if #elem > 0 then
       for k, v in ipairs(batch) do
         if #v ~= #elem then
-          error(("collate: sample %d has %d fields but sample 0 has %d; each sample must have the same number")
+          A.raise(("collate: sample %d has %d fields but sample 0 has %d; each sample must have the same number")
             :format(k - 1, #v, #elem), 2)
         end
       end
       for j = 1, #elem do
         local col = {}
         for k, v in ipairs(batch) do col[k] = v[j] end
-        out[j] = data.default_collate(col)
+        out[j] = collate(col, depth + 1)
       end
     else
       for key in pairs(elem) do
         local col = {}
         for k, v in ipairs(batch) do
-          if v[key] == nil then error(("collate: sample %d has no field '%s'"):format(k - 1, tostring(key)), 2) end
+          if v[key] == nil then A.raise(("collate: sample %d has no field '%s'"):format(k - 1, tostring(key))) end
           col[k] = v[key]
         end
-        out[key] = data.default_collate(col)
+        out[key] = collate(col, depth + 1)
       end
     end
     return out
   end
-  error(("collate: samples must be tensors, numbers, booleans, strings or tables of those, got a %s"):format(kind), 2)
+  A.raise(("collate: samples must be tensors, numbers, booleans, strings or tables of those, got a %s"):format(kind))
 end
+
+function data.default_collate(batch) return collate(batch, 0) end
 
 -- ---- DataLoader ---------------------------------------------------------------------------
 

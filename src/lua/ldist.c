@@ -59,8 +59,19 @@ static void guard_exit(lua_State *L) {
   lua_pop(L, 1);
 }
 
-/* The processes an MPI gather or scatter spans (set by init). */
-static int mpi_world = 1;
+/* The processes an MPI gather or scatter spans, and this one's rank (set by init). */
+static int mpi_world = 1, mpi_rank = 0;
+
+/* A send's or receive's peer: another process of the group. MPI would wait
+ * for ever on a receive from itself (a fuzzed recv hung), and on a rank
+ * outside the group; PyTorch raises for both. */
+static int check_peer(lua_State *L, int idx, const char *fn) {
+  int r = check_rank(L, idx);
+  if (ts_dist_active() && (r == mpi_rank || r >= mpi_world))
+    lt_errorf(L, "bad argument #%d to '%s' (the rank of another process, 0 to %d but not %d (this process), "
+              "expected, got %d)", idx, fn, mpi_world - 1, mpi_rank, r);
+  return r;
+}
 
 /* all_gather(out, t) writes, and reduce_scatter(out, input) reads, world
  * times the smaller tensor's elements into or from the larger one, which
@@ -79,7 +90,7 @@ static void check_world_sizes(lua_State *L, const char *fn, int big_idx, const t
 static int l_init(lua_State *L) {
   int rank = 0, size = 1;
   LT_TRY(L, ts_dist_init(&rank, &size));
-  mpi_world = size;
+  mpi_world = size, mpi_rank = rank;
   guard_exit(L);
   lua_pushinteger(L, rank);
   lua_pushinteger(L, size);
@@ -122,13 +133,13 @@ static int l_reduce_scatter(lua_State *L) {
 
 static int l_send(lua_State *L) {
   ts_tensor *t = check_host(L, 1, "send");
-  LT_TRY(L, ts_dist_send(ts_data(t), ts_numel(t), t->dtype, check_rank(L, 2), (int)luaL_optinteger(L, 3, 0)));
+  LT_TRY(L, ts_dist_send(ts_data(t), ts_numel(t), t->dtype, check_peer(L, 2, "send"), (int)luaL_optinteger(L, 3, 0)));
   return 0;
 }
 
 static int l_recv(lua_State *L) {
   ts_tensor *t = check_host(L, 1, "recv");
-  LT_TRY(L, ts_dist_recv(ts_data(t), ts_numel(t), t->dtype, check_rank(L, 2), (int)luaL_optinteger(L, 3, 0)));
+  LT_TRY(L, ts_dist_recv(ts_data(t), ts_numel(t), t->dtype, check_peer(L, 2, "recv"), (int)luaL_optinteger(L, 3, 0)));
   return 0;
 }
 

@@ -232,4 +232,29 @@ test("torch._dist's all_gather and reduce_scatter check the sizes MPI takes on t
   ok(out:find(want, 1, true), "all_gather with MPI running: " .. out)
 end)
 
+test("default_collate of a sample that contains itself, and layer_norm's normalized_shape with a hole (the fuzzer's)", function()
+  local data, F = torch.utils.data, torch.nn.functional
+  local s = {}
+  s[1] = s
+  local msg = raises(function() data.default_collate({s, s}) end, "collate: samples nest more than 100 tables deep")
+  ok(msg:find("test_hostile.lua", 1, true), "at the caller's line: " .. msg)
+  msg = raises(function() data.default_collate({{torch.zeros(2)}, {torch.zeros(3)}}) end, "sample 1 has shape")
+  ok(msg:find("test_hostile.lua", 1, true), "a nested sample's error at the caller's line: " .. msg)
+  raises(function() F.layer_norm(torch.randn(2, 3), {3, nil, 1}) end, "normalized_shape[2] must be an integer, got nil")
+  raises(function() F.layer_norm(torch.randn(2, 3), {1, 1, 1, 1, 1, 1, 1, 1, 1}) end, "has more dims than the input's 2")
+end)
+
+test("torch._dist's send and recv refuse this process's own rank and ranks outside the group (a fuzzed recv hung)", function()
+  local tensh = (os.getenv("TENSH_BUILD") or "../../build") .. "/tensh"
+  local p = io.popen(T.MPI_ASAN_ENV .. "timeout 60 " .. tensh .. [[ -e 'torch.dist.init_process_group("mpi")
+    local t = torch.zeros(3, 0, 2)
+    print(pcall(torch._dist.recv, t, 0)); print(pcall(torch._dist.send, t, 0)); print(pcall(torch._dist.recv, t, 1))' 2>&1]])
+  local out = p:read("a")
+  p:close()
+  ok(out:find("bad argument #2 to 'recv' (the rank of another process, 0 to 0 but not 0 (this process), expected, got 0)",
+    1, true), "recv from itself: " .. out)
+  ok(out:find("bad argument #2 to 'send' (the rank of another process", 1, true), "send to itself: " .. out)
+  ok(out:find("expected, got 1)", 1, true), "recv from outside the group: " .. out)
+end)
+
 T.run()

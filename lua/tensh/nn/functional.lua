@@ -417,7 +417,11 @@ function F.layer_norm(x, normalized_shape, ...)
   local shape = normalized_shape
   shape = plain(shape)
   if type(shape) == "table" then
-    for i, v in ipairs(shape) do C.check_int(fn, ("normalized_shape[%d]"):format(i), v) end
+    -- every entry up to the length (a hole is a nil entry), and no more dims than x has
+    for i = 1, #shape do C.check_int(fn, ("normalized_shape[%d]"):format(i), shape[i]) end
+    if #shape > x:dim() then
+      raise("%s: normalized_shape %s has more dims than the input's %d", fn, A.show(shape), x:dim())
+    end
   elseif shape == nil or type(shape) ~= "number" then
     raise("%s: normalized_shape must be an integer or a list of integers, got %s", fn, A.show(shape))
   else
@@ -425,7 +429,7 @@ function F.layer_norm(x, normalized_shape, ...)
   end
   local a = args(fn, {"weight", "bias", "eps"}, ...)
   local eps = affine_args(fn, a)
-  local out = torch.layer_norm(x, normalized_shape, a.weight, a.bias, eps)
+  local out = torch.layer_norm(x, shape, a.weight, a.bias, eps)
   return out
 end
 
