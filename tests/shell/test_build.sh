@@ -8,6 +8,9 @@
 set -u
 unset MAKEFLAGS MFLAGS MAKELEVEL # its own makes, not jobs of a make that runs it
 root=$(cd "$(dirname "$0")/../.." && pwd)
+# the makes below build with their own variables: under `make asan` the caller's
+# OPT=-O1, SAN=... would reach them through MAKEFLAGS (and OPT=-O1 would change nothing)
+unset MAKEFLAGS MFLAGS MAKELEVEL
 name=shell:test_build
 passed=0 failed=0 skipped=0
 tmp=$(mktemp -d)

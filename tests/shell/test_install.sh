@@ -42,6 +42,9 @@ fi
 
 if want "lua5.4 requires the installed module"; then
   if ! command -v lua5.4 >/dev/null; then echo "SKIP $name: lua5.4 requires the installed module: no lua5.4"; skipped=$((skipped + 1))
+  elif ldd "$build/tensh.so" 2>/dev/null | grep -q libasan; then
+    echo "SKIP $name: lua5.4 requires the installed module: an AddressSanitizer build's module loads only into an instrumented program (lua5.4 is not)"
+    skipped=$((skipped + 1))
   else
     # lua5.4's standard cpath for a prefix is PREFIX/lib/lua/5.4/?.so (that is
     # /usr/local/lib/lua/5.4 for the default prefix): the same path, rooted here
