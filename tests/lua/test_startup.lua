@@ -13,6 +13,13 @@ local function run(code)
   return out
 end
 
+-- the output's non-empty lines, as a list
+local function lines_of(out)
+  local lines = {}
+  for l in out:gmatch("[^\n]+") do lines[#lines + 1] = l end
+  return lines
+end
+
 test("an embedded module is found before LUA_PATH is searched", function()
   local dir = os.tmpname()
   os.remove(dir)
@@ -77,8 +84,7 @@ test("nn, models, optim and profiler load on first use into the tables their glo
     'local nn0, o0 = nn, torch.optim local m = nn.Linear(2, 3) ' ..
     'print(nn == nn0, torch.nn == nn, require("tensh.nn") == nn, m.weight.shape[1], o0 == optim, optim.SGD ~= nil) ' ..
     'print(pcall(function() return nn.Linaer end))')
-  local lines = {}
-  for l in out:gmatch("[^\n]+") do lines[#lines + 1] = l end
+  local lines = lines_of(out)
   eq(lines[1], "false false false false", "none loaded at start: " .. out)
   eq(lines[2], "true\ttrue\ttrue\t2\ttrue\ttrue", "one table before and after loading: " .. out)
   ok(lines[3] and lines[3]:find("nn has no field 'Linaer' (did you mean 'Linear'?)", 1, true),
@@ -101,8 +107,7 @@ test("data, dist and bench load on first use, under every name PyTorch gives the
     'local ds = data.TensorDataset(torch.arange(4)) ' ..
     'print(data == d0, require("tensh.data") == data, ds:len(), package.loaded["tensh.bench"] ~= nil, bench.Timer ~= nil, bench == b0) ' ..
     'print(pcall(function() return data.DataLoder end))')
-  local lines = {}
-  for l in out:gmatch("[^\n]+") do lines[#lines + 1] = l end
+  local lines = lines_of(out)
   eq(lines[1], "false false false", "none loaded at start: " .. out)
   eq(lines[2], "true\ttrue\ttrue\ttrue\ttrue\ttrue", "one stub under each name: " .. out)
   eq(lines[3], "true\ttrue\t4\tfalse\ttrue\ttrue", "data loaded into its stub, bench only when read: " .. out)
