@@ -1,5 +1,6 @@
 // CUDA random kernels over Philox (src/core/philox.h): rand, randn, randint and
 // randperm. Element j of the (contiguous) output draws counter offset + j
+// (rand below float64: word j % 4 of counter offset + j / 4, as the CPU)
 // and goes through the CPU's formulas (src/cpu/random.c) operation for
 // operation, so a seed gives the same tensor on either device. Device code
 // contracts a*b + c into one fused multiply-add, which rounds once where the
@@ -146,6 +147,15 @@ __global__ void random_kernel(T *out, int64_t n, philox_args pa, int mode, doubl
                               uint64_t range) {
   uint64_t seed, off;
   pa.resolve(&seed, &off);
+  if (mode == MODE_RAND && !std::is_same<T, double>::value) { // four elements a counter
+    const int64_t groups = (n + 3) / 4;
+    TSC_GRID_STRIDE(int64_t, g, groups) {
+      ts_u32x4 r = ts_philox(seed, off + (uint64_t)g);
+      for (int l = 0; l < 4 && 4 * g + l < n; l++)
+        out[4 * g + l] = rstore<T>::f64(__dadd_rn(lo, __dmul_rn(__dsub_rn(hi, lo), (double)ts_uniform_f32(r.v[l]))));
+    }
+    return;
+  }
   TSC_GRID_STRIDE(int64_t, j, n) {
     ts_u32x4 r = ts_philox(seed, off + (uint64_t)j);
     if (mode == MODE_RAND) {

@@ -513,6 +513,12 @@ test("random ops give the CPU's values for the same seed", function()
   need_cuda()
   for _, make in ipairs({
     function(d) return torch.rand({5, 7}, {device = d}) end,
+    -- four elements a Philox counter (rand below float64): whole and partial counters
+    function(d) return torch.rand({1003}, {device = d}) end,
+    function(d) return torch.rand({37}, {device = d, dtype = "float16"}) end,
+    function(d) return torch.rand({38}, {device = d, dtype = "bfloat16"}) end,
+    function(d) return torch.empty({6, 11}, {device = d}):uniform_(-2, 3) end,
+    function(d) return torch.rand({9}, {device = d, dtype = "float64"}) end,
     function(d) return torch.randn({1000}, {device = d, dtype = "float64"}) end,
     function(d) return torch.randint(-5, 100, {6, 6}, {device = d}) end,
     function(d) return torch.randperm(300, {device = d}) end,

@@ -1,6 +1,6 @@
 -- torch.rand on float32 has a loop of its own (src/cpu/random.c, dropout's
--- masks): element j still draws Philox counter offset + j, so the values do
--- not depend on the length asked for or the thread count.
+-- masks): element j takes word j % 4 of Philox counter offset + j / 4, so the
+-- values do not depend on the length asked for or the thread count.
 local T = require "harness"
 local test, eq, ok = T.cpu_test, T.eq, T.ok
 
@@ -26,10 +26,10 @@ test("float32 rand: the same draws at any length and thread count", function()
   T.close(u, long * 5 - 2, 1e-6, 1e-6, "uniform_(-2, 3) is -2 + 5 u of the same draws")
 end)
 
--- Philox4x32-10's word 0 in Lua's 64-bit integers: the reference the kernel's
--- 8-lane loop must match bit for bit (its known answer is test_core's)
+-- Philox4x32-10's four words in Lua's 64-bit integers: the reference the
+-- kernel's 8-lane loop must match bit for bit (its known answer is test_core's)
 local M = 0xFFFFFFFF
-local function philox0(seed, ctr)
+local function philox(seed, ctr)
   local c0, c1, c2, c3 = ctr & M, (ctr >> 32) & M, 0, 0
   local k0, k1 = seed & M, (seed >> 32) & M
   for _ = 1, 10 do
@@ -37,19 +37,21 @@ local function philox0(seed, ctr)
     c0, c1, c2, c3 = ((p1 >> 32) ~ c1 ~ k0) & M, p1 & M, ((p0 >> 32) ~ c3 ~ k1) & M, p0 & M
     k0, k1 = (k0 + 0x9E3779B9) & M, (k1 + 0xBB67AE85) & M
   end
-  return c0
+  return {c0, c1, c2, c3}
 end
 local function f32(x) return (string.unpack("f", string.pack("f", x))) end
 
-test("float32 rand is Philox word 0 of counter offset + j, across a 2^32 carry of the counter", function()
+test("float32 rand is Philox word j % 4 of counter offset + j / 4, across a 2^32 carry of the counter", function()
   for _, st in ipairs({{seed = 11, offset = 0}, {seed = 0x123456789ABC, offset = (1 << 32) - 13},
                        {seed = -1, offset = (7 << 32) - 3}}) do
     for _, range in ipairs({{0, 1}, {-2, 3}}) do
       torch.set_rng_state(st)
-      local n = 29 -- 8-lane blocks, a block that straddles the carry and a tail
+      -- 29 counters: 16- and 8-lane blocks, blocks that would straddle the
+      -- carry and a tail, whose last counter gives only 2 of its words
+      local n = 4 * 28 + 2
       local got = torch.empty(n):uniform_(range[1], range[2]):tolist()
       for j = 0, n - 1 do
-        local u = (philox0(st.seed, st.offset + j) >> 8) / 16777216.0
+        local u = (philox(st.seed, st.offset + j // 4)[j % 4 + 1] >> 8) / 16777216.0
         local want = f32(range[1] + (range[2] - range[1]) * u)
         if got[j + 1] ~= want then
           eq(got[j + 1], want, ("seed %x offset %x + %d, range [%g, %g)"):format(st.seed, st.offset, j, range[1], range[2]))
