@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "common.cuh"
+#include "ops/op_random.h"
 
 // ---- random numbers inside a CUDA graph -----------------------------------------
 //
@@ -139,7 +140,11 @@ template <> struct rstore<bool> {
   __device__ static bool i64(int64_t v) { return v != 0; }
 };
 
-enum { MODE_RAND, MODE_RANDN, MODE_RANDINT };
+enum { MODE_RAND, MODE_RANDN, MODE_RANDINT, MODE_KEEP /* RAND's TS_RAND_KEEP: dropout's factors */ };
+
+// a float dtype's value back in double (the keep mode compares as the dtype holds them)
+template <typename T> __device__ double rdouble(T v) { return (double)(float)v; }
+template <> __device__ double rdouble<double>(double v) { return v; }
 
 // lo, hi: rand's [lo, hi), randn's (mean, std); ilo, range: randint's [ilo, ilo + range).
 template <typename T>
@@ -147,20 +152,24 @@ __global__ void random_kernel(T *out, int64_t n, philox_args pa, int mode, doubl
                               uint64_t range) {
   uint64_t seed, off;
   pa.resolve(&seed, &off);
-  if (mode == MODE_RAND && !std::is_same<T, double>::value) { // four elements a counter
+  if (mode != MODE_RANDN && mode != MODE_RANDINT && !std::is_same<T, double>::value) { // four elements a counter
     const int64_t groups = (n + 3) / 4;
+    const double thr = mode == MODE_KEEP ? rdouble(rstore<T>::f64(lo)) : 0;
     TSC_GRID_STRIDE(int64_t, g, groups) {
       ts_u32x4 r = ts_philox(seed, off + (uint64_t)g);
-      for (int l = 0; l < 4 && 4 * g + l < n; l++)
-        out[4 * g + l] = rstore<T>::f64(__dadd_rn(lo, __dmul_rn(__dsub_rn(hi, lo), (double)ts_uniform_f32(r.v[l]))));
+      for (int l = 0; l < 4 && 4 * g + l < n; l++) {
+        const double u = (double)ts_uniform_f32(r.v[l]);
+        out[4 * g + l] = mode == MODE_KEEP ? rstore<T>::f64(rdouble(rstore<T>::f64(u)) >= thr ? hi : 0)
+                                           : rstore<T>::f64(__dadd_rn(lo, __dmul_rn(__dsub_rn(hi, lo), u)));
+      }
     }
     return;
   }
   TSC_GRID_STRIDE(int64_t, j, n) {
     ts_u32x4 r = ts_philox(seed, off + (uint64_t)j);
-    if (mode == MODE_RAND) {
+    if (mode == MODE_RAND || mode == MODE_KEEP) { // float64 (the others took the branch above)
       double u = std::is_same<T, double>::value ? ts_uniform_f64(r.v[0], r.v[1]) : (double)ts_uniform_f32(r.v[0]);
-      out[j] = rstore<T>::f64(__dadd_rn(lo, __dmul_rn(__dsub_rn(hi, lo), u)));
+      out[j] = rstore<T>::f64(mode == MODE_KEEP ? (u >= lo ? hi : 0) : __dadd_rn(lo, __dmul_rn(__dsub_rn(hi, lo), u)));
     } else if (mode == MODE_RANDN) { // Box-Muller on two uniforms in (0, 1], in double as the CPU
       double u1 = __dsub_rn(1.0, ts_uniform_f64(r.v[0], r.v[1])), u2 = ts_uniform_f64(r.v[2], r.v[3]);
       double z = __dmul_rn(sqrt(__dmul_rn(-2.0, log(u1))), cos(__dmul_rn(6.283185307179586, u2)));
@@ -177,7 +186,8 @@ ts_status k_random(const ts_call *c) {
   ts_tensor *out = c->out[0];
   int64_t n = ts_numel(out);
   if (n == 0) return TS_OK;
-  int mode = c->op == TS_OP_RAND ? MODE_RAND : c->op == TS_OP_RANDN ? MODE_RANDN : MODE_RANDINT;
+  int mode = c->op == TS_OP_RAND ? (c->i[2] == TS_RAND_KEEP ? MODE_KEEP : MODE_RAND)
+             : c->op == TS_OP_RANDN ? MODE_RANDN : MODE_RANDINT;
   uint64_t range = (uint64_t)c->i[3] - (uint64_t)c->i[2]; // unsigned: no overflow
   if (mode == MODE_RANDINT && range == 0)
     return ts_fail(TS_ERR_ARG, "randint: expected low < high, got low=%lld, high=%lld", (long long)c->i[2], (long long)c->i[3]);

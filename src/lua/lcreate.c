@@ -2,6 +2,7 @@
  * eye, *_like, and the random constructors. Options are a trailing table:
  * {dtype=, device=, requires_grad=}. */
 #include "lt.h"
+#include "ops/op_random.h"
 
 #include <string.h>
 
@@ -317,6 +318,15 @@ static int random_fill(lua_State *L, ts_status (*fill)(ts_tensor *, double, doub
   lua_settop(L, 1);
   return 1;
 }
+/* torch._dropout_mask(x, p): F.dropout's keep factors in one kernel (op_random.h) */
+static int l_dropout_mask(lua_State *L) {
+  ts_tensor *x = lt_check(L, 1);
+  double p = luaL_checknumber(L, 2);
+  ts_tensor **slot = lt_newslot(L);
+  LT_TRY(L, ts_dropout_mask(x, p, slot));
+  return 1;
+}
+
 static int m_uniform_(lua_State *L) { return random_fill(L, ts_uniform_); }
 static int m_normal_(lua_State *L) { return random_fill(L, ts_normal_); }
 
@@ -328,7 +338,7 @@ void lt_open_create(lua_State *L) {
       {"arange", l_arange}, {"linspace", l_linspace}, {"eye", l_eye}, {"rand", l_rand}, {"randn", l_randn},
       {"randint", l_randint}, {"randperm", l_randperm}, {"manual_seed", l_manual_seed},
       {"initial_seed", l_initial_seed}, {"get_rng_state", l_get_rng_state},
-      {"set_rng_state", l_set_rng_state}, {NULL, NULL}};
+      {"set_rng_state", l_set_rng_state}, {"_dropout_mask", l_dropout_mask}, {NULL, NULL}};
   static const luaL_Reg methods[] = {{"uniform_", m_uniform_}, {"normal_", m_normal_}, {NULL, NULL}};
   lt_register(L, fns, methods);
 }

@@ -3,6 +3,7 @@
  * And the op layer of the random constructors and fills, which reserve the
  * counters and run the RAND, RANDN, RANDINT and RANDPERM kernels. */
 #include "ops.h"
+#include "op_random.h"
 #include "autograd/autograd.h"
 
 static uint64_t rng_seed = 67280421310721ull, rng_offset = 0;
@@ -68,6 +69,21 @@ static ts_status drawn(ts_op op, int nd, const int64_t *sizes, ts_dtype dt, ts_d
 ts_status ts_rand(int nd, const int64_t *sizes, ts_dtype dt, ts_device dev, ts_tensor **out) {
   ts_status st = need_float("rand", dt);
   return st ? st : drawn(TS_OP_RAND, nd, sizes, dt, dev, 0, 0, 0, 1, out);
+}
+
+/* op_random.h */
+ts_status ts_dropout_mask(const ts_tensor *x, double p, ts_tensor **out) {
+  ts_status st = need_float("dropout", x->dtype);
+  if (st) return st;
+  if (!(p >= 0 && p < 1)) return ts_fail(TS_ERR_ARG, "dropout: the mask needs 0 <= p < 1, got %g", p);
+  ts_tensor *t;
+  if ((st = ts_tensor_empty(x->ndim, x->sizes, x->dtype, x->device, &t))) return st;
+  if ((st = draw(TS_OP_RAND, t, ts_numel(t), TS_RAND_KEEP, 0, p, 1 / (1 - p)))) {
+    ts_tensor_release(t);
+    return st;
+  }
+  *out = t;
+  return TS_OK;
 }
 
 ts_status ts_randn(int nd, const int64_t *sizes, ts_dtype dt, ts_device dev, ts_tensor **out) {

@@ -519,6 +519,9 @@ test("random ops give the CPU's values for the same seed", function()
     function(d) return torch.rand({38}, {device = d, dtype = "bfloat16"}) end,
     function(d) return torch.empty({6, 11}, {device = d}):uniform_(-2, 3) end,
     function(d) return torch.rand({9}, {device = d, dtype = "float64"}) end,
+    function(d) return torch._dropout_mask(torch.empty({1003}, {device = d}), 0.3) end, -- F.dropout's factors
+    function(d) return torch._dropout_mask(torch.empty({37}, {device = d, dtype = "float16"}), 0.1) end,
+    function(d) return torch._dropout_mask(torch.empty({9}, {device = d, dtype = "float64"}), 0.5) end,
     function(d) return torch.randn({1000}, {device = d, dtype = "float64"}) end,
     function(d) return torch.randint(-5, 100, {6, 6}, {device = d}) end,
     function(d) return torch.randperm(300, {device = d}) end,

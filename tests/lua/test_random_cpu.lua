@@ -62,4 +62,25 @@ test("float32 rand is Philox word j % 4 of counter offset + j / 4, across a 2^32
   ok(true, "all equal")
 end)
 
+-- F.dropout's keep factors come from one kernel (RAND's keep mode); they are
+-- the bits of the four-op composition it replaced, for the same generator state
+test("torch._dropout_mask is rand_like(x):ge(p):to(x.dtype):mul_(1 / (1 - p)), every float dtype", function()
+  for _, dt in ipairs({"float32", "float64", "float16", "bfloat16"}) do
+    for _, p in ipairs({0.1, 0.5, 1 / 3, 0}) do
+      local x = torch.randn({7, 149}, {dtype = dt}):t() -- 1043 elements, not contiguous
+      torch.manual_seed(23)
+      local got = torch._dropout_mask(x, p)
+      torch.manual_seed(23)
+      local want = torch.rand_like(x):ge(p):to(x.dtype):mul_(1 / (1 - p))
+      eq(got.dtype, x.dtype, "dtype")
+      eq(tostring(got.shape), tostring(x.shape), "shape")
+      eq(got:eq(want):all():item(), true, ("%s, p = %g: the same factors"):format(dt, p))
+    end
+  end
+  T.raises(function() torch._dropout_mask(torch.ones(3), 1) end, "0 <= p < 1", "p = 1")
+  T.raises(function() torch._dropout_mask(torch.ones(3), -0.5) end, "0 <= p < 1", "p < 0")
+  T.raises(function() torch._dropout_mask(torch.ones(3, {dtype = "int64"}), 0.5) end, "floating point", "integers")
+  T.raises(function() torch._dropout_mask(torch.ones(3), "half") end, "number expected", "p not a number")
+end)
+
 T.run()
