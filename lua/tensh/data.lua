@@ -571,6 +571,7 @@ local SubsetRandomSampler = class("SubsetRandomSampler")
 data.SubsetRandomSampler = SubsetRandomSampler
 setmetatable(SubsetRandomSampler, {__call = function(_, indices, opts)
   if torch.is_tensor(indices) then indices = indices:tolist() end
+  indices = A.plain(indices) -- a torch.Size is a list of integers too
   if type(indices) ~= "table" then A.raise("SubsetRandomSampler: indices must be a list or a tensor, got %s", A.typename(indices)) end
   for i, v in ipairs(indices) do
     if not is_int(v) then A.raise("SubsetRandomSampler: indices[%d] must be an integer, got %s", i, A.show(v)) end
@@ -618,7 +619,7 @@ setmetatable(BatchSampler, {__call = function(_, sampler, batch_size, drop_last)
 end})
 function BatchSampler:len()
   local n = length_of(self.sampler)
-  if not is_int(n) then error("BatchSampler: the sampler has no length", 2) end
+  if not is_int(n) then A.raise("BatchSampler: the sampler has no length") end
   return self.drop_last and n // self.batch_size or (n + self.batch_size - 1) // self.batch_size
 end
 function BatchSampler:iter()
@@ -774,13 +775,13 @@ end})
 function DataLoader:len()
   if self.batch_sampler ~= nil then
     local n = length_of(self.batch_sampler)
-    if not is_int(n) then error("DataLoader: the batch_sampler has no length", 2) end
+    if not is_int(n) then A.raise("DataLoader: the batch_sampler has no length") end
     return n
   end
   local n = self._n
   if self.sampler ~= nil then
     n = length_of(self.sampler)
-    if not is_int(n) then error("DataLoader: the sampler has no length", 2) end
+    if not is_int(n) then A.raise("DataLoader: the sampler has no length") end
   end
   local bs = self.batch_size
   return self.drop_last and n // bs or (n + bs - 1) // bs

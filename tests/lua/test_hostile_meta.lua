@@ -251,4 +251,37 @@ test("every private Lua helper the fuzzer finds, given wrong values, says what w
   ok(#bad == 0, #bad .. " messages from inside the library:\n" .. table.concat(bad, "\n", 1, math.min(#bad, 20)))
 end)
 
+-- the 30-minute fuzz of 2026-11-28: a class's __newindex by hand removed
+-- nn.Module.init, and every later module call failed inside the library
+test("a library class's __newindex by hand refuses to remove its methods; user classes and overrides still work", function()
+  local newindex = getmetatable(nn.Module).__newindex
+  raises_here(function() newindex(nn.Module, "init", nil) end,
+    "Module.init belongs to tensh's Module class and can't be removed")
+  raises_here(function() getmetatable(nn.Linear).__newindex(nn.Linear, "extra_repr", nil) end,
+    "Linear.extra_repr belongs to tensh's Linear class")
+  raises_here(function() getmetatable(optim.Optimizer).__newindex(optim.Optimizer, "zero_grad", nil) end,
+    "Optimizer.zero_grad belongs to tensh's Optimizer class")
+  eq(tostring(nn.Linear(2, 3)), "Linear(in_features=2, out_features=3, bias=True)", "nn still works")
+  local Net = nn.Module:extend("Net")
+  function Net:forward(x) return x + 1 end
+  getmetatable(Net).__newindex(Net, "forward", nil) -- a user's own class: theirs to change
+  eq(rawget(Net, "forward"), nil, "a user class's method removed")
+  local Lin = nn.Linear:extend("Lin")
+  Lin.extra_repr = function() return "mine" end
+  eq(tostring(Lin(2, 3)), "Lin(mine)", "a subclass overrides")
+end)
+
+test("the fuzz's other finds: embedding's weight, layer_norm's table, samplers' lengths, a Size as indices", function()
+  raises_here(function() nn.functional.embedding(torch.tensor({1}), torch.ones(3)) end,
+    "embedding: 'weight' must be 2-D (num_embeddings, embedding_dim), got 1-d")
+  raises_here(function() nn.functional.embedding(torch.tensor({1}), torch.tensor(1.0)) end, "got 0-d")
+  raises_here(function() nn.functional.layer_norm(torch.ones(2, 3), {a = 1}) end,
+    "normalized_shape must be a list of integers, got a table with the key \"a\"")
+  raises_here(function() nn.functional.layer_norm(torch.ones(2, 3), {3, n = 1}) end, "with the key \"n\"")
+  local lengthless = setmetatable({}, {__len = function() return nil end})
+  raises_here(function() return #data.BatchSampler(lengthless, 2) end, "BatchSampler: the sampler has no length")
+  raises_here(function() return optim.SGD(data.BatchSampler(lengthless, 2), {lr = 0.1}) end, "the sampler has no length")
+  eq(table.concat(data.SubsetRandomSampler(torch.Size({3, 1, 2})).list, " "), "3 1 2", "a torch.Size is a list of indices")
+end)
+
 T.run()

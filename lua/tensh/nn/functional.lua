@@ -419,6 +419,11 @@ function F.layer_norm(x, normalized_shape, ...)
   if type(shape) == "table" then
     -- every entry up to the length (a hole is a nil entry), and no more dims than x has
     for i = 1, #shape do C.check_int(fn, ("normalized_shape[%d]"):format(i), shape[i]) end
+    for k in pairs(shape) do
+      if math.type(k) ~= "integer" or k < 1 or k > #shape then
+        raise("%s: normalized_shape must be a list of integers, got a table with the key %s", fn, A.show(k))
+      end
+    end
     if #shape > x:dim() then
       raise("%s: normalized_shape %s has more dims than the input's %d", fn, A.show(shape), x:dim())
     end
@@ -547,6 +552,7 @@ function F.embedding(input, weight, ...)
   if a.max_norm ~= nil then raise("embedding: max_norm is not supported") end
   if a.scale_grad_by_freq then raise("embedding: scale_grad_by_freq is not supported") end
   if a.sparse then raise("embedding: sparse gradients are not supported") end
+  if weight:dim() ~= 2 then raise("embedding: 'weight' must be 2-D (num_embeddings, embedding_dim), got %d-d", weight:dim()) end
   local pad = a.padding_idx
   if pad ~= nil then
     pad = C.check_int("embedding", "padding_idx", pad)
