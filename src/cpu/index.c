@@ -132,6 +132,15 @@ static inline bool fix_index(idx_ctx *x, int64_t *j) {
 /* d: out, index, source (a view of in[0] with stride 0 along dim) */
 static void gather_loop(char **d, const int64_t *s, int64_t n, void *vctx) {
   idx_ctx *x = vctx;
+  if (s[1] == 0) { /* one index for the whole run (index_select's rows: x:index_select(0, batch)) */
+    int64_t j = *(const int64_t *)d[1];
+    if (!fix_index(x, &j)) return;
+    const char *src = d[2] + j * x->stride;
+    if (s[0] == (int64_t)x->es && s[2] == (int64_t)x->es) memcpy(d[0], src, (size_t)n * x->es);
+    else
+      for (int64_t i = 0; i < n; i++) copy_elem(d[0] + i * s[0], src + i * s[2], x->es);
+    return;
+  }
   for (int64_t i = 0; i < n; i++) {
     int64_t j = *(const int64_t *)(d[1] + i * s[1]);
     if (fix_index(x, &j)) copy_elem(d[0] + i * s[0], d[2] + i * s[2] + j * x->stride, x->es);
