@@ -411,8 +411,9 @@ static int tensor_len(lua_State *L) {
 void lt_new_class(lua_State *L, const char *name, const luaL_Reg *methods, const luaL_Reg *meta) {
   luaL_newmetatable(L, name);
   if (meta) luaL_setfuncs(L, meta, 0);
-  if (methods) {
-    luaL_newlib(L, methods);
+  if (methods) { /* not luaL_newlib: it sizes the table by sizeof of an array, and methods is a pointer */
+    lua_newtable(L);
+    luaL_setfuncs(L, methods, 0);
     lua_setfield(L, -2, "__index");
   }
   lua_pop(L, 1);
