@@ -46,9 +46,10 @@ test("float32 rand is Philox word j % 4 of counter offset + j / 4, across a 2^32
                        {seed = -1, offset = (7 << 32) - 3}}) do
     for _, range in ipairs({{0, 1}, {-2, 3}}) do
       torch.set_rng_state(st)
-      -- 29 counters: 16- and 8-lane blocks, blocks that would straddle the
-      -- carry and a tail, whose last counter gives only 2 of its words
-      local n = 4 * 28 + 2
+      -- 60 counters: AVX-512's 32- and 16-lane blocks, AVX2's 8, blocks that
+      -- would straddle the carry and a tail, whose last counter gives only 2
+      -- of its words
+      local n = 4 * 59 + 2
       local got = torch.empty(n):uniform_(range[1], range[2]):tolist()
       for j = 0, n - 1 do
         local u = (philox(st.seed, st.offset + j // 4)[j % 4 + 1] >> 8) / 16777216.0
