@@ -161,25 +161,17 @@ local function class_newindex(c, k, v)
       type(c) ~= "table" and "a class expected, got " .. typename(c) or "a key can't be " .. (k == nil and "nil" or "NaN"))
   end
   local spec = specs[c]
-  if v == nil and spec and spec.library and rawget(c, k) ~= nil then
-    -- nn.Module.init = nil would break every module, in the library's words
-    require("tensh.errors").raise("%s.%s belongs to tensh's %s class and can't be removed (assign a function to "
-      .. "override it, or make a subclass with :extend)", spec.what, tostring(k), spec.what)
+  if rawget(c, k) ~= nil then
+    -- Lua calls __newindex only for a key the class lacks: this is a call by
+    -- hand, which would replace (or with nil remove) a method unchecked, as
+    -- nn.Module.init, and every later module call would fail inside the library
+    require("tensh.errors").raise("bad argument #2 to '__newindex' (%s already has '%s': __newindex only adds "
+      .. "keys; assign %s.%s = f to replace it)", tostring(rawget(c, "__name") or "the class"), tostring(k),
+      tostring(rawget(c, "__name") or "class"), tostring(k))
   end
   if spec and wraps(spec, k, v) then v = wrap(spec, v, k) end
   rawset(c, k, v)
   if k == "__tostring" then printable.give(c) end
-end
-
--- a class set up while one of tensh's own files loads (nn.Linear), not one
--- a user's script makes with :extend: its fields can be replaced, not removed
-local function made_by_library()
-  for level = 3, 64 do
-    local info = debug.getinfo(level, "S")
-    if not info then return false end
-    if info.what == "main" then return info.source:find("^@lua/tensh/") ~= nil end
-  end
-  return false
 end
 
 -- cls: the class table (its instances' metatable). spec:
@@ -193,7 +185,7 @@ function M.setup(cls, spec)
   spec = spec or {}
   local what = spec.what or rawget(cls, "__name") or "object"
   local s = {what = what, a = spec.a or "a " .. what, var = spec.var or "obj", static = spec.static, cls = cls,
-    check = spec.is_instance, instance_init = spec.instance_init, library = made_by_library()}
+    check = spec.is_instance, instance_init = spec.instance_init}
   specs[cls] = s
   for k, v in next, cls do
     if wraps(s, k, v) then rawset(cls, k, wrap(s, v, k)) end

@@ -125,7 +125,7 @@ int64_t lt_checkint(lua_State *L, int idx) {
   return v;
 }
 
-static bool is_size(lua_State *L, int idx) {
+bool lt_is_size(lua_State *L, int idx) {
   if (!lua_getmetatable(L, idx)) return false;
   luaL_getmetatable(L, LT_SIZE);
   bool r = lua_rawequal(L, -1, -2);
@@ -135,7 +135,7 @@ static bool is_size(lua_State *L, int idx) {
 
 void lt_unsize(lua_State *L, int idx) {
   idx = lua_absindex(L, idx);
-  if (lua_type(L, idx) != LUA_TTABLE || !is_size(L, idx)) return;
+  if (lua_type(L, idx) != LUA_TTABLE || !lt_is_size(L, idx)) return;
   lua_getfield(L, idx, "_dims");
   lua_replace(L, idx);
 }
@@ -145,7 +145,7 @@ int lt_sizes(lua_State *L, int idx, int *ndim, int64_t *sizes) {
   int n = 0;
   if (lua_type(L, idx) == LUA_TTABLE) {
     int src = idx;
-    if (is_size(L, idx)) { /* torch.Size keeps its dims in field _dims */
+    if (lt_is_size(L, idx)) { /* torch.Size keeps its dims in field _dims */
       lua_getfield(L, idx, "_dims");
       src = lua_gettop(L);
     } else if (lt_opts_index(L, idx)) {

@@ -10,6 +10,7 @@
  *   V = true | false | "utf-8 string"
  *     | {"tensor": "flat.name"} | {"int": "-12"} | {"float": "0.10000000000000001"}
  *     | {"bytes": "hex"}                      (a string that is not UTF-8, or holds NUL)
+ *     | {"size": "2,3"}                       (a torch.Size, its dims; "" for torch.Size({}))
  *     | {"table": [[K, V], ...]}              (keys sorted: integers, then strings)
  *   K = "string key" | {"int": "3"} | {"bytes": "hex"}
  *
@@ -222,10 +223,36 @@ static int key_order(const void *a, const void *b) {
 
 static void save_value(lua_State *L, save_ctx *c, cJSON *parent, const char *key, int v, int path, int depth);
 
+/* a torch.Size as {"size": "2,3"}, as PyTorch pickles x.shape */
+static void save_size(lua_State *L, cJSON *parent, const char *key, int v, int path) {
+  lua_getfield(L, v, "_dims");
+  const int dims = lua_gettop(L);
+  const lua_Integer n = (lua_Integer)lua_rawlen(L, dims);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (lua_Integer i = 1; i <= n; i++) {
+    int isint;
+    lua_rawgeti(L, dims, i);
+    lua_Integer d = lua_tointegerx(L, -1, &isint);
+    lua_pop(L, 1);
+    if (!isint) luaL_error(L, "torch.save: a torch.Size with a dim that is not an integer %s", where(L, path));
+    char buf[32];
+    snprintf(buf, sizeof buf, i > 1 ? ",%lld" : "%lld", (long long)d);
+    luaL_addstring(&b, buf);
+  }
+  luaL_pushresult(&b);
+  attach_tagged(L, parent, key, "size", lua_tostring(L, -1));
+  lua_settop(L, dims - 1);
+}
+
 static void save_table(lua_State *L, save_ctx *c, cJSON *parent, const char *key, int v, int path, int depth) {
+  if (lt_is_size(L, v)) {
+    save_size(L, parent, key, v, path);
+    return;
+  }
   if (lua_getmetatable(L, v))
-    luaL_error(L, "torch.save: cannot save a table with a metatable %s (a torch.Size, a torch.device or an "
-               "object); save its plain contents instead", where(L, path));
+    luaL_error(L, "torch.save: cannot save a table with a metatable %s (a torch.device or an object); save its "
+               "plain contents instead", where(L, path));
   if (depth >= MAX_DEPTH) luaL_error(L, "torch.save: tables nested deeper than %d levels %s", MAX_DEPTH, where(L, path));
   lua_pushvalue(L, v);
   if (lua_rawget(L, c->visiting) != LUA_TNIL)
@@ -385,6 +412,24 @@ static void push_int(lua_State *L, const load_ctx *c, const char *s) {
   lua_pushinteger(L, (lua_Integer)v);
 }
 
+/* a torch.Size from its "2,3" */
+static void push_size(lua_State *L, const load_ctx *c, const char *s) {
+  lua_createtable(L, 0, 1);
+  lua_newtable(L);
+  lua_Integer n = 0;
+  while (*s) {
+    char *end;
+    errno = 0;
+    long long d = strtoll(s, &end, 10);
+    if (errno || end == s || d < 0 || (*end && *end != ',') || (*end == ',' && !end[1])) corrupt(L, c, "bad torch.Size");
+    lua_pushinteger(L, (lua_Integer)d);
+    lua_rawseti(L, -2, ++n);
+    s = *end ? end + 1 : end;
+  }
+  lua_setfield(L, -2, "_dims");
+  luaL_setmetatable(L, LT_SIZE);
+}
+
 /* Pushes the Lua value an encoded tree node stands for. */
 static void load_value(lua_State *L, const load_ctx *c, const cJSON *j) {
   luaL_checkstack(L, 8, "torch.load: tables nested too deeply");
@@ -413,6 +458,8 @@ static void load_value(lua_State *L, const load_ctx *c, const cJSON *j) {
     lua_pushnumber(L, d);
   } else if (strcmp(tag, "bytes") == 0) {
     push_hex(L, c, tag_text(L, c, v));
+  } else if (strcmp(tag, "size") == 0) {
+    push_size(L, c, tag_text(L, c, v));
   } else if (strcmp(tag, "table") == 0) {
     if (!cJSON_IsArray(v)) corrupt(L, c, "a table is not a list of pairs");
     lua_createtable(L, 0, 0);

@@ -159,6 +159,11 @@ local function int_list(v)
   return count == n
 end
 
+-- Where PyTorch gives a torch.Size another meaning than the list, by design:
+-- torch.Tensor(torch.Size({2, 3})) is an uninitialised 2 x 3 tensor,
+-- torch.Tensor({2, 3}) the values 2 and 3.
+local SIZE_IS_A_SHAPE = {["torch.Tensor"] = true}
+
 -- the arguments with each integer list (top level, or an option's value) as a
 -- Size, or nil when there is none
 local function size_twin(args, n)
@@ -250,7 +255,7 @@ while os.time() < deadline and i <= max_calls do
     describe_call(entry, args, n)))
   local t0 = slow and torch._time()
   local results
-  local twin = entry.kind ~= "internal" and size_twin(args, n) -- (the library's helpers get its own lists)
+  local twin = entry.kind ~= "internal" and not SIZE_IS_A_SHAPE[entry.path] and size_twin(args, n) -- (the library's helpers get its own lists)
   if twin then torch.manual_seed(i) end -- the twin draws the same random numbers
   if math.random(10) == 1 then -- inside a coroutine, where the callbacks' yields suspend the library mid-call
     local co = coroutine.create(function()

@@ -194,6 +194,12 @@ test("a tensor saved alone loads as a tensor; other roots load as themselves", f
   os.remove(path)
   for _, v in ipairs({42, 2.5, "text", true, false}) do same(roundtrip(v), v, tostring(v)) end
   same(roundtrip({}), {}, "empty table")
+  -- a torch.Size, as PyTorch saves x.shape: nested, alone and empty
+  local r = roundtrip({shape = torch.zeros(2, 3).shape, none = torch.Size({}), list = {torch.Size({7})}})
+  eq(r.shape, torch.Size({2, 3}), "a nested Size")
+  eq(tostring(r.none), "torch.Size([])", "an empty Size")
+  eq(r.list[1], torch.Size({7}), "a Size in a list")
+  eq(roundtrip(torch.Size({4, 5})), torch.Size({4, 5}), "a Size alone")
   same(roundtrip({{}, {{}}}), {{}, {{}}}, "nested empty tables")
 end)
 
@@ -304,7 +310,7 @@ test("values that cannot be saved give a clear error and write nothing", functio
     {{f = print}, "cannot save a function at 'f'"},
     {{a = {b = coroutine.create(print)}}, "cannot save a thread at 'a.b'"},
     {{a = cyc}, "the table at 'a.self' is one of its own ancestors (a cycle)"},
-    {{s = torch.zeros(2).shape}, "cannot save a table with a metatable at 's'"},
+    {{d = torch.device("cpu")}, "cannot save a table with a metatable at 'd'"},
     {{[1.5] = 1}, "table keys must be strings or integers, got a number key"},
     {{[true] = 1}, "got a boolean key"},
     {{["a.b"] = torch.zeros(1), a = {b = torch.ones(1)}}, "two tensors would both be named 'a.b'"},
@@ -390,6 +396,12 @@ test("corrupt files give an error naming the file and the problem, and the sessi
      "a table key is not a string or an integer"},
     {st_file('{"__metadata__":{"tensh":"{\\"format\\":\\"tensh/1\\",\\"root\\":{\\"code\\":\\"os.exit()\\"}}"}}'),
      "unknown node type"},
+    {st_file('{"__metadata__":{"tensh":"{\\"format\\":\\"tensh/1\\",\\"root\\":{\\"size\\":\\"2,\\"}}"}}'),
+     "corrupt tensh metadata (bad torch.Size)"},
+    {st_file('{"__metadata__":{"tensh":"{\\"format\\":\\"tensh/1\\",\\"root\\":{\\"size\\":\\"2,-1\\"}}"}}'),
+     "bad torch.Size"},
+    {st_file('{"__metadata__":{"tensh":"{\\"format\\":\\"tensh/1\\",\\"root\\":{\\"size\\":\\"x\\"}}"}}'),
+     "bad torch.Size"},
   }
   for i, c in ipairs(cases) do
     write_bytes(path, c[1])
