@@ -380,6 +380,19 @@ __global__ void ln_forward_kernel(const T *x, const T *w, const T *b, double eps
   }
 }
 
+// one row's gx from the threads' partial sums s of g and g * xhat (g = go * w,
+// xhat = (x - mean) * rstd): the block's merge, through row (shared, 2), then
+// gx = rstd * (g - mean(g) - xhat * mean(g * xhat)). Every thread of the block calls it.
+template <typename T>
+__device__ void ln_dx_row(sums2 s, const T *gr, const T *xr, const T *w, T mt, T rt, int64_t D, T *q, T *row) {
+  s = block_merge(s);
+  if (threadIdx.x == 0) row[0] = (T)(s.a / (double)D), row[1] = (T)(s.d / (double)D);
+  __syncthreads();
+  const T ca = row[0], cb = row[1];
+  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) q[j] = rt * (gr[j] * w[j] - ca - (xr[j] - mt) * rt * cb);
+  __syncthreads();
+}
+
 // gx = rstd * (g - mean(g) - xhat * mean(g * xhat)) per row, g = go * w
 template <typename T>
 __global__ void ln_backward_kernel(const T *go, const T *x, const T *mean, const T *rstd, const T *w, T *gx,
@@ -392,13 +405,7 @@ __global__ void ln_backward_kernel(const T *go, const T *x, const T *mean, const
       const T g = gr[j] * w[j];
       s.a += (double)g, s.d += (double)g * (double)((xr[j] - mt) * rt);
     }
-    s = block_merge(s);
-    if (threadIdx.x == 0) row[0] = (T)(s.a / (double)D), row[1] = (T)(s.d / (double)D);
-    __syncthreads();
-    const T ca = row[0], cb = row[1];
-    T *q = gx + i * D;
-    for (int64_t j = threadIdx.x; j < D; j += blockDim.x) q[j] = rt * (gr[j] * w[j] - ca - (xr[j] - mt) * rt * cb);
-    __syncthreads();
+    ln_dx_row(s, gr, xr, w, mt, rt, D, gx + i * D, row);
   }
 }
 
@@ -455,13 +462,7 @@ __global__ void ln_backward_fused(const T *go, const T *x, const T *mean, const 
       acc[k].a += (double)gr[j], acc[k].d += (double)gr[j] * (double)xh;
     }
     if (!gx) continue; // block-uniform
-    s = block_merge(s);
-    if (threadIdx.x == 0) row[0] = (T)(s.a / (double)D), row[1] = (T)(s.d / (double)D);
-    __syncthreads();
-    const T ca = row[0], cb = row[1];
-    T *q = gx + i * D;
-    for (int64_t j = threadIdx.x; j < D; j += blockDim.x) q[j] = rt * (gr[j] * w[j] - ca - (xr[j] - mt) * rt * cb);
-    __syncthreads();
+    ln_dx_row(s, gr, xr, w, mt, rt, D, gx + i * D, row);
   }
   for (int64_t j = threadIdx.x, k = 0; j < D; j += blockDim.x, k++) partial[j * gridDim.x + blockIdx.x] = acc[k];
 }

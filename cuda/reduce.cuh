@@ -47,11 +47,8 @@ static inline void tsr_lines_init(tsr_lines *g, const ts_call *c) {
   g->nlines = 1;
   for (int q = 0; q < g->nd; q++) g->nlines *= g->sizes[q];
   for (int q = 1; q < g->nd; q++) { // Granlund-Montgomery, as tsc_make_geom32 in 64 bits
-    uint64_t div = (uint64_t)g->sizes[q];
-    if (div == 0) { // an empty line dim: no lines, nothing divides (the division below would trap)
-      g->shift[q] = 0, g->magic[q] = 0;
-      continue;
-    }
+    // an empty line dim has no lines; 1 keeps the division below defined (it trapped on the host)
+    uint64_t div = g->sizes[q] ? (uint64_t)g->sizes[q] : 1;
     int sh = 0;
     while (sh < 63 && ((uint64_t)1 << sh) < div) sh++;
     g->shift[q] = sh;
