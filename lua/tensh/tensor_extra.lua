@@ -825,8 +825,8 @@ local function count_below(fn, sorted, values, right, side)
   local n = s.shape[s:dim() - 1]
   local lo = torch.zeros(values.shape, {dtype = torch.int64, device = values.device})
   local hi = torch.full(values.shape, n, {dtype = torch.int64, device = values.device})
-  local steps = 0
-  while (1 << steps) <= n do steps = steps + 1 end
+  local steps = 0 -- bisections: the bits of n (at most 63: 1 << 63 wraps negative, and n went on for ever)
+  while steps < 63 and (1 << steps) <= n do steps = steps + 1 end
   for _ = 1, steps do
     local active = lo:lt(hi)
     local mid = lo + (hi - lo) // 2

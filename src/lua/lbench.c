@@ -9,7 +9,9 @@
 
 #include <cblas.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -34,9 +36,37 @@ static int l_time(lua_State *L) {
   return 1;
 }
 
+/* Each OpenBLAS thread added maps a buffer of BUFFER_SIZE (128 MiB on x86-64)
+ * plus alignment, its OpenMP thread a stack (8 MiB) and, at its first
+ * malloc, a glibc arena (128 MiB reserved); OpenBLAS retries a failed
+ * mapping for ever, so under an address-space limit (ulimit -v) a large
+ * count hung. The threads [have, want) fit when the limit leaves room. */
+enum { THREAD_ADDRESS_SPACE_MIB = 129 + 8 + 128 };
+
+static int64_t threads_that_fit(int64_t have, int64_t want) {
+  struct rlimit r;
+  if (getrlimit(RLIMIT_AS, &r) != 0 || r.rlim_cur == RLIM_INFINITY || want <= have) return want;
+  long long used_kib = -1;
+  char line[256];
+  FILE *f = fopen("/proc/self/status", "r");
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "VmSize: %lld kB", &used_kib) == 1) break;
+  if (f) fclose(f);
+  if (used_kib < 0) return want;
+  const long long room_mib = ((long long)(r.rlim_cur / 1024) - used_kib) / 1024;
+  /* one share kept back: the calling thread's own buffer, mapped at its first GEMM */
+  const int64_t more = room_mib > 0 && room_mib / THREAD_ADDRESS_SPACE_MIB > 1 ? room_mib / THREAD_ADDRESS_SPACE_MIB - 1 : 0;
+  return have + more < want ? have + more : want;
+}
+
 static int l_set_num_threads(lua_State *L) {
   int64_t n = lt_checkint(L, 1);
   if (n < 1 || n > 4096) return lt_errorf(L, "set_num_threads: expected a number of threads >= 1, got %lld", (long long)n);
+  const int64_t have = openblas_get_num_threads(), fit = threads_that_fit(have, n);
+  if (fit < n)
+    return lt_errorf(L, "set_num_threads: %lld threads need ~%d MiB of address space each for OpenBLAS's buffers and "
+                     "their stacks, and this process's limit (ulimit -v) has room for %lld in all; ask for at most %lld "
+                     "or raise the limit", (long long)n, (int)THREAD_ADDRESS_SPACE_MIB, (long long)fit, (long long)fit);
 #ifdef _OPENMP
   omp_set_num_threads((int)n);
 #endif

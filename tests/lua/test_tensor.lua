@@ -375,6 +375,27 @@ test("set_num_threads / get_num_threads", function()
   raises(function() torch.set_num_threads(0) end, "expected a number of threads >= 1")
 end)
 
+-- (the fuzzer's find, issue 26: OpenBLAS maps ~129 MiB a thread and retries a
+-- failed mapping for ever, so 16 threads under ulimit -v hung)
+test("set_num_threads refuses what an address-space limit has no room for, and the session goes on", function()
+  if os.getenv("ASAN_OPTIONS") then T.skip("under AddressSanitizer (its shadow takes terabytes of address space)") end
+  local tensh = (os.getenv("TENSH_BUILD") or "../../build") .. "/tensh"
+  local p = assert(io.popen(tensh .. [[ -e 'print(io.open("/proc/self/status"):read("a"):match("VmSize:%s*(%d+)"))']]))
+  local held = tonumber(p:read("a"))
+  p:close()
+  ok(held, "the size of a fresh process")
+  local script = [[print(pcall(torch.set_num_threads, 64)); torch.set_num_threads(1)
+    print("SUM", torch.ones(200, 200):matmul(torch.ones(200, 200)):sum():item())]]
+  p = assert(io.popen(("ulimit -v %d && %s -e '%s' 2>&1; echo EXIT=$?"):format(held + (1200 << 10), tensh, script)))
+  local out = p:read("a")
+  p:close()
+  local function has(text, what) ok(out:find(text, 1, true), what .. ": no '" .. text .. "' in:\n" .. out) end
+  has("set_num_threads: 64 threads need ~265 MiB of address space each", "refused, saying why")
+  has("ask for at most", "and what fits")
+  has("SUM\t8000000", "the session goes on")
+  has("EXIT=0", "and ends normally")
+end)
+
 
 test("comparison operators compare one-element values and raise on larger tensors", function()
   local r = T.rand_list({2}, -5, 5)
