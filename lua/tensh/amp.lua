@@ -123,6 +123,9 @@ function M._autocast(device_type, names, ...)
   if opts.dtype ~= nil then
     local ok, d = pcall(function() return torch.empty(0, {dtype = opts.dtype}).dtype end)
     if not ok then raise("%s: option 'dtype': a dtype such as torch.bfloat16 expected, got %s", name, tostring(opts.dtype)) end
+    if not (d == torch.float16 or d == torch.bfloat16 or d == torch.float32) then -- (disabled, it was not checked below)
+      raise("%s: option 'dtype': torch.float16 or torch.bfloat16 expected, got %s", name, d)
+    end
     dtype = d
   end
   if enabled and device_type == "cuda" and not cuda_available() then

@@ -595,7 +595,10 @@ data.BatchSampler = BatchSampler
 
 -- All of a sampler's indices for one epoch, as a Lua list.
 local function sampler_list(s, fn)
-  if torch.is_tensor(s) then return s:tolist() end
+  if torch.is_tensor(s) then
+    if s:dim() ~= 1 then A.raise("%s: a sampler tensor must be 1-d (a list of indices), got %d-d", fn, s:dim()) end
+    return s:tolist()
+  end
   if type(s) == "table" and type(s.indices) == "function" then return s:indices():tolist() end
   if type(s) == "table" and type(s.iter) == "function" then
     local out = {}

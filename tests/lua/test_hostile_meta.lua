@@ -285,6 +285,12 @@ test("the fuzz's other finds: embedding's weight, layer_norm's table, samplers' 
   raises_here(function() return #data.BatchSampler(lengthless, 2) end, "BatchSampler: the sampler has no length")
   raises_here(function() return optim.SGD(data.BatchSampler(lengthless, 2), {lr = 0.1}) end, "the sampler has no length")
   eq(table.concat(data.SubsetRandomSampler(torch.Size({3, 1, 2})).list, " "), "3 1 2", "a torch.Size is a list of indices")
+  -- the third fuzz: a 0-d tensor as a sampler, an integer dtype for a disabled autocast
+  raises_here(function() for _ in data.BatchSampler(torch.tensor(5), 2):iter() do end end,
+    "BatchSampler: a sampler tensor must be 1-d (a list of indices), got 0-d")
+  eq(#data.BatchSampler(torch.tensor({3, 1, 2}), 2), 2, "a 1-d tensor still is one")
+  raises_here(function() local _ <close> = cuda.amp.autocast({enabled = false, dtype = torch.int64}) end,
+    "autocast: option 'dtype': torch.float16 or torch.bfloat16 expected, got torch.int64")
 end)
 
 T.run()
