@@ -125,9 +125,9 @@ int64_t lt_checkint(lua_State *L, int idx) {
   return v;
 }
 
-bool lt_is_size(lua_State *L, int idx) {
+bool lt_is_a(lua_State *L, int idx, const char *tname) {
   if (!lua_getmetatable(L, idx)) return false;
-  luaL_getmetatable(L, LT_SIZE);
+  luaL_getmetatable(L, tname);
   bool r = lua_rawequal(L, -1, -2);
   lua_pop(L, 2);
   return r;
@@ -135,7 +135,7 @@ bool lt_is_size(lua_State *L, int idx) {
 
 void lt_unsize(lua_State *L, int idx) {
   idx = lua_absindex(L, idx);
-  if (lua_type(L, idx) != LUA_TTABLE || !lt_is_size(L, idx)) return;
+  if (lua_type(L, idx) != LUA_TTABLE || !lt_is_a(L, idx, LT_SIZE)) return;
   lua_getfield(L, idx, "_dims");
   lua_replace(L, idx);
 }
@@ -145,7 +145,7 @@ int lt_sizes(lua_State *L, int idx, int *ndim, int64_t *sizes) {
   int n = 0;
   if (lua_type(L, idx) == LUA_TTABLE) {
     int src = idx;
-    if (lt_is_size(L, idx)) { /* torch.Size keeps its dims in field _dims */
+    if (lt_is_a(L, idx, LT_SIZE)) { /* torch.Size keeps its dims in field _dims */
       lua_getfield(L, idx, "_dims");
       src = lua_gettop(L);
     } else if (lt_opts_index(L, idx)) {

@@ -246,7 +246,7 @@ static void save_size(lua_State *L, cJSON *parent, const char *key, int v, int p
 }
 
 static void save_table(lua_State *L, save_ctx *c, cJSON *parent, const char *key, int v, int path, int depth) {
-  if (lt_is_size(L, v)) {
+  if (lt_is_a(L, v, LT_SIZE)) {
     save_size(L, parent, key, v, path);
     return;
   }
@@ -494,11 +494,7 @@ static void load_value(lua_State *L, const load_ctx *c, const cJSON *j) {
  *                              returns the tensor to keep, or nil for t as it is */
 
 static bool is_torch_device(lua_State *L, int idx) {
-  if (lua_type(L, idx) != LUA_TTABLE || !lua_getmetatable(L, idx)) return false;
-  luaL_getmetatable(L, LT_DEVICE);
-  bool is = lua_rawequal(L, -1, -2);
-  lua_pop(L, 2);
-  return is;
+  return lua_type(L, idx) == LUA_TTABLE && lt_is_a(L, idx, LT_DEVICE);
 }
 
 /* v (at idx) as a device: a string or a torch.device; false when it is neither or does not parse */

@@ -70,7 +70,7 @@ void lt_gc_debt(lua_State *L);
  * many stack slots were consumed. */
 int lt_sizes(lua_State *L, int idx, int *ndim, int64_t *sizes);
 void lt_push_size(lua_State *L, int ndim, const int64_t *sizes);
-bool lt_is_size(lua_State *L, int idx); /* the value at idx is a torch.Size */
+bool lt_is_a(lua_State *L, int idx, const char *tname); /* the value at idx has metatable tname (LT_SIZE, LT_DEVICE) */
 /* A torch.Size at idx is replaced on the stack by its plain list of dims, so
  * code that reads lists raw (lua_rawlen, lua_rawgeti) takes a Size wherever
  * it takes {2, 3}: the Size itself keeps its dims in a field and counts from
