@@ -688,7 +688,7 @@ local function collate(batch, depth)
       for k, v in ipairs(batch) do
         if #v ~= #elem then
           A.raise(("collate: sample %d has %d fields but sample 0 has %d; each sample must have the same number")
-            :format(k - 1, #v, #elem), 2)
+            :format(k - 1, #v, #elem))
         end
       end
       for j = 1, #elem do

@@ -18,12 +18,12 @@
  * off + g, ctr0 being element 0's counter here (the caller starts at a
  * multiple of 4). The same arithmetic as the generic loop (lo + span * u in
  * double, rounded once), so the same bits; [0, 1) stores u itself, which is
- * exact. keep (TS_RAND_KEEP): keep where u >= (float)lo, else 0. */
-static void rand_f32(float *p, int64_t n, uint64_t seed, uint64_t ctr0, bool keep, double lo, double span,
-                     float kept) {
+ * exact. keep (TS_RAND_KEEP): hi where u >= (float)lo, else 0. */
+static void rand_f32(float *p, int64_t n, uint64_t seed, uint64_t ctr0, bool keep, double lo, double hi) {
   enum { GROUPS = 256 };
   uint32_t u[4 * GROUPS];
-  const float thr = (float)lo;
+  const double span = hi - lo;
+  const float thr = (float)lo, kept = (float)hi;
   for (int64_t e0 = 0; e0 < n; e0 += 4 * GROUPS) {
     int64_t m = n - e0 < 4 * GROUPS ? n - e0 : 4 * GROUPS;
     ts_philox_lanes(seed, ctr0 + (uint64_t)(e0 / 4), (m + 3) / 4, u);
@@ -61,7 +61,7 @@ static ts_status k_random(const ts_call *c) {
       int nt = omp_get_num_threads(), id = omp_get_thread_num();
       /* chunks of whole counters (multiples of 4 elements) */
       int64_t chunk = ((n + nt - 1) / nt + 3) / 4 * 4, a = chunk * id, b = a + chunk < n ? a + chunk : n;
-      if (a < b) rand_f32(f + a, b - a, seed, off + (uint64_t)(a / 4), keep, lo, hi - lo, (float)hi);
+      if (a < b) rand_f32(f + a, b - a, seed, off + (uint64_t)(a / 4), keep, lo, hi);
     }
     return TS_OK;
   }
