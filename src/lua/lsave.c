@@ -1,4 +1,4 @@
-/* torch.save(obj, path) and torch.load(path, [map_location,] {map_location=, flat=}): Lua
+/* torch.save(obj, path) and torch.load(path, [map_location,] {map_location=, flat=, metadata=}): Lua
  * values <-> safetensors files (the file format is src/io/safetensors.c's).
  *
  * The tensors of obj go into the file under flattened names ({fc1 = {weight
@@ -589,7 +589,10 @@ static void place_tensor(lua_State *L, int ml, const char *location) {
   lua_call(L, 2, 1);
 }
 
-/* torch.load(path [, map_location] [, {map_location =, flat =}]) */
+/* torch.load(path [, map_location] [, {map_location =, flat =, metadata =}]): the
+ * object, as PyTorch's (one value, so that model:load_state_dict(torch.load(p))
+ * passes no second argument); with metadata = true also the file's metadata
+ * strings */
 static int l_load(lua_State *L) {
   load_ctx c = {lt_checkpath(L, 1, "torch.load"), 0};
   lua_settop(L, 3);
@@ -597,16 +600,16 @@ static int l_load(lua_State *L) {
   if (lua_isfunction(L, 2) || lua_type(L, 2) == LUA_TSTRING || is_torch_device(L, 2) || is_device_map(L, 2)) {
     ml = 2;
     opts = lt_opts_index(L, 3);
-    if (!opts && !lua_isnil(L, 3)) return luaL_typeerror(L, 3, "options table ({flat=})");
+    if (!opts && !lua_isnil(L, 3)) return luaL_typeerror(L, 3, "options table ({flat=, metadata=})");
   } else {
     opts = lt_opts_index(L, 2);
     if (!opts && !lua_isnil(L, 2))
       return luaL_typeerror(L, 2, "map_location (a device, a table of devices or a function) or options table");
     if (!lua_isnil(L, 3)) return luaL_typeerror(L, 3, "nothing after the options table");
   }
-  static const char *const known[] = {"map_location", "flat", NULL};
+  static const char *const known[] = {"map_location", "flat", "metadata", NULL};
   lt_opts_check(L, opts, "torch.load", known); /* a misspelt option would otherwise be ignored silently */
-  bool flat = lt_opt_bool(L, opts, "flat", false);
+  bool flat = lt_opt_bool(L, opts, "flat", false), with_metadata = lt_opt_bool(L, opts, "metadata", false);
   if (opts && lua_getfield(L, opts, "map_location") != LUA_TNIL) {
     if (ml) lt_errorf(L, "torch.load: 'map_location' given both as an argument and as an option");
     ml = lua_gettop(L);
@@ -660,6 +663,7 @@ static int l_load(lua_State *L) {
   /* close the file now rather than when the collector gets to the box */
   ts_safetensors_close(fb->sf);
   fb->sf = NULL;
+  if (!with_metadata) return 1;
   lua_pushvalue(L, 4);
   return 2;
 }
