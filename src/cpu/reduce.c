@@ -491,7 +491,7 @@ static ts_status reduce_chunked(const kx *k) {
  * adds row after row into double accumulators, so the loads run along the rows and
  * vectorise. In double, the order of a float32 column's terms does not show in the
  * rounded result, and the block split depends on the thread count only. */
-#define COL_BLOCK_MAX 512
+#define COL_BLOCK_MAX 2048
 __attribute__((target_clones("avx2", "default"))) static void sum_column_block(const float *restrict x, int64_t rs,
                                                                                 int64_t R, int64_t w,
                                                                                 double *restrict acc) {
