@@ -1,6 +1,7 @@
 /* Binding of the recurrent op (src/ops/op_rnn.h) for lua/tensh/nn/rnn.lua:
  * torch._rnn_layer(mode, xproj, w_hh, {h0 =, c0 =, b_hh =, w_hr =,
- * reverse =, batch_sizes = {...}}) -> output, h_n[, c_n]. The layers check
+ * reverse =, batch_sizes = {...}, scratch =}) -> output, h_n[, c_n].
+ * scratch = true gives xproj up: the layer may compute its gates in it. The layers check
  * their arguments with PyTorch's messages first; this checks again (the core
  * does) so that no call from Lua can crash. */
 #include <stdlib.h>
@@ -21,12 +22,12 @@ static int l_rnn_layer(lua_State *L) {
   static const char *const modes[] = {"rnn_tanh", "rnn_relu", "lstm", "gru", NULL};
   ts_rnn_mode mode = (ts_rnn_mode)luaL_checkoption(L, 1, NULL, modes);
   ts_tensor *x = lt_check(L, 2), *w = lt_check(L, 3);
-  static const char *const known[] = {"h0", "c0", "b_hh", "w_hr", "reverse", "batch_sizes", NULL};
+  static const char *const known[] = {"h0", "c0", "b_hh", "w_hr", "reverse", "batch_sizes", "scratch", NULL};
   int opts = lt_opts_index(L, 4);
   lt_opts_check(L, opts, "_rnn_layer", known);
   ts_tensor *h0 = opt_field(L, opts, "h0"), *c0 = opt_field(L, opts, "c0"), *b = opt_field(L, opts, "b_hh"),
             *wr = opt_field(L, opts, "w_hr");
-  bool reverse = lt_opt_bool(L, opts, "reverse", false);
+  bool reverse = lt_opt_bool(L, opts, "reverse", false), scratch = lt_opt_bool(L, opts, "scratch", false);
   int64_t *bsz = NULL;
   if (opts && lua_getfield(L, opts, "batch_sizes") != LUA_TNIL) {
     if (!lua_istable(L, -1)) lt_errorf(L, "_rnn_layer: batch_sizes must be a list of integers");
@@ -46,7 +47,7 @@ static int l_rnn_layer(lua_State *L) {
   }
   ts_tensor **o = lt_newslot(L), **hn = lt_newslot(L), **cn = mode == TS_RNN_LSTM ? lt_newslot(L) : NULL;
   ts_tensor *none = NULL;
-  LT_TRY(L, ts_rnn_layer(mode, x, h0, c0, w, b, wr, reverse, bsz, o, hn, cn ? cn : &none));
+  LT_TRY(L, ts_rnn_layer(mode, x, scratch, h0, c0, w, b, wr, reverse, bsz, o, hn, cn ? cn : &none));
   lt_gc_debt(L);
   return mode == TS_RNN_LSTM ? 3 : 2;
 }

@@ -6,11 +6,18 @@
  * gate rows) and one fused cell kernel (ops_rnn.def). Everything the backward
  * needs lives in one workspace, time-major, so that W_hh's gradient is one
  * GEMM over all steps at the end:
- *   hprev (L, N, P)  the state each step read
- *   act   (L, N, A)  activated gates: LSTM i, f, g, o (A = 4H); GRU r, z, n,
- *                    gh_n + b_hn (A = 4H); RNN h_t (A = H)
- *   cs    (L, N, H)  LSTM c_t;  cprev (L, N, H) the c each step read
- *   r     (L, N, H)  LSTM with projection: o * tanh(c), before W_hr
+ *   hprev (L, N, P)    the state each step read
+ *   cst   (L + 1, N, H) LSTM: the cell states, c0 and each step's c_t; step
+ *                      t reads slot t and writes slot t + 1 (reversed: reads
+ *                      t + 1, writes t), so c_t is stored once
+ *   r     (L, N, H)    LSTM with projection: o * tanh(c), before W_hr
+ * and the activations in a tensor of their own (saved beside it):
+ *   act   (L, N, A)    activated gates: LSTM i, f, g, o (A = 4H); GRU r, z,
+ *                      n, gh_n + b_hn (A = 4H); RNN h_t (A = H)
+ * The LSTM's and RNN's gates start as the input projection plus the step
+ * GEMM, so act is xproj itself when the caller hands xproj over as scratch
+ * (nn.LSTM's projection is a temporary): an 8 MiB copy a layer saved at the
+ * LSTM bench's sizes; otherwise xproj is copied into a new act.
  * The node's output is one flat tensor [output (L, N, P) | h_n (N, P) | c_n
  * (N, H)]; the caller gets views of it, so one node serves the three.
  *
@@ -32,7 +39,7 @@ static const char *name_of(ts_rnn_mode m) {
 /* offsets (elements) of the workspace's and the flat output's parts */
 typedef struct layout {
   int64_t GH, A;
-  int64_t hprev, act, cs, cprev, r, ws_total;
+  int64_t hprev, cst, r, ws_total, act_total;
   int64_t out, hn, cn, y_total;
 } layout;
 
@@ -57,10 +64,11 @@ static ts_status layout_of(const ts_rnn_dims *d, bool proj, layout *lo) {
   lo->A = d->mode == TS_RNN_LSTM || d->mode == TS_RNN_GRU ? 4 * d->H : d->H;
   if ((st = ts_mul_overflow(d->L, d->N, &LN))) return st;
   if ((st = ts_mul_overflow(LN, d->P, &part)) || (st = add_to(&lo->ws_total, part, &lo->hprev))) return st;
-  if ((st = ts_mul_overflow(LN, lo->A, &part)) || (st = add_to(&lo->ws_total, part, &lo->act))) return st;
+  if ((st = ts_mul_overflow(LN, lo->A, &lo->act_total))) return st;
+  if (d->L == INT64_MAX) return ts_fail(TS_ERR_SHAPE, "rnn: the workspace size overflows");
+  if ((st = mul3(d->L + 1, d->N, d->H, &part))) return st;
+  if (lstm && (st = add_to(&lo->ws_total, part, &lo->cst))) return st;
   if ((st = ts_mul_overflow(LN, d->H, &part))) return st;
-  if (lstm && ((st = add_to(&lo->ws_total, part, &lo->cs)) || (st = add_to(&lo->ws_total, part, &lo->cprev))))
-    return st;
   if (lstm && proj && (st = add_to(&lo->ws_total, part, &lo->r))) return st;
   if ((st = mul3(d->L, d->N, d->P, &part)) || (st = add_to(&lo->y_total, part, &lo->out))) return st;
   if ((st = ts_mul_overflow(d->N, d->P, &part)) || (st = add_to(&lo->y_total, part, &lo->hn))) return st;
@@ -177,10 +185,11 @@ static ts_status init_state(ts_tensor dst, ts_tensor *src) {
   return copy(dst, s);
 }
 
-/* the steps; x, w, wr, b contiguous; ws, y allocated */
+/* the steps; x, w, wr, b contiguous; ws, act, y allocated; act holds the
+ * input projection already (LSTM, RNN) */
 static ts_status forward_steps(const ts_rnn_dims *d, const layout *lo, const int64_t *bsz, ts_tensor *x,
                                ts_tensor *h0, ts_tensor *c0, ts_tensor *w, ts_tensor *b, ts_tensor *wr,
-                               ts_tensor *ws, ts_tensor *y, ts_tensor *gh) {
+                               ts_tensor *ws, ts_tensor *act, ts_tensor *y, ts_tensor *gh) {
   const int64_t L = d->L, N = d->N, H = d->H, P = d->P, GH = lo->GH;
   const bool lstm = d->mode == TS_RNN_LSTM;
   const int dir = d->reverse ? -1 : 1, relu = d->mode == TS_RNN_RELU;
@@ -190,33 +199,30 @@ static ts_status forward_steps(const ts_rnn_dims *d, const layout *lo, const int
   const int64_t t0 = d->reverse ? L - 1 : 0;
   ts_tensor first_h = L > 0 ? mat(ws, lo->hprev + t0 * N * P, N, P) : mat(y, lo->hn, N, P);
   if ((st = init_state(first_h, h0))) return st;
-  if (lstm && (st = init_state(L > 0 ? mat(ws, lo->cprev + t0 * N * H, N, H) : mat(y, lo->cn, N, H), c0)))
-    return st;
-  if (d->mode != TS_RNN_GRU && L > 0 && (st = copy(mat(ws, lo->act, L * N, GH), mat(x, 0, L * N, GH)))) return st;
+  if (lstm && (st = init_state(mat(ws, lo->cst + (d->reverse ? L : 0) * N * H, N, H), c0))) return st;
   for (int64_t k = 0; k < L && !st; k++) {
     const int64_t t = d->reverse ? L - 1 - k : k, tn = t + dir, bs = bsz ? bsz[t] : N;
     const bool last = k == L - 1;
     ts_tensor hp = mat(ws, lo->hprev + t * N * P, N, P);
     ts_tensor hn = last ? mat(y, lo->hn, N, P) : mat(ws, lo->hprev + tn * N * P, N, P);
     ts_tensor ot = mat(y, lo->out + t * N * P, N, P);
-    ts_tensor cp = mat(ws, lo->cprev + t * N * H, N, H);
-    ts_tensor cn = last ? mat(y, lo->cn, N, H) : mat(ws, lo->cprev + tn * N * H, N, H);
+    ts_tensor cp = mat(ws, lo->cst + (t + d->reverse) * N * H, N, H);
+    ts_tensor cn = mat(ws, lo->cst + (t + !d->reverse) * N * H, N, H);
     if (bs > 0) {
       ts_tensor hpb = head(hp, bs), otb = head(ot, bs);
       if (lstm) {
-        ts_tensor a = mat(ws, lo->act + t * N * GH, bs, GH), cpb = head(cp, bs);
-        ts_tensor hd = wr ? mat(ws, lo->r + t * N * H, bs, H) : otb, cd = mat(ws, lo->cs + t * N * H, bs, H);
+        ts_tensor a = mat(act, t * N * GH, bs, GH), cpb = head(cp, bs), cnb = head(cn, bs);
+        ts_tensor hd = wr ? mat(ws, lo->r + t * N * H, bs, H) : otb;
         ts_tensor *in[2] = {&a, &cpb};
-        if (!(st = gemm_reusing(a, hpb, wt, 1, wt_token)) && !(st = run(TS_OP_LSTM_CELL, 2, in, &hd, &cd, &a, 0)) &&
-            !(st = wr ? gemm_reusing(otb, hd, wrt, 0, wrt_token) : TS_OK))
-          st = copy(head(cn, bs), cd);
+        if (!(st = gemm_reusing(a, hpb, wt, 1, wt_token)) && !(st = run(TS_OP_LSTM_CELL, 2, in, &hd, &cnb, &a, 0)))
+          st = wr ? gemm_reusing(otb, hd, wrt, 0, wrt_token) : TS_OK;
       } else if (d->mode == TS_RNN_GRU) {
         ts_tensor g = mat(gh, 0, bs, GH), gx = mat(x, t * N * GH, bs, GH), bb = b ? *b : g;
-        ts_tensor a = mat(ws, lo->act + t * N * lo->A, bs, lo->A);
+        ts_tensor a = mat(act, t * N * lo->A, bs, lo->A);
         ts_tensor *in[4] = {&gx, &g, &hpb, &bb};
         if (!(st = gemm_reusing(g, hpb, wt, 0, wt_token))) st = run(TS_OP_GRU_CELL, b ? 4 : 3, in, &otb, &a, NULL, 0);
       } else {
-        ts_tensor a = mat(ws, lo->act + t * N * H, bs, H);
+        ts_tensor a = mat(act, t * N * H, bs, H);
         ts_tensor *in[1] = {&a};
         if (!(st = gemm_reusing(a, hpb, wt, 1, wt_token)) && !(st = run(TS_OP_RNN_CELL, 1, in, &a, NULL, NULL, relu)))
           st = copy(otb, a);
@@ -228,25 +234,28 @@ static ts_status forward_steps(const ts_rnn_dims *d, const layout *lo, const int
       if (!st && lstm) st = copy(tail(cn, bs), tail(cp, bs));
     }
   }
+  if (!st && lstm) /* c_n: the state after the last step, or c0 when there are no steps */
+    st = copy(mat(y, lo->cn, N, H), mat(ws, lo->cst + (d->reverse ? 0 : L) * N * H, N, H));
   return st;
 }
 
 /* the node's backward (grad_kinds.def): one call of ts_rnn_layer_backward */
 ts_status ts_rnn_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
-  ts_tensor *ws = NULL, *w = NULL, *wr = NULL;
+  ts_tensor *ws = NULL, *w = NULL, *wr = NULL, *act = NULL;
   ts_status st = ts_ag_saved(n, 0, &ws);
   if (!st) st = ts_ag_saved(n, 1, &w);
   if (!st && n->saved[2]) st = ts_ag_saved(n, 2, &wr);
+  if (!st) st = ts_ag_saved(n, 3, &act);
   if (st) return st;
   ts_rnn_dims d = {.mode = (ts_rnn_mode)(n->i[0] - TS_GRAD_RNN_TANH), .reverse = n->i[1] != 0, .L = n->i[2],
                    .N = n->i[3], .H = n->i[4], .P = n->i[5]};
   bool need[6];
   for (int k = 0; k < 6; k++) need[k] = k < n->nin && (n->next[k].fn || n->next[k].leaf);
-  return ts_rnn_layer_backward(&d, n->nlist ? n->list : NULL, g, ws, w, wr, n->next[4].ndim > 0, need, grads);
+  return ts_rnn_layer_backward(&d, n->nlist ? n->list : NULL, g, ws, act, w, wr, n->next[4].ndim > 0, need, grads);
 }
 
 static ts_status record(const ts_rnn_dims *d, ts_tensor *const in[6], const int64_t *bsz, ts_tensor *ws,
-                        ts_tensor *w, ts_tensor *wr, ts_tensor *y) {
+                        ts_tensor *act, ts_tensor *w, ts_tensor *wr, ts_tensor *y) {
   _Static_assert(TS_GRAD_RNN_RELU - TS_GRAD_RNN_TANH == TS_RNN_RELU && TS_GRAD_LSTM - TS_GRAD_RNN_TANH == TS_RNN_LSTM &&
                      TS_GRAD_GRU - TS_GRAD_RNN_TANH == TS_RNN_GRU,
                  "grad_kinds.def lists the recurrent kinds in ts_rnn_mode's order");
@@ -257,6 +266,7 @@ static ts_status record(const ts_rnn_dims *d, ts_tensor *const in[6], const int6
   ts_ag_save(n, 0, ws);
   ts_ag_save(n, 1, w);
   if (wr) ts_ag_save(n, 2, wr);
+  ts_ag_save(n, 3, act);
   if (bsz && d->L > 0) {
     n->list = malloc(sizeof(int64_t) * (size_t)d->L);
     if (!n->list) return ts_fail(TS_ERR_OOM, "out of memory recording %s", n->name);
@@ -277,8 +287,8 @@ static ts_status part(ts_tensor *y, int64_t off, int nd, const int64_t *sizes, t
   return st;
 }
 
-ts_status ts_rnn_layer(ts_rnn_mode mode, ts_tensor *xproj, ts_tensor *h0, ts_tensor *c0, ts_tensor *w_hh,
-                       ts_tensor *b_hh, ts_tensor *w_hr, bool reverse, const int64_t *batch_sizes,
+ts_status ts_rnn_layer(ts_rnn_mode mode, ts_tensor *xproj, bool xproj_scratch, ts_tensor *h0, ts_tensor *c0,
+                       ts_tensor *w_hh, ts_tensor *b_hh, ts_tensor *w_hr, bool reverse, const int64_t *batch_sizes,
                        ts_tensor **output, ts_tensor **h_n, ts_tensor **c_n) {
   const char *fn = name_of(mode);
   const bool lstm = mode == TS_RNN_LSTM;
@@ -327,7 +337,8 @@ ts_status ts_rnn_layer(ts_rnn_mode mode, ts_tensor *xproj, ts_tensor *h0, ts_ten
 
   tmps k = {.n = 0};
   ts_tensor **xc = tmp(&k), **wc = tmp(&k), **wrc = tmp(&k), **bc = tmp(&k), **hc = tmp(&k), **cc = tmp(&k),
-            **ws = tmp(&k), **y = tmp(&k), **gh = tmp(&k), **o = tmp(&k), **hn = tmp(&k), **cn = tmp(&k);
+            **ws = tmp(&k), **act = tmp(&k), **y = tmp(&k), **gh = tmp(&k), **o = tmp(&k), **hn = tmp(&k),
+            **cn = tmp(&k);
   TS_AG_OFF(prev);
   TRY(ts_contiguous(xproj, xc));
   TRY(ts_contiguous(w_hh, wc));
@@ -336,6 +347,17 @@ ts_status ts_rnn_layer(ts_rnn_mode mode, ts_tensor *xproj, ts_tensor *h0, ts_ten
   if (h0) TRY(ts_contiguous(h0, hc));
   if (c0) TRY(ts_contiguous(c0, cc));
   TRY(ts_tensor_empty(1, &lo.ws_total, xproj->dtype, xproj->device, ws));
+  if (mode == TS_RNN_GRU) {
+    TRY(ts_tensor_empty(1, &lo.act_total, xproj->dtype, xproj->device, act));
+  } else if (xproj_scratch && *xc == xproj) { /* the gates are computed in place: xproj's values are gone */
+    ts_tensor_retain(xproj);
+    *act = xproj;
+    xproj->storage->version++;
+  } else {
+    TRY(ts_tensor_empty(1, &lo.act_total, xproj->dtype, xproj->device, act));
+    ts_tensor a = mat(*act, 0, d.L * d.N, lo.GH);
+    TRY(copy(a, mat(*xc, 0, d.L * d.N, lo.GH)));
+  }
   TRY(ts_tensor_empty(1, &lo.y_total, xproj->dtype, xproj->device, y));
   if (partial) { /* rows past their end: zeros in the output, and in r, which W_hr's gradient reads whole */
     TRY(zero(*y));
@@ -348,11 +370,11 @@ ts_status ts_rnn_layer(ts_rnn_mode mode, ts_tensor *xproj, ts_tensor *h0, ts_ten
     int64_t s[2] = {d.N, lo.GH};
     TRY(ts_tensor_empty(2, s, xproj->dtype, xproj->device, gh));
   }
-  TRY(forward_steps(&d, &lo, batch_sizes, *xc, *hc, *cc, *wc, *bc, *wrc, *ws, *y, *gh));
+  TRY(forward_steps(&d, &lo, batch_sizes, *xc, *hc, *cc, *wc, *bc, *wrc, *ws, *act, *y, *gh));
   TS_AG_RESTORE(prev);
   {
     ts_tensor *in[6] = {xproj, h0, c0, w_hh, b_hh, w_hr};
-    if (ts_ag_needed(6, in)) TRY(record(&d, in, batch_sizes, *ws, *wc, *wrc, *y));
+    if (ts_ag_needed(6, in)) TRY(record(&d, in, batch_sizes, *ws, *act, *wc, *wrc, *y));
   }
   {
     int64_t so[3] = {d.L, d.N, d.P}, sh[2] = {d.N, d.P}, sc[2] = {d.N, d.H};
@@ -371,14 +393,15 @@ done:
 
 /* ---- backward ------------------------------------------------------------------- */
 
-ts_status ts_rnn_layer_backward(const ts_rnn_dims *d, const int64_t *bsz, ts_tensor *g, ts_tensor *ws, ts_tensor *w,
-                                ts_tensor *wr, bool has_b_hh, const bool need[6], ts_tensor *grads[6]) {
+ts_status ts_rnn_layer_backward(const ts_rnn_dims *d, const int64_t *bsz, ts_tensor *g, ts_tensor *ws,
+                                ts_tensor *acts, ts_tensor *w, ts_tensor *wr, bool has_b_hh, const bool need[6],
+                                ts_tensor *grads[6]) {
   const char *fn = "rnn_backward";
   layout lo;
   ts_status st = layout_of(d, wr != NULL, &lo);
   if (st) return st;
-  if (ts_numel(g) != lo.y_total || ts_numel(ws) != lo.ws_total || !ts_is_contiguous(ws) || !ts_is_contiguous(w) ||
-      (wr && !ts_is_contiguous(wr)))
+  if (ts_numel(g) != lo.y_total || ts_numel(ws) != lo.ws_total || ts_numel(acts) != lo.act_total ||
+      !ts_is_contiguous(ws) || !ts_is_contiguous(acts) || !ts_is_contiguous(w) || (wr && !ts_is_contiguous(wr)))
     return ts_fail(TS_ERR_SHAPE, "%s: the gradient or the saved tensors do not match the recorded sizes", fn);
   const int64_t L = d->L, N = d->N, H = d->H, P = d->P, GH = lo.GH, LN = L * N;
   const bool lstm = d->mode == TS_RNN_LSTM, gru = d->mode == TS_RNN_GRU;
@@ -417,11 +440,11 @@ ts_status ts_rnn_layer_backward(const ts_rnn_dims *d, const int64_t *bsz, ts_ten
   for (int64_t s = 0; s < L; s++) {
     const int64_t t = d->reverse ? s : L - 1 - s, bs = bsz ? bsz[t] : N;
     if (bs == 0) continue;
-    ts_tensor dhb = mat(*dh, 0, bs, P), act = mat(ws, lo.act + t * N * lo.A, bs, lo.A);
+    ts_tensor dhb = mat(*dh, 0, bs, P), act = mat(acts, t * N * lo.A, bs, lo.A);
     TRY(add_(dhb, mat(*gc, lo.out + t * N * P, bs, P)));
     if (lstm) {
       ts_tensor dcur = dhb, dgb = mat(*dG, t * N * GH, bs, GH), dcb = mat(*dc, 0, bs, H);
-      ts_tensor cp = mat(ws, lo.cprev + t * N * H, bs, H), c = mat(ws, lo.cs + t * N * H, bs, H);
+      ts_tensor cp = mat(ws, lo.cst + (t + d->reverse) * N * H, bs, H), c = mat(ws, lo.cst + (t + !d->reverse) * N * H, bs, H);
       if (wr) { /* h = r W_hr^T: r's gradient is dh W_hr */
         dcur = mat(*dr, 0, bs, H);
         TRY(copy(mat(*dHs, t * N * P, bs, P), dhb));

@@ -14,21 +14,24 @@ typedef enum ts_rnn_mode { TS_RNN_TANH, TS_RNN_RELU, TS_RNN_LSTM, TS_RNN_GRU } t
  * [0, batch_sizes[t]) (sequences sorted longest first, as a PackedSequence);
  * other rows keep their state and output zeros. reverse runs t = L-1 .. 0.
  * Out: output (L, N, P), h_n (N, P), c_n (N, H) (LSTM; NULL otherwise).
- * Recorded for autograd as one node (its backward is the whole BPTT). */
-ts_status ts_rnn_layer(ts_rnn_mode mode, ts_tensor *xproj, ts_tensor *h0, ts_tensor *c0, ts_tensor *w_hh,
-                       ts_tensor *b_hh, ts_tensor *w_hr, bool reverse, const int64_t *batch_sizes,
+ * xproj_scratch: the caller gives xproj up (a temporary of its own); when it
+ * is contiguous, an LSTM or RNN computes its gates in it in place instead of
+ * in a copy, and its values are gone. Recorded for autograd as one node (its
+ * backward is the whole BPTT). */
+ts_status ts_rnn_layer(ts_rnn_mode mode, ts_tensor *xproj, bool xproj_scratch, ts_tensor *h0, ts_tensor *c0,
+                       ts_tensor *w_hh, ts_tensor *b_hh, ts_tensor *w_hr, bool reverse, const int64_t *batch_sizes,
                        ts_tensor **output, ts_tensor **h_n, ts_tensor **c_n);
 
 /* The backward of ts_rnn_layer, for its autograd node: g the gradient of the
- * node's flat output (output, h_n, c_n), ws the saved workspace; grads of
- * xproj, h0, c0, w_hh, b_hh, w_hr where need[k]. */
+ * node's flat output (output, h_n, c_n), ws the saved workspace and act the
+ * saved activations; grads of xproj, h0, c0, w_hh, b_hh, w_hr where need[k]. */
 typedef struct ts_rnn_dims {
   ts_rnn_mode mode;
   bool reverse;
   int64_t L, N, H, P;
 } ts_rnn_dims;
 ts_status ts_rnn_layer_backward(const ts_rnn_dims *d, const int64_t *batch_sizes, ts_tensor *g, ts_tensor *ws,
-                                ts_tensor *w_hh, ts_tensor *w_hr, bool has_b_hh, const bool need[6],
+                                ts_tensor *act, ts_tensor *w_hh, ts_tensor *w_hr, bool has_b_hh, const bool need[6],
                                 ts_tensor *grads[6]);
 
 #endif

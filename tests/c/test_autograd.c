@@ -177,7 +177,7 @@ static ts_status p_rnn_mode(ts_rnn_mode mode, int64_t G, ts_tensor *x, ts_tensor
   ts_status st = ts_view(x, 3, s3, &v);
   if (!st) st = ts_narrow(v, 2, 0, gh, &xp);
   if (!st) st = ts_full(2, ws, 0.1, TS_FLOAT64, TS_DEVICE_CPU, &w);
-  if (!st) st = ts_rnn_layer(mode, xp, NULL, NULL, w, NULL, NULL, false, NULL, y, &hn, &cn);
+  if (!st) st = ts_rnn_layer(mode, xp, false, NULL, NULL, w, NULL, NULL, false, NULL, y, &hn, &cn);
   ts_tensor_release(v), ts_tensor_release(xp), ts_tensor_release(w), ts_tensor_release(hn), ts_tensor_release(cn);
   return st;
 }

@@ -168,7 +168,7 @@ local cases = {
     function(o) close(o[0][0], {0, 1}) end},
   -- lrnn.c: with h0 = 0 the reversed run's last output is tanh of the last input
   {"_rnn_layer", function() return torch._rnn_layer("rnn_tanh", torch.ones(2, 1, 1), torch.ones(1, 1), {revers = true}) end,
-    "_rnn_layer: unknown option 'revers' (expected one of: b_hh, batch_sizes, c0, h0, reverse, w_hr; did you mean 'reverse'?)",
+    "_rnn_layer: unknown option 'revers' (expected one of: b_hh, batch_sizes, c0, h0, reverse, scratch, w_hr; did you mean 'reverse'?)",
     function() return torch._rnn_layer("rnn_tanh", torch.tensor({{{0.5}}, {{-1.0}}}), torch.ones(1, 1), {reverse = true}) end,
     function(o) close(o[1]:item(), math.tanh(-1), 1e-6) end},
   -- loptim.c
@@ -406,7 +406,7 @@ test("torch.load and tb.SummaryWriter check their options", function()
   local path = dir .. "/t.safetensors"
   torch.save({a = x23}, path)
   eq(message(function() return torch.load(path, {map_locaton = "cpu"}) end),
-    "torch.load: unknown option 'map_locaton' (expected one of: flat, map_location; did you mean 'map_location'?)")
+    "torch.load: unknown option 'map_locaton' (expected one of: flat, map_location, metadata; did you mean 'map_location'?)")
   eq(torch.load(path, {map_location = "cpu"}).a:sum():item(), 15)
   eq(message(function() return tb.SummaryWriter(dir .. "/runs", {flush_sec = 1}) end),
     "SummaryWriter: unknown option 'flush_sec' (expected one of: comment, flush_secs, log_dir; did you mean 'flush_secs'?)")

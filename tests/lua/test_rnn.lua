@@ -129,6 +129,33 @@ for _, mode in ipairs({"rnn_tanh", "rnn_relu", "lstm", "gru"}) do
     op_check(mode, mode .. " batch sizes", {batch_sizes = {3, 3, 1, 0}})
   end)
 end
+test("scratch: the gates are computed in xproj's memory, with the same values and gradients", function()
+  for _, mode in ipairs({"rnn_tanh", "rnn_relu", "lstm", "gru"}) do
+    local Gw = ({lstm = 4, gru = 3})[mode] or 1
+    local L, N, H = 5, 3, 4
+    local x0, w = torch.randn(L, N, Gw * H, F64), torch.randn(Gw * H, H, F64)
+    local function run(scratch)
+      local x, wl = x0:clone():requires_grad_(), w:clone():requires_grad_()
+      local xp = x * 1 -- a temporary of the caller's own, as nn.LSTM's projection
+      local out, hn, cn = torch._rnn_layer(mode, xp, wl, {scratch = scratch, reverse = mode == "gru"})
+      local loss = out:sum() + hn:pow(2):sum() + (cn and cn:pow(3):sum() or 0)
+      loss:backward()
+      return xp, out, x.grad, wl.grad
+    end
+    local xp1, out1, gx1, gw1 = run(false)
+    local xp2, out2, gx2, gw2 = run(true)
+    close(xp1, x0, 0, 0, mode .. ": without scratch xproj is kept")
+    ok((xp2 - x0):abs():max():item() > 0 == (mode ~= "gru"), mode .. ": with scratch the gates overwrite xproj (not the GRU's)")
+    close(out2, out1, 0, 0, mode .. ": output")
+    close(gx2, gx1, 0, 0, mode .. ": grad xproj")
+    close(gw2, gw1, 0, 0, mode .. ": grad w_hh")
+  end
+  -- the version bump: a tensor saved for another backward, then given up as scratch
+  local a = torch.randn(2, 1, 4, F64):requires_grad_()
+  local e = a:exp() -- exp saves its output
+  torch._rnn_layer("lstm", e, torch.randn(4, 1, F64), {scratch = true})
+  raises(function() e:sum():backward() end, "inplace", "scratch bumps xproj's version")
+end)
 test("gradcheck float64: lstm with projection", function()
   op_check("lstm", "lstm proj", {proj = 2})
   op_check("lstm", "lstm proj reverse packed", {proj = 2, reverse = true, batch_sizes = {3, 2, 1, 1}})

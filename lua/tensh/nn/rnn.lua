@@ -264,13 +264,14 @@ local function run_layers(self, x, bs, h0, c0)
       local rows = layer_in:reshape(-1, layer_in:size(-1))
       local xp = bias ~= nil and torch.addmm(bias, rows, w_ih:t()) or rows:mm(w_ih:t())
       -- under autocast the projection may come out in a lower precision: the
-    -- recurrence runs in the weights' dtype
-    if xp.dtype ~= w_hh.dtype then xp = xp:to(w_hh.dtype) end
-    if bs then xp = to_padded(xp, pad_idx, L, B, 0)
+      -- recurrence runs in the weights' dtype
+      if xp.dtype ~= w_hh.dtype then xp = xp:to(w_hh.dtype) end
+      if bs then xp = to_padded(xp, pad_idx, L, B, 0)
       else xp = xp:view(L, B, G * H) end
       local k = layer * dirs + dir
+      -- xp is this loop's own temporary: the layer computes its gates in it (scratch)
       local opts = {reverse = dir == 1, batch_sizes = bs, w_hr = self["weight_hr" .. sfx],
-        b_hh = mode == "GRU" and b_hh or nil, h0 = h0 and h0[k] or nil, c0 = c0 and c0[k] or nil}
+        b_hh = mode == "GRU" and b_hh or nil, h0 = h0 and h0[k] or nil, c0 = c0 and c0[k] or nil, scratch = true}
       local out, hn, cn = torch._rnn_layer(OP_MODE[mode], xp, w_hh, opts)
       if bs then out = to_packed(out, pack_idx) end
       outs[#outs + 1] = out
@@ -501,7 +502,7 @@ function RNNCellBase:forward(input, hx)
   local xp = bias ~= nil and torch.addmm(bias, x, self.weight_ih:t()) or x:mm(self.weight_ih:t())
   if xp.dtype ~= self.weight_hh.dtype then xp = xp:to(self.weight_hh.dtype) end -- autocast, as in the layers
   local _, hn, cn = torch._rnn_layer(OP_MODE[self.mode], xp:unsqueeze(0), self.weight_hh,
-    {h0 = h0, c0 = c0, b_hh = self.mode == "GRU" and self.bias_hh or nil})
+    {h0 = h0, c0 = c0, b_hh = self.mode == "GRU" and self.bias_hh or nil, scratch = true})
   if not batched then
     hn = hn:squeeze(0)
     if cn then cn = cn:squeeze(0) end
