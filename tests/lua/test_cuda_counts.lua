@@ -195,7 +195,7 @@ test("an embedding index out of range raises at the next synchronisation, in the
   raises(function() return e:sum():item() end,
     "embedding: index 7 is out of range for a weight of 5 rows (expected 0 <= index < 5)", "at item()")
   local ok_e = nn.functional.embedding(torch.tensor({1, 4}, {device = "cpu"}):cuda(), w)
-  close(ok_e:cpu(), w:detach():cpu():index_select(0, torch.tensor({1, 4})), 0, 0, "the next lookup is fine")
+  close(ok_e:cpu(), w:detach():cpu():index_select(0, torch.tensor({1, 4}, {device = "cpu"})), 0, 0, "the next lookup is fine")
 end)
 
 test("a class index out of range raises at the next synchronisation, naming the op and the value", function()
