@@ -28,10 +28,10 @@ typedef struct strides3 {
 } strides3;
 
 /* the row loops over the score blocks (exp, the softmax's backward, the dropout
- * scaling) in eight lanes with fused multiply-adds where the CPU has them
- * (x86-64-v3): the baseline build's four SSE lanes left them a quarter of the
- * backward */
-#define TS_ATTN_VECTOR TS_VECTOR_V3
+ * scaling) in eight or sixteen lanes with fused multiply-adds where the CPU
+ * has them (x86-64-v3, -v4): the baseline build's four SSE lanes left them a
+ * quarter of the backward */
+#define TS_ATTN_VECTOR TS_VECTOR_V4
 
 typedef struct attn_args {
   int64_t B, H, L, S, E, Ev; /* B: batch times heads in the loops below */

@@ -80,11 +80,11 @@
 #define ST_BOOL(p, OS, v) (*(uint8_t *)(p) = (uint8_t)((v) != 0))
 
 /* A float32 loop whose unit-stride rows run in a function cloned for
- * x86-64-v3 (vmath.h), for the expressions heavy enough to gain from eight
- * lanes and FMA (erf, GELU: ~30 operations an element). EXPR reads x and
- * flags_ only; the row function takes in == out. */
-#define LOOP1_F32_V3(NAME, EXPR)                                                          \
-  TS_VECTOR_V3 static void NAME##_row(float *po, const float *pa, int64_t n, int64_t flags_) { \
+ * x86-64-v3 and -v4 (vmath.h), for the expressions heavy enough to gain
+ * from eight or sixteen lanes and FMA (erf, GELU: ~30 operations an
+ * element). EXPR reads x and flags_ only; the row function takes in == out. */
+#define LOOP1_F32_VEC(NAME, EXPR)                                                          \
+  TS_VECTOR_V4 static void NAME##_row(float *po, const float *pa, int64_t n, int64_t flags_) { \
     typedef float ct;                                                                    \
     (void)flags_;                                                                        \
     _Pragma("omp simd")                                                                  \
@@ -117,7 +117,7 @@
   LOOP1(OP##_f16, uint16_t, float, TS_LD_F16, TS_ST_F16, EXPR)       \
   LOOP1(OP##_bf16, uint16_t, float, TS_LD_BF16, TS_ST_BF16, EXPR)
 #define U_F(OP, EXPR) LOOP1(OP##_f32, float, float, TS_LD_SAME, TS_ST_SAME, EXPR) U_F_NOT32(OP, EXPR)
-#define U_F_V3(OP, EXPR) LOOP1_F32_V3(OP##_f32, EXPR) U_F_NOT32(OP, EXPR)
+#define U_F_VEC(OP, EXPR) LOOP1_F32_VEC(OP##_f32, EXPR) U_F_NOT32(OP, EXPR)
 #define U_I(OP, EXPR)                                                \
   LOOP1(OP##_i64, int64_t, int64_t, TS_LD_SAME, TS_ST_SAME, EXPR)    \
   LOOP1(OP##_i32, int32_t, int64_t, TS_LD_SAME, TS_ST_SAME, EXPR)    \
@@ -209,8 +209,8 @@ U_F(sin, sin(x))
 U_F(cos, cos(x))
 U_F(tanh, TANH(x))
 U_F(sigmoid, (ct)1 / ((ct)1 + EXP(-x)))
-U_F_V3(gelu, GELU_EXPR)
-U_F_V3(gelu_tanh, GELU_TANH_EXPR)
+U_F_VEC(gelu, GELU_EXPR)
+U_F_VEC(gelu_tanh, GELU_TANH_EXPR)
 U_F(silu, x / ((ct)1 + EXP(-x)))
 U_F(reciprocal, (ct)1 / x)
 U_F(clamp, CLAMP_EXPR(p0_, p1_))
@@ -231,7 +231,7 @@ U_F(atanh, atanh(x))
 U_F(asin, asin(x))
 U_F(acos, acos(x))
 U_F(atan, atan(x))
-U_F_V3(erf, ERF(x))
+U_F_VEC(erf, ERF(x))
 U_F(erfinv, (ct)ts_erfinv((double)x))
 /* sin(pi x) / (pi x) with pi x rounded to the compute type, as PyTorch's kernel */
 U_F(sinc, x == 0 ? (ct)1 : ({ ct px_ = (ct)M_PI * x; sin(px_) / px_; }))

@@ -60,9 +60,9 @@
 #define ACT(NAME, NIN, EXPR) ACT_LOOP(NAME##_f32, float, NIN, EXPR) ACT_LOOP(NAME##_f64, double, NIN, EXPR)
 
 /* A backward's float loop whose unit-stride rows run in a function cloned for
- * x86-64-v3 (vmath.h): GELU's backward is ~40 operations an element. */
-#define ACT_BW_F32_V3(NAME, EXPR)                                                           \
-  TS_VECTOR_V3 static void NAME##_row(float *o, const float *gp, const float *xp, int64_t n) { \
+ * x86-64-v3 and -v4 (vmath.h): GELU's backward is ~40 operations an element. */
+#define ACT_BW_F32_VEC(NAME, EXPR)                                                           \
+  TS_VECTOR_V4 static void NAME##_row(float *o, const float *gp, const float *xp, int64_t n) { \
     _Pragma("omp simd")                                                                    \
     for (int64_t i = 0; i < n; i++) {                                                      \
       const float x = xp[i], g = gp[i];                                                    \
@@ -102,8 +102,8 @@ ACT(log_sigmoid_bw, 2, log_sigmoid_grad(g, x))
 ACT(mish, 1, x * tanh(log1p(exp(x))))
 ACT(mish_bw, 2, mish_grad(g, x))
 /* exact, and the tanh approximation (the call's f[0] 1): one loop each */
-ACT_BW_F32_V3(gelu_bw, gelu_grad(g, x))
-ACT_BW_F32_V3(gelu_tanh_bw, gelu_tanh_grad(g, x))
+ACT_BW_F32_VEC(gelu_bw, gelu_grad(g, x))
+ACT_BW_F32_VEC(gelu_tanh_bw, gelu_tanh_grad(g, x))
 
 static ts_status run(const ts_call *c, ts_loop f32, ts_loop f64) {
   ts_tensor *ops[3] = {c->out[0], c->in[0], c->nin > 1 ? c->in[1] : NULL};

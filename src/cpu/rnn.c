@@ -14,11 +14,11 @@
 #define PAR _Pragma("omp parallel for schedule(static) if (work > TS_PARALLEL_GRAIN / 8)")
 
 /* exp and tanh by the argument's type (vmath.h: libm's tanhf was half of an
- * LSTM step's time); row functions cloned for x86-64-v3 */
+ * LSTM step's time); row functions cloned for x86-64-v3 and -v4 (AVX-512) */
 #define EXP TS_VEXP
 #define TANH TS_VTANH
 #define SIGMOID(T, x) ((T)1 / ((T)1 + EXP((T)-(x))))
-#define VECTOR TS_VECTOR_V3
+#define VECTOR TS_VECTOR_V4
 
 /* gates (M, 4H) pre-activations i, f, g, o -> act (M, 4H) activated, c = f*c_prev + i*g,
  * h = o * tanh(c); one row of H per call of the row function, cloned for AVX2
