@@ -3,7 +3,10 @@
 runner's JSON lines (schema 1, "impl": "pytorch").
 
     python3 peers.py PEERS_DIR OUT.jsonl --device cpu --threads N \
-        --min-run-time S [--fashion 0|1] [--filter S]
+        --min-run-time S [--fashion 0|1] [--filter S] [--bench-file F] [--append]
+
+--bench-file bench_x.lua runs only the twins of that tensh case file (run.sh
+runs each file's twins right after the file, appending to OUT.jsonl).
 
 The peers time with their common.time_ms (a median over a fixed count);
 here time_ms is replaced by the runner's blocked autorange (bench.Timer's
@@ -114,7 +117,10 @@ def main():
     ap.add_argument("--min-run-time", type=float, default=0.2)
     ap.add_argument("--fashion", type=int, default=1, help="0 skips the Fashion-MNIST epochs")
     ap.add_argument("--filter", default="", help="only cases whose name contains this (as tensh bench --filter)")
+    ap.add_argument("--bench-file", default="", help="only the twins of this scripts/bench case file")
+    ap.add_argument("--append", action="store_true", help="add to OUT instead of replacing it")
     opts = ap.parse_args()
+    mode = "a" if opts.append else "w"
 
     sys.path.insert(0, opts.peers)
     import torch
@@ -127,7 +133,7 @@ def main():
            "device": opts.device}
     real_sync = common.sync
     state = {"last": None, "stamps": []}
-    out = open(opts.out, "w")
+    out = open(opts.out, mode)
 
     def time_ms(fn, device, warmup=10, iters=100):
         t = Timed(fn, lambda: real_sync(device), opts.min_run_time)
@@ -160,17 +166,20 @@ def main():
         state["last"], state["stamps"] = None, []
 
     common.time_ms, common.sync, common.emit = time_ms, sync, emit
-    # twin script, its arguments, the cases it emits (for --filter)
-    twins = [("ops_micro.py", [], "op_overhead_add1 add_bandwidth matmul softmax_rows log_softmax_rows attention_backward"),
-             ("mlp_seed003.py", [], "mlp_seed003"), ("lstm_step.py", [], "lstm_lm_train"),
-             ("transformer_step.py", [], "transformer_encoder_train"),
-             ("mobilenet_v3_small.py", [], "mobilenet_v3_small_train"), ("gpt_step.py", [], "gpt_char_train")]
+    # twin script, its arguments, the cases it emits (for --filter), tensh's case file
+    twins = [("ops_micro.py", [], "op_overhead_add1 add_bandwidth matmul softmax_rows log_softmax_rows attention_backward",
+              "bench_ops_micro.lua"),
+             ("mlp_seed003.py", [], "mlp_seed003", "bench_mlp_seed003.lua"),
+             ("lstm_step.py", [], "lstm_lm_train", "bench_lstm_step.lua"),
+             ("transformer_step.py", [], "transformer_encoder_train", "bench_transformer_step.lua"),
+             ("mobilenet_v3_small.py", [], "mobilenet_v3_small_train", "bench_mobilenet_v3_small.lua"),
+             ("gpt_step.py", [], "gpt_char_train", "bench_gpt_step.lua")]
     if opts.fashion:
-        twins += [("fashion_mnist.py", ["--model", "mlp", "--epochs", "2"], "fashion_mnist_mlp"),
-                  ("fashion_mnist.py", ["--model", "cnn", "--epochs", "2"], "fashion_mnist_cnn")]
+        twins += [("fashion_mnist.py", ["--model", "mlp", "--epochs", "2"], "fashion_mnist_mlp", "bench_fashion_mnist.lua"),
+                  ("fashion_mnist.py", ["--model", "cnn", "--epochs", "2"], "fashion_mnist_cnn", "bench_fashion_mnist.lua")]
     status = 0
-    for script, extra, cases in twins:
-        if not any(opts.filter in c for c in cases.split()):
+    for script, extra, cases, bench_file in twins:
+        if not any(opts.filter in c for c in cases.split()) or opts.bench_file not in ("", bench_file):
             continue
         path = os.path.join(opts.peers, script)
         if not os.path.exists(path):
@@ -185,7 +194,7 @@ def main():
         state["last"], state["stamps"] = None, []
 
     out.close()
-    if opts.filter not in "startup":
+    if opts.filter not in "startup" or opts.bench_file not in ("", "bench_startup.lua"):
         return status
     # start-up: `python3 -c 'import torch'` through /bin/sh, as tensh's case runs `tensh -e ''`
     out = open(opts.out, "a")

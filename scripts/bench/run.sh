@@ -3,9 +3,10 @@
 # case, the runner's schema) and, in the same run, the PyTorch twins of
 # scripts/bench/twins/ (or $PEERS; scripts/bench/peers.py times them by the runner's rules), both with
 # the same OpenBLAS kernels and thread counts, then prints the ratio per
-# benchmark (compare.py). With BASELINE=file.jsonl the runner compares its
-# medians with that earlier run and its exit status is this script's: 1 on a
-# regression, 2 on a broken benchmark.
+# benchmark (compare.py). Each case file runs right before its twins. With
+# BASELINE=file.jsonl the runner runs the whole suite first, compares its
+# medians with that earlier run, and its exit status is this script's: 1 on
+# a regression, 2 on a broken benchmark.
 # Usage: scripts/bench/run.sh [build-dir]. Environment (make bench passes
 # them): PEERS (the twins' folder; default scripts/bench/twins), BASELINE, THRESHOLD (default 5%), BENCH_THREADS
 # (default 1), BENCH_MIN_RUN_TIME (seconds of timed blocks per case, default
@@ -49,15 +50,15 @@ cmp_py=$py
 
 echo "bench: $threads thread(s), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}, device $BENCH_DEVICE," \
   "commit $(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown), results in $out" >&2
-args=("$here" --json "$out/tensh.jsonl" --min-run-time "$min_run_time" --summary "$out/summary.md")
-[ -n "${BASELINE:-}" ] && args+=(--baseline "$BASELINE")
-[ -n "${THRESHOLD:-}" ] && args+=(--threshold "$THRESHOLD")
-[ -n "${BENCH_REPEAT:-}" ] && args+=(--repeat "$BENCH_REPEAT")
-[ -n "${BENCH_FILTER:-}" ] && args+=(--filter "$BENCH_FILTER")
-rm -f "$out/summary.md" "$out/pytorch.jsonl"
-"$tensh" bench "${args[@]}"
-status=$?
-
+opts=(--min-run-time "$min_run_time")
+[ -n "${THRESHOLD:-}" ] && opts+=(--threshold "$THRESHOLD")
+[ -n "${BENCH_REPEAT:-}" ] && opts+=(--repeat "$BENCH_REPEAT")
+[ -n "${BENCH_FILTER:-}" ] && opts+=(--filter "$BENCH_FILTER")
+fashion=1
+[ "${BENCH_FASHION:-1}" = 0 ] && fashion=0
+peer_args=("$peers" "$out/pytorch.jsonl" --device "$BENCH_DEVICE" --threads "$threads" --min-run-time "$min_run_time"
+  --fashion $fashion --filter "${BENCH_FILTER:-}")
+have_peers=0
 if [ ! -f "$peers/common.py" ]; then
   echo "bench: skipped: PyTorch peers not found at $peers (set PEERS=dir)" >&2
 elif [ -z "$py" ]; then
@@ -65,10 +66,39 @@ elif [ -z "$py" ]; then
     "Debian: apt-get install python3-torch)" >&2
 else
   echo "bench: PyTorch twins from $peers with $py" >&2
-  fashion=1
-  [ "${BENCH_FASHION:-1}" = 0 ] && fashion=0
-  "$py" "$here/peers.py" "$peers" "$out/pytorch.jsonl" --device "$BENCH_DEVICE" --threads "$threads" \
-    --min-run-time "$min_run_time" --fashion $fashion --filter "${BENCH_FILTER:-}" || echo "bench: a PyTorch twin failed (see above)" >&2
+  have_peers=1
+fi
+rm -f "$out/summary.md" "$out/pytorch.jsonl"
+if [ $have_peers = 1 ] && [ -z "${BASELINE:-}" ]; then
+  # Each case file, then its twins at once: the two sides of a ratio run
+  # seconds apart, not a whole suite apart. This machine's neighbours come
+  # and go in phases of minutes; with all of tensh's cases first and all of
+  # PyTorch's after, one case's ratio moved between 0.63 and 0.87 from run to
+  # run (RESULTS.md, 2026-11-28).
+  : >"$out/tensh.jsonl"
+  status=0
+  for f in "$here"/bench_*.lua; do
+    rm -f "$out/part.jsonl"
+    # each file's runner prints its own summary table: only the case lines are kept
+    "$tensh" bench "$f" --json "$out/part.jsonl" "${opts[@]}" > >(grep -v -e '^## tensh bench' -e '^[0-9]* cases:' \
+      -e '^|' -e '^$' || true)
+    st=$?
+    [ $st -gt $status ] && status=$st
+    [ -f "$out/part.jsonl" ] && cat "$out/part.jsonl" >>"$out/tensh.jsonl"
+    "$py" "$here/peers.py" "${peer_args[@]}" --append --bench-file "$(basename "$f")" ||
+      echo "bench: a PyTorch twin failed (see above)" >&2
+  done
+  rm -f "$out/part.jsonl"
+else
+  # a baseline compares tensh with its own earlier run: the whole suite in one
+  # runner, then the twins
+  args=("$here" --json "$out/tensh.jsonl" --summary "$out/summary.md" "${opts[@]}")
+  [ -n "${BASELINE:-}" ] && args+=(--baseline "$BASELINE")
+  "$tensh" bench "${args[@]}"
+  status=$?
+  if [ $have_peers = 1 ]; then
+    "$py" "$here/peers.py" "${peer_args[@]}" || echo "bench: a PyTorch twin failed (see above)" >&2
+  fi
 fi
 if [ -n "$cmp_py" ] && [ -s "$out/tensh.jsonl" ]; then
   echo
