@@ -167,16 +167,16 @@ def main():
 
     common.time_ms, common.sync, common.emit = time_ms, sync, emit
     # twin script, its arguments, the cases it emits (for --filter), tensh's case file
-    twins = [("ops_micro.py", [], "op_overhead_add1 add_bandwidth matmul softmax_rows log_softmax_rows attention_backward",
-              "bench_ops_micro.lua"),
+    micro = "op_overhead_add1 add_bandwidth matmul softmax_rows log_softmax_rows attention_backward"
+    twins = [("ops_micro.py", [], micro, "bench_ops_micro.lua"),
              ("mlp_seed003.py", [], "mlp_seed003", "bench_mlp_seed003.lua"),
              ("lstm_step.py", [], "lstm_lm_train", "bench_lstm_step.lua"),
              ("transformer_step.py", [], "transformer_encoder_train", "bench_transformer_step.lua"),
              ("mobilenet_v3_small.py", [], "mobilenet_v3_small_train", "bench_mobilenet_v3_small.lua"),
              ("gpt_step.py", [], "gpt_char_train", "bench_gpt_step.lua")]
     if opts.fashion:
-        twins += [("fashion_mnist.py", ["--model", "mlp", "--epochs", "2"], "fashion_mnist_mlp", "bench_fashion_mnist.lua"),
-                  ("fashion_mnist.py", ["--model", "cnn", "--epochs", "2"], "fashion_mnist_cnn", "bench_fashion_mnist.lua")]
+        twins += [("fashion_mnist.py", ["--model", m, "--epochs", "2"], f"fashion_mnist_{m}", "bench_fashion_mnist.lua")
+                  for m in ("mlp", "cnn")]
     status = 0
     for script, extra, cases, bench_file in twins:
         if not any(opts.filter in c for c in cases.split()) or opts.bench_file not in ("", bench_file):

@@ -65,9 +65,10 @@ static ts_status layout_of(const ts_rnn_dims *d, bool proj, layout *lo) {
   if ((st = ts_mul_overflow(d->L, d->N, &LN))) return st;
   if ((st = ts_mul_overflow(LN, d->P, &part)) || (st = add_to(&lo->ws_total, part, &lo->hprev))) return st;
   if ((st = ts_mul_overflow(LN, lo->A, &lo->act_total))) return st;
-  if (d->L == INT64_MAX) return ts_fail(TS_ERR_SHAPE, "rnn: the workspace size overflows");
-  if ((st = mul3(d->L + 1, d->N, d->H, &part))) return st;
-  if (lstm && (st = add_to(&lo->ws_total, part, &lo->cst))) return st;
+  if (lstm) { /* L + 1 slots */
+    if (d->L == INT64_MAX) return ts_fail(TS_ERR_SHAPE, "rnn: the workspace size overflows");
+    if ((st = mul3(d->L + 1, d->N, d->H, &part)) || (st = add_to(&lo->ws_total, part, &lo->cst))) return st;
+  }
   if ((st = ts_mul_overflow(LN, d->H, &part))) return st;
   if (lstm && proj && (st = add_to(&lo->ws_total, part, &lo->r))) return st;
   if ((st = mul3(d->L, d->N, d->P, &part)) || (st = add_to(&lo->y_total, part, &lo->out))) return st;
@@ -444,7 +445,8 @@ ts_status ts_rnn_layer_backward(const ts_rnn_dims *d, const int64_t *bsz, ts_ten
     TRY(add_(dhb, mat(*gc, lo.out + t * N * P, bs, P)));
     if (lstm) {
       ts_tensor dcur = dhb, dgb = mat(*dG, t * N * GH, bs, GH), dcb = mat(*dc, 0, bs, H);
-      ts_tensor cp = mat(ws, lo.cst + (t + d->reverse) * N * H, bs, H), c = mat(ws, lo.cst + (t + !d->reverse) * N * H, bs, H);
+      ts_tensor cp = mat(ws, lo.cst + (t + d->reverse) * N * H, bs, H);
+      ts_tensor c = mat(ws, lo.cst + (t + !d->reverse) * N * H, bs, H);
       if (wr) { /* h = r W_hr^T: r's gradient is dh W_hr */
         dcur = mat(*dr, 0, bs, H);
         TRY(copy(mat(*dHs, t * N * P, bs, P), dhb));
