@@ -77,6 +77,9 @@ function M.make_grid(tensor, opts)
     raise("%s: expected (H, W), (C, H, W) or (B, C, H, W) images, got a tensor of shape (%s)", fn,
       table.concat(t.shape:totable(), ", "))
   end
+  if t:size(0) == 0 then -- torchvision divides by zero (ZeroDivisionError)
+    raise("%s: the batch holds no images (shape (%s))", fn, table.concat(t.shape:totable(), ", "))
+  end
   if t:size(1) == 1 then t = torch.cat({t, t, t}, 1) end
   if opts.normalize then
     t = t:to(t.dtype == torch.float64 and torch.float64 or torch.float32):clone()
