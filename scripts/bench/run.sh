@@ -3,14 +3,14 @@
 # case, the runner's schema) and, in the same run, the PyTorch twins of
 # scripts/bench/twins/ (or $PEERS; scripts/bench/peers.py times them by the runner's rules), both with
 # the same OpenBLAS kernels and thread counts, then prints the ratio per
-# benchmark (compare.py). Each case file runs right before its twins. With
-# BASELINE=file.jsonl the runner runs the whole suite first, compares its
-# medians with that earlier run, and its exit status is this script's: 1 on
-# a regression, 2 on a broken benchmark.
+# benchmark (compare.py); with BENCH_INTERLEAVE=1 each case file runs right
+# before its twins. With BASELINE=file.jsonl the runner compares its medians
+# with that earlier run and its exit status is this script's: 1 on a
+# regression, 2 on a broken benchmark.
 # Usage: scripts/bench/run.sh [build-dir]. Environment (make bench passes
 # them): PEERS (the twins' folder; default scripts/bench/twins), BASELINE, THRESHOLD (default 5%), BENCH_THREADS
 # (default 1), BENCH_MIN_RUN_TIME (seconds of timed blocks per case, default
-# 1), BENCH_REPEAT, BENCH_FILTER, BENCH_DEVICE (default cpu), BENCH_FASHION=0
+# 1), BENCH_REPEAT, BENCH_FILTER, BENCH_INTERLEAVE, BENCH_DEVICE (default cpu), BENCH_FASHION=0
 # (skips the Fashion-MNIST epochs), BENCH_OUT (default <build>/bench),
 # PYTHON, OPENBLAS_CORETYPE (default Haswell on an x86-64 CPU with AVX2+FMA).
 set -uo pipefail
@@ -69,12 +69,15 @@ else
   have_peers=1
 fi
 rm -f "$out/summary.md" "$out/pytorch.jsonl"
-if [ $have_peers = 1 ] && [ -z "${BASELINE:-}" ]; then
-  # Each case file, then its twins at once: the two sides of a ratio run
-  # seconds apart, not a whole suite apart. This machine's neighbours come
-  # and go in phases of minutes; with all of tensh's cases first and all of
-  # PyTorch's after, one case's ratio moved between 0.63 and 0.87 from run to
-  # run (RESULTS.md, 2026-11-28).
+if [ $have_peers = 1 ] && [ -z "${BASELINE:-}" ] && [ "${BENCH_INTERLEAVE:-0}" = 1 ]; then
+  # BENCH_INTERLEAVE=1: each case file, then its twins at once: the two sides
+  # of a ratio run seconds apart, not a whole suite apart. This machine's
+  # neighbours come and go in phases of minutes; with all of tensh's cases
+  # first and all of PyTorch's after, one case's ratio moved between 0.63 and
+  # 0.87 from run to run (RESULTS.md, 2026-11-28). Not the default: each
+  # file's twins then run in a Python process of their own, where the
+  # seed-003 MLP twin measured 20-40 % slower than after the other twins in
+  # one process (unexplained; PyTorch's allocator warmed by them, perhaps).
   : >"$out/tensh.jsonl"
   status=0
   for f in "$here"/bench_*.lua; do
