@@ -11,15 +11,13 @@
 #include <string.h>
 
 /* A row function in eight lanes with fused multiply-adds where the CPU has
- * them (x86-64-v3: AVX2 and FMA), contracted as the vector code allows: the
- * baseline x86-64 build runs these functions in four SSE lanes without FMA. */
-#define TS_VECTOR_V3 __attribute__((target_clones("arch=x86-64-v3", "default"), optimize("fp-contract=fast")))
-/* The same, and in sixteen lanes where the CPU has AVX-512 (x86-64-v4), for
- * math whose range checks are compares and selects: AVX-512 selects through
- * mask registers, where AVX2 spends a blend on each. An LSTM cell's
- * forward (five exp/tanh an element): 45 -> 28-32 us a (32, 256) step on
- * this machine's AMD EPYC (Zen 4), which runs 512-bit operations at the
- * 256-bit rate. */
+ * them (x86-64-v3: AVX2 and FMA), and in sixteen where it has AVX-512
+ * (x86-64-v4), contracted as the vector code allows: the baseline x86-64
+ * build runs these functions in four SSE lanes without FMA. AVX-512 also
+ * selects through mask registers where AVX2 spends a blend on each of the
+ * range checks: an LSTM cell's forward (five exp/tanh an element), 45 ->
+ * 28-32 us a (32, 256) step on this machine's AMD EPYC (Zen 4), which runs
+ * 512-bit operations at the 256-bit rate. */
 #define TS_VECTOR_V4 \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), optimize("fp-contract=fast")))
 
