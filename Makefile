@@ -274,7 +274,7 @@ asan:
 
 # the measured binaries: with LTO, in their own directory
 # make bench [PEERS=scripts/bench/twins] [BASELINE=old.jsonl] [THRESHOLD=5%]
-# [BENCH_THREADS=1] (scripts/bench/run.sh lists the rest): tensh bench over
+# [BENCH_THREADS=1] [BENCH_ROUNDS=3] (scripts/bench/run.sh lists the rest): tensh bench over
 # scripts/bench/ and the PyTorch twins in PEERS (scripts/bench/twins), ratios per case; with a
 # BASELINE, the runner's verdict is the exit status
 BENCH_BUILD ?= build-lto

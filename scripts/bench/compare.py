@@ -11,7 +11,9 @@ is false when the two ran with different OpenBLAS kernels or thread
 counts. Targets are upper bounds on the ratio (issue 12: steps and epochs
 <= 0.8x PyTorch's at equal kernels and threads); start-up also has an
 absolute bound. Writes one JSON line per case to compare.jsonl when given.
-Needs only the standard library.
+A file with several lines for a case (run.sh's BENCH_ROUNDS) gives that
+side's best round: the one with the lowest median (CPU time where recorded),
+as noise on a shared machine only adds time. Needs only the standard library.
 """
 import json
 import sys
@@ -36,14 +38,23 @@ ABSOLUTE_MS = {"startup": 10.0}  # case -> tensh's median must be under this man
 WALL_ONLY = {"startup"}  # a child process: its CPU time is not the parent's
 
 
+def cost(rec):
+    """what a record's round is ranked by: the CPU time where it is the case's own"""
+    return (rec["case"] not in WALL_ONLY and rec.get("cpu_median")) or rec["median"]
+
+
 def read(path):
-    cases = {}
+    """case -> its best record, and case -> how many records (rounds) it had"""
+    cases, rounds = {}, {}
     with open(path) as f:
         for line in f:
             if line.strip():
                 rec = json.loads(line)
-                cases[rec["case"]] = rec
-    return cases
+                case = rec["case"]
+                rounds[case] = rounds.get(case, 0) + 1
+                if case not in cases or cost(rec) < cost(cases[case]):
+                    cases[case] = rec
+    return cases, rounds
 
 
 def fmt(s):
@@ -59,14 +70,16 @@ def main(argv):
     if len(argv) < 3:
         print(__doc__, file=sys.stderr)
         return 2
-    tensh = read(argv[1])
-    pytorch = read(argv[2]) if argv[2] != "-" else {}
+    tensh, tensh_rounds = read(argv[1])
+    pytorch, pytorch_rounds = read(argv[2]) if argv[2] != "-" else ({}, {})
     out = open(argv[3], "w") if len(argv) > 3 else None
     rows = []
     for case, t in tensh.items():
         p = pytorch.get(case)
-        row = {"case": case, "tensh_median": t["median"], "tensh_cpu_median": t.get("cpu_median")}
+        row = {"case": case, "tensh_median": t["median"], "tensh_cpu_median": t.get("cpu_median"),
+               "tensh_rounds": tensh_rounds[case]}
         if p:
+            row["pytorch_rounds"] = pytorch_rounds[case]
             row["pytorch_median"], row["pytorch_cpu_median"] = p["median"], p.get("cpu_median")
             row["ratio"] = round(t["median"] / p["median"], 3)
             if case not in WALL_ONLY and t.get("cpu_median") and p.get("cpu_median"):
@@ -85,6 +98,9 @@ def main(argv):
         rows.append(row)
         if out:
             out.write(json.dumps(row) + "\n")
+    most = max(list(tensh_rounds.values()) + list(pytorch_rounds.values()) + [1])
+    if most > 1:
+        print(f"Each side's best of up to {most} rounds per case (the lowest median).\n")
     print("| case | tensh | PyTorch | ratio (wall) | ratio (CPU) | target | equal terms |")
     print("|---|---:|---:|---:|---:|---|---|")
     for r in rows:

@@ -3,10 +3,9 @@
 runner's JSON lines (schema 1, "impl": "pytorch").
 
     python3 peers.py PEERS_DIR OUT.jsonl --device cpu --threads N \
-        --min-run-time S [--fashion 0|1] [--filter S] [--bench-file F] [--append]
+        --min-run-time S [--fashion 0|1] [--filter S] [--append]
 
---bench-file bench_x.lua runs only the twins of that tensh case file (run.sh
-runs each file's twins right after the file, appending to OUT.jsonl).
+--append adds to OUT.jsonl (run.sh's rounds: compare.py keeps each case's best).
 
 The peers time with their common.time_ms (a median over a fixed count);
 here time_ms is replaced by the runner's blocked autorange (bench.Timer's
@@ -117,7 +116,6 @@ def main():
     ap.add_argument("--min-run-time", type=float, default=0.2)
     ap.add_argument("--fashion", type=int, default=1, help="0 skips the Fashion-MNIST epochs")
     ap.add_argument("--filter", default="", help="only cases whose name contains this (as tensh bench --filter)")
-    ap.add_argument("--bench-file", default="", help="only the twins of this scripts/bench case file")
     ap.add_argument("--append", action="store_true", help="add to OUT instead of replacing it")
     opts = ap.parse_args()
     mode = "a" if opts.append else "w"
@@ -166,20 +164,16 @@ def main():
         state["last"], state["stamps"] = None, []
 
     common.time_ms, common.sync, common.emit = time_ms, sync, emit
-    # twin script, its arguments, the cases it emits (for --filter), tensh's case file
+    # twin script, its arguments, the cases it emits (for --filter)
     micro = "op_overhead_add1 add_bandwidth matmul softmax_rows log_softmax_rows attention_backward"
-    twins = [("ops_micro.py", [], micro, "bench_ops_micro.lua"),
-             ("mlp_seed003.py", [], "mlp_seed003", "bench_mlp_seed003.lua"),
-             ("lstm_step.py", [], "lstm_lm_train", "bench_lstm_step.lua"),
-             ("transformer_step.py", [], "transformer_encoder_train", "bench_transformer_step.lua"),
-             ("mobilenet_v3_small.py", [], "mobilenet_v3_small_train", "bench_mobilenet_v3_small.lua"),
-             ("gpt_step.py", [], "gpt_char_train", "bench_gpt_step.lua")]
+    twins = [("ops_micro.py", [], micro), ("mlp_seed003.py", [], "mlp_seed003"), ("lstm_step.py", [], "lstm_lm_train"),
+             ("transformer_step.py", [], "transformer_encoder_train"),
+             ("mobilenet_v3_small.py", [], "mobilenet_v3_small_train"), ("gpt_step.py", [], "gpt_char_train")]
     if opts.fashion:
-        twins += [("fashion_mnist.py", ["--model", m, "--epochs", "2"], f"fashion_mnist_{m}", "bench_fashion_mnist.lua")
-                  for m in ("mlp", "cnn")]
+        twins += [("fashion_mnist.py", ["--model", m, "--epochs", "2"], f"fashion_mnist_{m}") for m in ("mlp", "cnn")]
     status = 0
-    for script, extra, cases, bench_file in twins:
-        if not any(opts.filter in c for c in cases.split()) or opts.bench_file not in ("", bench_file):
+    for script, extra, cases in twins:
+        if not any(opts.filter in c for c in cases.split()):
             continue
         path = os.path.join(opts.peers, script)
         if not os.path.exists(path):
@@ -194,7 +188,7 @@ def main():
         state["last"], state["stamps"] = None, []
 
     out.close()
-    if opts.filter not in "startup" or opts.bench_file not in ("", "bench_startup.lua"):
+    if opts.filter not in "startup":
         return status
     # start-up: `python3 -c 'import torch'` through /bin/sh, as tensh's case runs `tensh -e ''`
     out = open(opts.out, "a")

@@ -3,14 +3,14 @@
 # case, the runner's schema) and, in the same run, the PyTorch twins of
 # scripts/bench/twins/ (or $PEERS; scripts/bench/peers.py times them by the runner's rules), both with
 # the same OpenBLAS kernels and thread counts, then prints the ratio per
-# benchmark (compare.py); with BENCH_INTERLEAVE=1 each case file runs right
-# before its twins. With BASELINE=file.jsonl the runner compares its medians
+# benchmark (compare.py); with BENCH_ROUNDS=R all of it R times, each side's
+# best round per case compared. With BASELINE=file.jsonl the runner compares its medians
 # with that earlier run and its exit status is this script's: 1 on a
 # regression, 2 on a broken benchmark.
 # Usage: scripts/bench/run.sh [build-dir]. Environment (make bench passes
 # them): PEERS (the twins' folder; default scripts/bench/twins), BASELINE, THRESHOLD (default 5%), BENCH_THREADS
 # (default 1), BENCH_MIN_RUN_TIME (seconds of timed blocks per case, default
-# 1), BENCH_REPEAT, BENCH_FILTER, BENCH_INTERLEAVE, BENCH_DEVICE (default cpu), BENCH_FASHION=0
+# 1), BENCH_REPEAT, BENCH_FILTER, BENCH_ROUNDS (default 1), BENCH_DEVICE (default cpu), BENCH_FASHION=0
 # (skips the Fashion-MNIST epochs), BENCH_OUT (default <build>/bench),
 # PYTHON, OPENBLAS_CORETYPE (default Haswell on an x86-64 CPU with AVX2+FMA).
 set -uo pipefail
@@ -69,40 +69,37 @@ else
   have_peers=1
 fi
 rm -f "$out/summary.md" "$out/pytorch.jsonl"
-if [ $have_peers = 1 ] && [ -z "${BASELINE:-}" ] && [ "${BENCH_INTERLEAVE:-0}" = 1 ]; then
-  # BENCH_INTERLEAVE=1: each case file, then its twins at once: the two sides
-  # of a ratio run seconds apart, not a whole suite apart. This machine's
-  # neighbours come and go in phases of minutes; with all of tensh's cases
-  # first and all of PyTorch's after, one case's ratio moved between 0.63 and
-  # 0.87 from run to run (RESULTS.md, 2026-11-28). Not the default: each
-  # file's twins then run in a Python process of their own, where the
-  # seed-003 MLP twin measured 20-40 % slower than after the other twins in
-  # one process (unexplained; PyTorch's allocator warmed by them, perhaps).
-  : >"$out/tensh.jsonl"
-  status=0
-  for f in "$here"/bench_*.lua; do
-    rm -f "$out/part.jsonl"
-    # each file's runner prints its own summary table: only the case lines are kept
-    "$tensh" bench "$f" --json "$out/part.jsonl" "${opts[@]}" > >(grep -v -e '^## tensh bench' -e '^[0-9]* cases:' \
-      -e '^|' -e '^$' || true)
-    st=$?
-    [ $st -gt $status ] && status=$st
-    [ -f "$out/part.jsonl" ] && cat "$out/part.jsonl" >>"$out/tensh.jsonl"
-    "$py" "$here/peers.py" "${peer_args[@]}" --append --bench-file "$(basename "$f")" ||
-      echo "bench: a PyTorch twin failed (see above)" >&2
-  done
-  rm -f "$out/part.jsonl"
-else
-  # a baseline compares tensh with its own earlier run: the whole suite in one
-  # runner, then the twins
-  args=("$here" --json "$out/tensh.jsonl" --summary "$out/summary.md" "${opts[@]}")
-  [ -n "${BASELINE:-}" ] && args+=(--baseline "$BASELINE")
-  "$tensh" bench "${args[@]}"
-  status=$?
-  if [ $have_peers = 1 ]; then
-    "$py" "$here/peers.py" "${peer_args[@]}" || echo "bench: a PyTorch twin failed (see above)" >&2
-  fi
+# BENCH_ROUNDS=R: the whole run (tensh's suite, then the twins) R times, and
+# compare.py keeps each side's best round per case. This machine's neighbours
+# come and go in phases of minutes, and noise only adds time: with one round,
+# one case's ratio moved between 0.63 and 0.87 from run to run (RESULTS.md,
+# 2026-11-28); alternating rounds give both sides the same chances of a quiet
+# phase. A baseline compares one round with tensh's earlier run.
+rounds=${BENCH_ROUNDS:-1}
+if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
+  echo "bench: BENCH_ROUNDS=$rounds is not a positive whole number" >&2
+  exit 2
 fi
+if [ -n "${BASELINE:-}" ] && [ "$rounds" != 1 ]; then
+  echo "bench: BASELINE compares one round: BENCH_ROUNDS=$rounds ignored" >&2
+  rounds=1
+fi
+: >"$out/tensh.jsonl"
+status=0
+for r in $(seq "$rounds"); do
+  [ "$rounds" != 1 ] && echo "bench: round $r of $rounds" >&2
+  args=("$here" --json "$out/round.jsonl" --summary "$out/summary.md" "${opts[@]}")
+  [ -n "${BASELINE:-}" ] && args+=(--baseline "$BASELINE")
+  rm -f "$out/round.jsonl"
+  "$tensh" bench "${args[@]}"
+  st=$?
+  [ $st -gt $status ] && status=$st
+  [ -f "$out/round.jsonl" ] && cat "$out/round.jsonl" >>"$out/tensh.jsonl"
+  if [ $have_peers = 1 ]; then
+    "$py" "$here/peers.py" "${peer_args[@]}" --append || echo "bench: a PyTorch twin failed (see above)" >&2
+  fi
+done
+rm -f "$out/round.jsonl"
 if [ -n "$cmp_py" ] && [ -s "$out/tensh.jsonl" ]; then
   echo
   pyres="$out/pytorch.jsonl"

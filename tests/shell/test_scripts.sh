@@ -128,5 +128,21 @@ else
   skip "ddp_fashion_mnist" "Debian's dataset-fashion-mnist is not installed ($fm)"
 fi
 
+# make bench's comparison: with several rounds (BENCH_ROUNDS) each side keeps
+# its lowest median per case (CPU time; wall time for start-up), and the ratio
+# and the verdict come from those
+rec() { printf '{"case": "%s", "median": %s, "cpu_median": %s, "env": {"threads": 1}}\n' "$@"; }
+{ rec lstm_lm_train 0.30 0.30; rec lstm_lm_train 0.17 0.18; rec startup 0.004 0.1; rec startup 0.008 0.001; } \
+  >"$tmp/tensh.jsonl"
+{ rec lstm_lm_train 0.25 0.20; rec lstm_lm_train 0.21 0.24; rec startup 1.0 0.5; } >"$tmp/pytorch.jsonl"
+if check "compare.py: best of rounds" "^\| lstm_lm_train \| 170 ms \(CPU 180 ms\) \| 250 ms \(CPU 200 ms\) \| 0.68 \| 0.9 \| <= 0.8: NOT met" -- \
+  python3 scripts/bench/compare.py "$tmp/tensh.jsonl" "$tmp/pytorch.jsonl" "$tmp/compare.jsonl"; then
+  grep -q "^Each side's best of up to 2 rounds" "$tmp/out" || fail "compare.py: best of rounds" "no rounds line" "$tmp/out"
+  grep -qE "^\| startup \| 4 ms \| 1 s \| 0.004 \| - \| < 10 ms: met" "$tmp/out" ||
+    fail "compare.py: best of rounds" "start-up's round is not its lowest wall time" "$tmp/out"
+  grep -q '"tensh_rounds": 2, "pytorch_rounds": 2' "$tmp/compare.jsonl" ||
+    fail "compare.py: best of rounds" "compare.jsonl lacks the round counts" "$tmp/compare.jsonl"
+fi
+
 echo "$name: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
