@@ -39,13 +39,14 @@ ROW_LSE(double)
 #define DENSE_F32(T, S) (sizeof(T) == sizeof(float) && (S) == 1)
 
 /* Float rows of contiguous logits (S = 1, the usual case): the exponentials
- * in float lanes (vmath.h's ts_expf, eight at a time where the CPU has AVX2),
+ * in float lanes (vmath.h's ts_expf, eight at a time where the CPU has AVX2,
+ * with AVX-512's mask registers for its range checks where it has them),
  * as PyTorch's float log_softmax computes them, where the loops above call
  * libm's double exp per element (a tenth of an LSTM language-model step).
  * The partial sums are added in double. A row with a NaN or without a finite
  * max takes the double loop (its NaN or inf comes out the same). */
 #define ROW_LANES 8
-__attribute__((target_clones("avx2", "default"))) static double row_lse_float_dense(const float *x, int64_t C) {
+TS_VECTOR_V4 static double row_lse_float_dense(const float *x, int64_t C) {
   float ml[ROW_LANES], sl[ROW_LANES] = {0};
   for (int q = 0; q < ROW_LANES; q++) ml[q] = -INFINITY;
   const int64_t body = C / ROW_LANES * ROW_LANES;
@@ -64,8 +65,7 @@ __attribute__((target_clones("avx2", "default"))) static double row_lse_float_de
 }
 
 /* p_k = exp(x_k - lse) of a float row of contiguous logits, into g (C) */
-__attribute__((target_clones("avx2", "default"))) static void row_probs_float_dense(const float *x, int64_t C,
-                                                                                      double lse, float *g) {
+TS_VECTOR_V4 static void row_probs_float_dense(const float *x, int64_t C, double lse, float *g) {
   const float l = (float)lse;
 #pragma omp simd
   for (int64_t k = 0; k < C; k++) g[k] = ts_expf(x[k] - l);

@@ -17,7 +17,8 @@
  * The LSTM's and RNN's gates start as the input projection plus the step
  * GEMM, so act is xproj itself when the caller hands xproj over as scratch
  * (nn.LSTM's projection is a temporary): an 8 MiB copy a layer saved at the
- * LSTM bench's sizes; otherwise xproj is copied into a new act.
+ * LSTM bench's sizes; a non-contiguous xproj's contiguous copy serves as
+ * act too; otherwise xproj is copied into a new act.
  * The node's output is one flat tensor [output (L, N, P) | h_n (N, P) | c_n
  * (N, H)]; the caller gets views of it, so one node serves the three.
  *
@@ -350,7 +351,10 @@ ts_status ts_rnn_layer(ts_rnn_mode mode, ts_tensor *xproj, bool xproj_scratch, t
   TRY(ts_tensor_empty(1, &lo.ws_total, xproj->dtype, xproj->device, ws));
   if (mode == TS_RNN_GRU) {
     TRY(ts_tensor_empty(1, &lo.act_total, xproj->dtype, xproj->device, act));
-  } else if (xproj_scratch && *xc == xproj) { /* the gates are computed in place: xproj's values are gone */
+  } else if (*xc != xproj) { /* ts_contiguous's copy is this call's own: the gates are computed in it */
+    ts_tensor_retain(*xc);
+    *act = *xc;
+  } else if (xproj_scratch) { /* the gates are computed in place: xproj's values are gone */
     ts_tensor_retain(xproj);
     *act = xproj;
     xproj->storage->version++;

@@ -134,9 +134,10 @@ test("scratch: the gates are computed in xproj's memory, with the same values an
     local Gw = ({lstm = 4, gru = 3})[mode] or 1
     local L, N, H = 5, 3, 4
     local x0, w = torch.randn(L, N, Gw * H, F64), torch.randn(Gw * H, H, F64)
-    local function run(scratch)
+    local function run(scratch, strided)
       local x, wl = x0:clone():requires_grad_(), w:clone():requires_grad_()
       local xp = x * 1 -- a temporary of the caller's own, as nn.LSTM's projection
+      if strided then xp = x:transpose(0, 1):contiguous():transpose(0, 1) end
       local out, hn, cn = torch._rnn_layer(mode, xp, wl, {scratch = scratch, reverse = mode == "gru"})
       local loss = out:sum() + hn:pow(2):sum() + (cn and cn:pow(3):sum() or 0)
       loss:backward()
@@ -149,6 +150,16 @@ test("scratch: the gates are computed in xproj's memory, with the same values an
     close(out2, out1, 0, 0, mode .. ": output")
     close(gx2, gx1, 0, 0, mode .. ": grad xproj")
     close(gw2, gw1, 0, 0, mode .. ": grad w_hh")
+    -- a strided xproj: its contiguous copy holds the gates, scratch or not
+    for _, scratch in ipairs({false, true}) do
+      local xp3, out3, gx3, gw3 = run(scratch, true)
+      local what = ("%s, strided xproj, scratch %s: "):format(mode, scratch)
+      ok(not xp3:is_contiguous(), what .. "the input is strided")
+      close(xp3, x0, 0, 0, what .. "xproj is kept")
+      close(out3, out1, 0, 0, what .. "output")
+      close(gx3, gx1, 0, 0, what .. "grad xproj")
+      close(gw3, gw1, 0, 0, what .. "grad w_hh")
+    end
   end
   -- the version bump: a tensor saved for another backward, then given up as scratch
   local a = torch.randn(2, 1, 4, F64):requires_grad_()
