@@ -6,16 +6,55 @@
 #include "autograd/autograd.h"
 #include "lt.h"
 
+/* A grad_fn is a table {name = "MulBackward0"} of class tensh.GradFn; the
+ * node it stands for is retained by a box that the registry's weak-keyed
+ * "tensh.grad_fn_nodes" maps the table to, so the node lives as long as the
+ * table (as PyTorch's grad_fn keeps its graph alive) and next_functions can
+ * walk on from it. A leaf's AccumulateGrad has no node: its table holds the
+ * leaf as `variable`. */
+typedef struct node_box { ts_node *node; } node_box;
+
+static int node_box_gc(lua_State *L) {
+  node_box *b = luaL_checkudata(L, 1, "tensh.GradFnNode");
+  if (b->node) ts_node_release(b->node);
+  b->node = NULL;
+  return 0;
+}
+
+static void push_node(lua_State *L, ts_node *n) {
+  lua_createtable(L, 0, 1);
+  lua_pushstring(L, n->name);
+  lua_setfield(L, -2, "name");
+  luaL_setmetatable(L, "tensh.GradFn");
+  lua_getfield(L, LUA_REGISTRYINDEX, "tensh.grad_fn_nodes");
+  lua_pushvalue(L, -2);
+  node_box *b = lua_newuserdatauv(L, sizeof *b, 0);
+  b->node = n;
+  ts_node_retain(n);
+  luaL_setmetatable(L, "tensh.GradFnNode");
+  lua_rawset(L, -3);
+  lua_pop(L, 1);
+}
+
 void lt_push_grad_fn(lua_State *L, ts_tensor *t) {
   if (t->base) ts_ag_refresh(t);
   if (!t->grad_fn) {
     lua_pushnil(L);
     return;
   }
-  lua_createtable(L, 0, 1);
-  lua_pushstring(L, t->grad_fn->name);
-  lua_setfield(L, -2, "name");
-  luaL_setmetatable(L, "tensh.GradFn");
+  push_node(L, t->grad_fn);
+}
+
+/* the node behind the grad_fn table at idx, or NULL (an AccumulateGrad) */
+static ts_node *node_of(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  lua_getfield(L, LUA_REGISTRYINDEX, "tensh.grad_fn_nodes");
+  lua_pushvalue(L, idx);
+  lua_rawget(L, -2);
+  node_box *b = lua_touserdata(L, -1);
+  ts_node *n = b ? b->node : NULL;
+  lua_pop(L, 2);
+  return n;
 }
 
 static void set_requires_grad(lua_State *L, ts_tensor *t, bool on) {
@@ -517,6 +556,46 @@ static int gradfn_tostring(lua_State *L) {
   return 1;
 }
 
+/* grad_fn.next_functions, as PyTorch's: one {fn, 0} pair per input of the op,
+ * fn the input's grad_fn, an AccumulateGrad for a leaf that requires grad
+ * (its `variable` the leaf), or nil for an input that needs no gradient; the
+ * 0 is the input's output number, always 0 here (one output per node). */
+static int gradfn_index(lua_State *L) {
+  check_class(L, 1, "tensh.GradFn");
+  const char *k = lua_tostring(L, 2);
+  if (!k || strcmp(k, "next_functions") != 0) return 0;
+  ts_node *n = node_of(L, 1);
+  lua_createtable(L, n ? n->nin : 0, 0);
+  for (int i = 0; n && i < n->nin; i++) {
+    const ts_edge *e = &n->next[i];
+    lua_createtable(L, 2, 0);
+    if (e->fn) {
+      push_node(L, e->fn);
+    } else if (e->leaf) {
+      lua_createtable(L, 0, 2);
+      lua_pushliteral(L, "AccumulateGrad");
+      lua_setfield(L, -2, "name");
+      lt_push_retained(L, e->leaf);
+      lua_setfield(L, -2, "variable");
+      luaL_setmetatable(L, "tensh.GradFn");
+    } else {
+      lua_pushnil(L);
+    }
+    lua_rawseti(L, -2, 1);
+    lua_pushinteger(L, 0);
+    lua_rawseti(L, -2, 2);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+/* two grad_fns of one node are equal (PyTorch: y.grad_fn is y.grad_fn) */
+static int gradfn_eq(lua_State *L) {
+  ts_node *a = node_of(L, 1), *b = node_of(L, 2);
+  lua_pushboolean(L, a && a == b);
+  return 1;
+}
+
 void lt_open_autograd(lua_State *L) {
   static const luaL_Reg methods[] = {{"backward", m_backward}, {"detach", m_detach}, {"detach_", m_detach_},
                                      {"requires_grad_", m_requires_grad_},
@@ -526,8 +605,17 @@ void lt_open_autograd(lua_State *L) {
   static const luaL_Reg fns[] = {{"_set_grad_enabled", l_set_grad_mode}, {"is_grad_enabled", l_is_grad_enabled},
                                  {NULL, NULL}};
   lt_register(L, fns, methods);
-  static const luaL_Reg gradfn_meta[] = {{"__tostring", gradfn_tostring}, {NULL, NULL}};
+  static const luaL_Reg gradfn_meta[] = {{"__tostring", gradfn_tostring}, {"__index", gradfn_index},
+                                         {"__eq", gradfn_eq}, {NULL, NULL}};
   lt_new_class(L, "tensh.GradFn", NULL, gradfn_meta);
+  static const luaL_Reg node_meta[] = {{"__gc", node_box_gc}, {NULL, NULL}};
+  lt_new_class(L, "tensh.GradFnNode", NULL, node_meta);
+  lua_newtable(L); /* grad_fn table -> its node's box, weak keys */
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, "tensh.grad_fn_nodes");
   lua_newtable(L);
   lua_setfield(L, LUA_REGISTRYINDEX, "tensh.grad_hooks");
   lua_newtable(L);

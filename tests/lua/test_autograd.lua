@@ -361,6 +361,53 @@ T.cpu_test("no_grad and enable_grad scopes, detach, requires_grad", function()
   raises(function() y.requires_grad = false end, "leaf")
 end)
 
+test("grad_fn.next_functions walks the graph as PyTorch's (a leaf: AccumulateGrad; no gradient: nil)", function()
+  local a, b = torch.randn(3, {requires_grad = true}), torch.randn(3)
+  local m = a * b
+  local loss = (m + a:exp()):sum()
+  local nf = loss.grad_fn.next_functions
+  eq(#nf, 1, "sum has one input")
+  eq(nf[1][1].name, "AddBackward0", "sum's input")
+  eq(nf[1][2], 0, "the input's output number")
+  local add = nf[1][1].next_functions
+  eq(#add, 2, "add has two inputs")
+  eq(add[1][1].name, "MulBackward0", "add's first input")
+  eq(add[2][1].name, "ExpBackward0", "add's second input")
+  ok(add[1][1] == m.grad_fn, "the same node as m.grad_fn")
+  ok(add[1][1] ~= add[2][1], "different nodes differ")
+  ok(loss.grad_fn == loss.grad_fn, "one node, equal (PyTorch: loss.grad_fn is loss.grad_fn)")
+  local mul = add[1][1].next_functions
+  eq(#mul, 2, "mul has two inputs")
+  eq(mul[1][1].name, "AccumulateGrad", "a leaf that requires grad")
+  eq(tostring(mul[1][1]), "<AccumulateGrad>", "prints as PyTorch's")
+  eq(mul[1][1].variable:data_ptr(), a:data_ptr(), "its variable is the leaf")
+  ok(mul[1][1].variable.requires_grad, "the leaf itself")
+  eq(mul[2][1], nil, "b needs no gradient")
+  eq(mul[2][2], 0, "its pair is still there")
+  eq(#mul[1][1].next_functions, 0, "AccumulateGrad has no inputs")
+  eq(add[2][1].next_functions[1][1].name, "AccumulateGrad", "exp's input: the leaf a")
+  eq(loss.grad_fn.no_such_field, nil, "other fields are nil")
+  -- the node outlives the tensor that made it
+  local fn = (a * 2):sum().grad_fn
+  collectgarbage()
+  collectgarbage()
+  eq(fn.next_functions[1][1].name, "MulBackward0", "kept alive by the grad_fn")
+  -- the whole graph of a module, walked to its leaves
+  local lin = nn.Linear(4, 2)
+  local out = nn.functional.relu(lin(torch.randn(5, 4))):mean()
+  local leaves, seen = {}, {}
+  local function walk(f)
+    if f == nil or seen[f] then return end
+    seen[f] = true
+    if f.name == "AccumulateGrad" then leaves[#leaves + 1] = f.variable end
+    for _, p in ipairs(f.next_functions) do walk(p[1]) end
+  end
+  walk(out.grad_fn)
+  eq(#leaves, 2, "the Linear's weight and bias")
+  local ptrs = {[lin.weight:data_ptr()] = true, [lin.bias:data_ptr()] = true}
+  ok(ptrs[leaves[1]:data_ptr()] and ptrs[leaves[2]:data_ptr()], "they are the parameters")
+end)
+
 test("in-place ops on non-leaf tensors keep the history", function()
   local x = torch.tensor({1.0, 2.0, 3.0}, {requires_grad = true})
   local y = x * 2

@@ -212,6 +212,11 @@ test("grad scopes' and grad_fns' metamethods called by hand on something else na
   local tostr = getmetatable(fn).__tostring
   raises(function() tostr(true) end, "tensh.GradFn expected, got boolean")
   eq(tostr(fn), tostring(fn), "the real grad_fn prints")
+  local index = getmetatable(fn).__index
+  raises(function() index(true, "next_functions") end, "tensh.GradFn expected, got boolean")
+  local fake = setmetatable({name = "Fake"}, getmetatable(fn))
+  eq(#fake.next_functions, 0, "a table given the class by hand has no node: no inputs")
+  ok(fake ~= fn, "nor equals a real one")
 end)
 
 test("torch._dist's all_gather and reduce_scatter check the sizes MPI takes on trust (the fuzzer's heap overflow)", function()
