@@ -18,6 +18,22 @@ typedef struct view_grad {
   int nperm;
 } view_grad;
 
+/* zeros in the rows of z (fresh, contiguous) before and after region, nrows
+ * whole rows of z along dim 0 */
+static ts_status zero_rows_outside(ts_tensor *z, const ts_tensor *region, int64_t nrows) {
+  const int64_t first = z->strides[0] ? (region->offset - z->offset) / z->strides[0] : 0, end = first + nrows;
+  const int64_t from[2] = {0, end}, len[2] = {first, z->sizes[0] - end};
+  ts_status st = TS_OK;
+  for (int k = 0; k < 2 && !st; k++) {
+    if (len[k] <= 0) continue;
+    ts_tensor *part = NULL;
+    st = ts_narrow(z, 0, from[k], len[k], &part);
+    if (!st) st = ts_fill_(part, 0);
+    ts_tensor_release(part);
+  }
+  return st;
+}
+
 ts_status ts_view_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
   const ts_edge *e = &n->next[0];
   ts_status st = TS_OK;
@@ -34,11 +50,19 @@ ts_status ts_view_backward(ts_node *n, ts_tensor *g, ts_tensor **grads) {
     grads[0] = g;
     return TS_OK;
   case TS_GRAD_SLICE:
-  case TS_GRAD_SELECT: { /* zeros of the input's shape with g written into the viewed region */
+  case TS_GRAD_SELECT: { /* the input's shape: g in the viewed region, zeros elsewhere */
+    const bool select = n->i[0] == TS_GRAD_SELECT;
+    /* rows along dim 0 on the CPU: only the rows outside the region are zeroed
+     * (the output of an RNN layer, the first rows of its flat buffer, wrote 2 MiB
+     * of zeros each step under its gradient); on a GPU one fill costs less than
+     * the launches of two */
+    const bool rows = g->device.type == TS_CPU && e->ndim > 0 && n->i[1] == 0 && (select || n->i[4] == 1);
     ts_tensor *z = NULL, *region = NULL;
-    st = ts_full(e->ndim, e->sizes, 0, g->dtype, g->device, &z);
-    if (!st) st = n->i[0] == TS_GRAD_SLICE ? ts_slice(z, n->i[1], n->i[2], n->i[3], n->i[4], &region)
-                                            : ts_select(z, n->i[1], n->i[2], &region);
+    st = rows ? ts_tensor_empty(e->ndim, e->sizes, g->dtype, g->device, &z)
+              : ts_full(e->ndim, e->sizes, 0, g->dtype, g->device, &z);
+    if (!st)
+      st = select ? ts_select(z, n->i[1], n->i[2], &region) : ts_slice(z, n->i[1], n->i[2], n->i[3], n->i[4], &region);
+    if (!st && rows) st = zero_rows_outside(z, region, select ? 1 : region->sizes[0]);
     if (!st) st = ts_copy_(region, g);
     ts_tensor_release(region);
     if (st) {
