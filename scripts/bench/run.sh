@@ -25,6 +25,13 @@ tensh="$root/$build/tensh"
 # other work shares, more threads measure the neighbours.
 threads=${BENCH_THREADS:-1}
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
+# Above one thread, OpenMP's idle threads sleep instead of spinning, on both
+# sides: PyTorch's OpenMP team (libgomp) spun while the pthreads of Debian's
+# default OpenBLAS (openblas-pthread) needed the cores, and its 2-thread LSTM
+# step took 803 ms against 161 ms with OMP_WAIT_POLICY=PASSIVE (tensh's
+# 198-199 -> 202-211 ms of CPU time: tensh calls BLAS outside its OpenMP
+# regions). Set OMP_WAIT_POLICY to measure otherwise.
+if [ "$threads" != 1 ]; then export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}; fi
 # The same OpenBLAS kernels for both sides: left to itself, PyTorch's
 # OpenBLAS may pick generic kernels on a CPU it does not know where tensh
 # picks optimised ones, and the matmul rows would compare kernels, not code.
