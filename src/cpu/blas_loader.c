@@ -30,6 +30,8 @@ static struct {
                 const float *, blasint, const float *, blasint, float, float *, blasint);
   void (*dgemm)(enum CBLAS_ORDER, enum CBLAS_TRANSPOSE, enum CBLAS_TRANSPOSE, blasint, blasint, blasint, double,
                 const double *, blasint, const double *, blasint, double, double *, blasint);
+  void (*somatcopy)(enum CBLAS_ORDER, enum CBLAS_TRANSPOSE, blasint, blasint, float, const float *, blasint, float *,
+                    blasint);
   char *(*get_corename)(void);
   int (*get_num_threads)(void);
   void (*set_num_threads)(int);
@@ -70,10 +72,11 @@ static void load(void) {
   }
   *(void **)&blas.sgemm = dlsym(h, "cblas_sgemm");
   *(void **)&blas.dgemm = dlsym(h, "cblas_dgemm");
+  *(void **)&blas.somatcopy = dlsym(h, "cblas_somatcopy");
   *(void **)&blas.get_corename = dlsym(h, "openblas_get_corename");
   *(void **)&blas.get_num_threads = dlsym(h, "openblas_get_num_threads");
   *(void **)&blas.set_num_threads = dlsym(h, "openblas_set_num_threads");
-  if (!blas.sgemm || !blas.dgemm || !blas.get_corename || !blas.get_num_threads || !blas.set_num_threads) {
+  if (!blas.sgemm || !blas.dgemm || !blas.somatcopy || !blas.get_corename || !blas.get_num_threads || !blas.set_num_threads) {
     fprintf(stderr, "tensh: %s lacks a function tensh calls (%s)\n", TS_BLAS_LIB, dlerror());
     abort();
   }
@@ -93,6 +96,15 @@ static inline void loaded(void) { pthread_once(&load_once, load); }
   }
 FORWARD_GEMM(cblas_sgemm, float, sgemm)
 FORWARD_GEMM(cblas_dgemm, double, dgemm)
+
+/* OpenBLAS's out-of-place transpose (its extension to CBLAS) */
+HIDDEN void cblas_somatcopy(OPENBLAS_CONST enum CBLAS_ORDER order, OPENBLAS_CONST enum CBLAS_TRANSPOSE trans,
+                            OPENBLAS_CONST blasint rows, OPENBLAS_CONST blasint cols, OPENBLAS_CONST float alpha,
+                            OPENBLAS_CONST float *a, OPENBLAS_CONST blasint lda, float *b,
+                            OPENBLAS_CONST blasint ldb) {
+  loaded();
+  blas.somatcopy(order, trans, rows, cols, alpha, a, lda, b, ldb);
+}
 
 HIDDEN char *openblas_get_corename(void) {
   loaded();

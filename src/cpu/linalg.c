@@ -109,9 +109,20 @@ static bool plan_gemm(const ts_tensor *A, const ts_tensor *Bm, const ts_tensor *
 
 #define TR(t) ((t) ? CblasTrans : CblasNoTrans)
 
+/* A weight gradient's shape: O (m, n) = A^T B with A read transposed, m at
+ * least twice n and k at least twice m (dW = dY^T X of a Linear or an RNN
+ * over many rows). OpenBLAS packs A's wide side with its transposing copy,
+ * slow on long k; O^T = B^T A into scratch, then transposed into O by
+ * OpenBLAS's omatcopy, is 4-9 % faster at 1 thread (1024 x 256 x 2048:
+ * 11.37 -> 10.44 ms with the transpose; it loses below these ratios). */
+static bool swap_pays(const gemm_plan *p, double beta) {
+  return p->ta && !p->tb && beta == 0 && p->m >= 2 * p->n && p->k >= 2 * p->m;
+}
+
 static ts_status gemm_blas(const ts_tensor *A, const ts_tensor *Bm, ts_tensor *O, const gemm_plan *p, double alpha,
                            double beta) {
   size_t es = ts_dtype_size(O->dtype);
+  float *ot = O->dtype == TS_FLOAT32 && swap_pays(p, beta) ? malloc(sizeof(float) * (size_t)p->m * (size_t)p->n) : NULL;
   for (int64_t bi = 0; bi < O->sizes[0]; bi++) {
     const char *pa = (const char *)ts_data(A) + bi * A->strides[0] * (int64_t)es;
     const char *pb = (const char *)ts_data(Bm) + bi * Bm->strides[0] * (int64_t)es;
@@ -120,15 +131,23 @@ static ts_status gemm_blas(const ts_tensor *A, const ts_tensor *Bm, ts_tensor *O
       const char *t = pa;
       pa = pb, pb = t;
     }
-    if (O->dtype == TS_FLOAT32)
+    if (ot) { /* ta, !tb: O^T (n, m) = B^T A */
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p->n, p->m, p->k, (float)alpha, (const float *)pb, p->ldb,
+                  (const float *)pa, p->lda, 0.0f, ot, p->m);
+      cblas_somatcopy(CblasRowMajor, CblasTrans, p->n, p->m, 1.0f, ot, p->m, (float *)po, p->ldo);
+    } else if (O->dtype == TS_FLOAT32)
       cblas_sgemm(CblasRowMajor, TR(p->ta), TR(p->tb), p->m, p->n, p->k, (float)alpha, (const float *)pa, p->lda,
                   (const float *)pb, p->ldb, (float)beta, (float *)po, p->ldo);
     else
       cblas_dgemm(CblasRowMajor, TR(p->ta), TR(p->tb), p->m, p->n, p->k, alpha, (const double *)pa, p->lda,
                   (const double *)pb, p->ldb, beta, (double *)po, p->ldo);
     ts_status st = ts_check_interrupt();
-    if (st) return st;
+    if (st) {
+      free(ot);
+      return st;
+    }
   }
+  free(ot);
   return TS_OK;
 }
 

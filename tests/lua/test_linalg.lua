@@ -267,6 +267,32 @@ test("larger products: threads, the fold into one GEMM, and the blocked integer 
   close(torch.mm(torch.tensor(iv), torch.tensor(jv)), mat_ref(iv, jv, 130, 90, 100), 0, 0, "int64 130x90 @ 90x100")
 end)
 
+-- dW = dY^T X's shape (a read transposed, M >= 2N, K >= 2M): the float32
+-- kernel computes O^T into scratch and transposes it into O (src/cpu/linalg.c)
+test("weight-gradient shapes, a:t() @ b with long K: float32 against the reference", function()
+  for _, mnk in ipairs({{30, 12, 80}, {64, 8, 300}, {29, 14, 58}, {40, 21, 100}}) do
+    local M, N, K = mnk[1], mnk[2], mnk[3]
+    local av, bv = T.rand_list({K, M}), T.rand_list({K, N})
+    local ref = mat_ref(transpose(av), bv, M, K, N)
+    local what = ("(%d,%d):t() @ (%d,%d)"):format(K, M, K, N)
+    close(torch.tensor(av):t():matmul(torch.tensor(bv)), ref, 1e-4, 1e-4, what)
+    local twice = T.map(ref, function(x) return 2 * x end)
+    close(torch.addmm(torch.full({M, N}, 0 / 0), torch.tensor(av):t(), torch.tensor(bv), {beta = 0, alpha = 2}), twice,
+      1e-4, 1e-4, what .. " addmm alpha 2 beta 0")
+    close(torch.addmm(torch.ones(M, N), torch.tensor(av):t(), torch.tensor(bv), {beta = 1}),
+      T.map(ref, function(x) return x + 1 end), 1e-4, 1e-4, what .. " addmm beta 1 (not swapped)")
+  end
+  -- batched, and a Linear's weight gradient over 120 rows (40 x 10 from K = 120)
+  local ba, bb = T.rand_list({3, 90, 40}), T.rand_list({3, 90, 15})
+  local bref = {}
+  for i = 1, 3 do bref[i] = mat_ref(transpose(ba[i]), bb[i], 40, 90, 15) end
+  close(torch.bmm(torch.tensor(ba):transpose(1, 2), torch.tensor(bb)), bref, 1e-4, 1e-4, "bmm of (3,90,40)^T @ (3,90,15)")
+  local x, gy = torch.randn(120, 10), torch.randn(120, 40)
+  local lin = nn.Linear(10, 40)
+  lin(x):backward(gy)
+  close(lin.weight.grad, gy:double():t():matmul(x:double()), 1e-4, 1e-4, "Linear weight gradient")
+end)
+
 test("1024x1024 float32 spot checks", function()
   local a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
   local c = a:matmul(b)
