@@ -167,6 +167,41 @@ test("scratch: the gates are computed in xproj's memory, with the same values an
   torch._rnn_layer("lstm", e, torch.randn(4, 1, F64), {scratch = true})
   raises(function() e:sum():backward() end, "inplace", "scratch bumps xproj's version")
 end)
+-- float32 step GEMMs pack W_hh once a layer (src/cpu/gemm_reused.c): W_hh read
+-- transposed (forward), as is (backward), column-major and strided, each packed its own way
+test("float32 W_hh in every layout: the same values and gradients, close to float64", function()
+  torch.manual_seed(13)
+  for _, mode in ipairs({"lstm", "gru", "rnn_tanh"}) do
+    local Gw = ({lstm = 4, gru = 3})[mode] or 1
+    local L, N, H = 5, 3, 13
+    local x0, w0 = torch.randn(L, N, Gw * H), torch.randn(Gw * H, H) * 0.3
+    local function run(w, dt)
+      local x, wl = x0:to(dt):clone():requires_grad_(), w:to(dt):detach():requires_grad_()
+      eq(wl:stride(1), w:stride(1), "w_hh keeps its layout")
+      eq(wl:stride(0), w:stride(0), "w_hh keeps its layout")
+      local out, hn = torch._rnn_layer(mode, x, wl, {})
+      local loss = (out * out):sum() + hn:sum()
+      loss:backward()
+      return out, x.grad, wl.grad
+    end
+    local layouts = {
+      ["column-major"] = w0:t():contiguous():t(),
+      strided = torch.stack({w0, torch.full(w0.shape, 7)}, 2):select(2, 0), -- strides (2H, 2)
+    }
+    local out1, gx1, gw1 = run(w0, "float32")
+    local out64, gx64, gw64 = run(w0, "float64")
+    close(out1:double(), out64, 1e-5, 1e-5, mode .. ": output against float64")
+    close(gx1:double(), gx64, 1e-4, 1e-5, mode .. ": grad xproj against float64")
+    close(gw1:double(), gw64, 1e-4, 1e-4, mode .. ": grad w_hh against float64")
+    for name, w in pairs(layouts) do
+      ok(not w:is_contiguous(), name .. " is not contiguous")
+      local out2, gx2, gw2 = run(w, "float32")
+      close(out2, out1, 0, 0, mode .. ", " .. name .. ": output")
+      close(gx2, gx1, 0, 0, mode .. ", " .. name .. ": grad xproj")
+      close(gw2, gw1, 0, 0, mode .. ", " .. name .. ": grad w_hh")
+    end
+  end
+end)
 test("gradcheck float64: lstm with projection", function()
   op_check("lstm", "lstm proj", {proj = 2})
   op_check("lstm", "lstm proj reverse packed", {proj = 2, reverse = true, batch_sizes = {3, 2, 1, 1}})
