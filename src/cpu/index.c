@@ -158,6 +158,19 @@ static void scatter_loop(char **d, const int64_t *s, int64_t n, void *vctx) {
 
 static void scatter_add_loop(char **d, const int64_t *s, int64_t n, void *vctx) {
   idx_ctx *x = vctx;
+  /* one index for a dense run (embedding_backward's rows: r[idx[j]] += g[j]):
+   * a loop the compiler vectorises, where the element loop spent 1.1 ms of
+   * the LSTM bench's step on 2048 rows of 256 */
+  if (s[1] == 0 && s[0] == s[2] && s[0] == (int64_t)x->es && (x->dtype == TS_FLOAT32 || x->dtype == TS_FLOAT64)) {
+    int64_t j = *(const int64_t *)d[1];
+    if (!fix_index(x, &j)) return;
+    char *o = d[0] + j * x->stride;
+    if (x->dtype == TS_FLOAT32)
+      for (int64_t i = 0; i < n; i++) ((float *)o)[i] += ((const float *)d[2])[i];
+    else
+      for (int64_t i = 0; i < n; i++) ((double *)o)[i] += ((const double *)d[2])[i];
+    return;
+  }
   for (int64_t i = 0; i < n; i++) {
     int64_t j = *(const int64_t *)(d[1] + i * s[1]);
     if (fix_index(x, &j)) add_elem(d[0] + i * s[0] + j * x->stride, d[2] + i * s[2], x->dtype);
