@@ -339,6 +339,22 @@ test("Upsample and its fixed-mode forms", function()
   close(nn.UpsamplingNearest2d({size = 5})(x), F.interpolate(x, {size = 5}), 0, 0, "UpsamplingNearest2d")
   close(F.interpolate(x, {size = torch.Size({5, 6})}), F.interpolate(x, {size = {5, 6}}), 0, 0, "a torch.Size as size")
   raises(function() return nn.Upsample({size = true})(x) end, "size must be an integer, got boolean")
+  -- options that cannot work with any input fail when the module is built, not at its first forward
+  for _, c in ipairs({
+    {{size = 2, scale_factor = 2}, "Upsample: only one of size or scale_factor should be defined"},
+    {{}, "Upsample: either size or scale_factor should be defined"},
+    {{size = {2, "a"}}, "Upsample: size must be an integer, got string"},
+    {{scale_factor = {}}, "Upsample: scale_factor must be a number or a non-empty list of numbers"},
+    {{scale_factor = 0 / 0}, "Upsample: scale_factor must be finite"},
+    {{size = 2, mode = 3}, "Upsample: mode must be 'nearest', 'linear' or 'bilinear', got 3"},
+    {{size = 2, mode = "bicubic"}, "Upsample: mode 'bicubic' is not supported yet"},
+    {{scale_factor = 2, align_corners = false}, "Upsample: align_corners option can only be set with the interpolating"},
+    {{size = 2, recompute_scale_factor = true}, "recompute_scale_factor is not meaningful with an explicit size"},
+  }) do
+    raises(function() return nn.Upsample(c[1]) end, c[2], c[2])
+  end
+  raises(function() return nn.UpsamplingBilinear2d({size = {3, "a"}}) end, "UpsamplingBilinear2d: size must be an integer")
+  raises(function() return nn.UpsamplingNearest2d() end, "UpsamplingNearest2d: either size or scale_factor")
 end)
 
 test("HuberLoss and KLDivLoss modules", function()

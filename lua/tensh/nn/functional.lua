@@ -6,6 +6,7 @@
 local torch = torch
 local C = require "tensh.nn.common"
 local A = require "tensh.args"
+local interp = require "tensh.nn.interpolation"
 local raise, args, shape_str, pyfloat = C.raise, C.args, C.shape_str, C.pyfloat
 local is_tensor = torch.is_tensor
 
@@ -464,32 +465,6 @@ end
 
 -- ---- interpolation ------------------------------------------------------------------------
 
-local INTERP_LATER = {area = true, bicubic = true, trilinear = true, ["nearest-exact"] = true}
-
--- a number, a list of n numbers or a torch.Size as a list of n (integers when `int`)
-local function spatial(fn, what, v, n, int)
-  v = plain(v)
-  local list = {}
-  if type(v) == "table" then
-    if #v ~= n then
-      raise("%s: %s must be a number or a list of %d (the input has %d spatial dims), got a list of %d", fn, what, n, n, #v)
-    end
-    for i = 1, n do list[i] = v[i] end
-  else
-    for i = 1, n do list[i] = v end
-  end
-  for i = 1, n do
-    if int then list[i] = C.check_int(fn, what, list[i])
-    else
-      A.check_number(fn, what, list[i])
-      if list[i] ~= list[i] or math.abs(list[i]) == math.huge then
-        raise("%s: %s must be finite, got %s", fn, what, A.show(list[i]))
-      end
-    end
-  end
-  return list
-end
-
 -- F.interpolate(x, size, scale_factor, mode = "nearest", align_corners, recompute_scale_factor,
 -- antialias = false): x (N, C, L) ("nearest", "linear") or (N, C, H, W) ("nearest",
 -- "bilinear") resized to size, or to floor(in * scale_factor) with the scale itself used
@@ -498,24 +473,7 @@ function F.interpolate(x, ...)
   local fn = "nn.functional.interpolate"
   check_tensor("interpolate", x)
   local a = args(fn, {"size", "scale_factor", "mode", "align_corners", "recompute_scale_factor", "antialias"}, ...)
-  local mode = a.mode == nil and "nearest" or a.mode
-  if INTERP_LATER[mode] then raise("%s: mode '%s' is not supported yet (nearest, linear, bilinear are)", fn, mode) end
-  if mode ~= "nearest" and mode ~= "linear" and mode ~= "bilinear" then
-    raise("%s: mode must be 'nearest', 'linear' or 'bilinear', got %s", fn, A.show(mode))
-  end
-  local align = a.align_corners
-  if mode == "nearest" then
-    if align ~= nil then
-      raise("%s: align_corners option can only be set with the interpolating modes: linear | bilinear", fn)
-    end
-  else
-    align = align ~= nil and A.check_boolean(fn, "align_corners", align)
-  end
-  if a.antialias ~= nil and A.check_boolean(fn, "antialias", a.antialias) then
-    raise("%s: antialias is not supported", fn)
-  end
-  local recompute = a.recompute_scale_factor
-  if recompute ~= nil then A.check_boolean(fn, "recompute_scale_factor", recompute) end
+  local mode, align, recompute = interp.options(fn, a)
   local nd = x:dim() - 2
   if nd ~= 1 and nd ~= 2 then
     raise("%s: expected a 3-D (N, C, L) or 4-D (N, C, H, W) input, got shape %s", fn, shape_str(x))
@@ -523,14 +481,11 @@ function F.interpolate(x, ...)
   if mode == "linear" and nd ~= 1 then raise("%s: got %dD input, but linear mode needs 3D input", fn, x:dim()) end
   if mode == "bilinear" and nd ~= 2 then raise("%s: got %dD input, but bilinear mode needs 4D input", fn, x:dim()) end
   local size, factor = a.size, a.scale_factor
-  if size ~= nil and factor ~= nil then raise("%s: only one of size or scale_factor should be defined", fn) end
-  if size == nil and factor == nil then raise("%s: either size or scale_factor should be defined", fn) end
   local out, scales
   if size ~= nil then
-    if recompute then raise("%s: recompute_scale_factor is not meaningful with an explicit size", fn) end
-    out = spatial(fn, "size", size, nd, true)
+    out = interp.spatial(fn, "size", size, nd, true)
   else
-    scales = spatial(fn, "scale_factor", factor, nd, false)
+    scales = interp.spatial(fn, "scale_factor", factor, nd, false)
     out = {}
     for i = 1, nd do
       out[i] = math.floor(x.shape[i + 1] * scales[i])

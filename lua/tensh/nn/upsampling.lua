@@ -4,6 +4,7 @@
 -- defining Module and Parameter, and copies the classes it returns into nn.
 local nn = require "tensh.nn"
 local C = require "tensh.nn.common"
+local interp = require "tensh.nn.interpolation"
 local Module, F = nn.Module, nn.functional
 local args, pyval, check_input = C.args, C.pyval, C.check_input
 
@@ -23,8 +24,10 @@ end
 local Upsample = Module:extend("Upsample")
 M.Upsample = Upsample
 function Upsample:init(...)
-  local a = args("Upsample", {"size", "scale_factor", "mode", "align_corners", "recompute_scale_factor"}, ...)
-  self.name = "Upsample"
+  local name = self.name or "Upsample" -- (UpsamplingNearest2d's init names itself first)
+  local a = args(name, {"size", "scale_factor", "mode", "align_corners", "recompute_scale_factor"}, ...)
+  interp.options(name, a) -- wrong options fail here, not at the first forward
+  self.name = name
   self.size = a.size
   self.scale_factor = a.scale_factor and as_float(a.scale_factor) or nil
   self.mode = a.mode == nil and "nearest" or a.mode
@@ -47,8 +50,8 @@ local function fixed_mode(name, mode, align)
   M[name] = cls
   function cls:init(...)
     local a = args(name, {"size", "scale_factor"}, ...)
-    Upsample.init(self, {size = a.size, scale_factor = a.scale_factor, mode = mode, align_corners = align})
     self.name = name
+    Upsample.init(self, {size = a.size, scale_factor = a.scale_factor, mode = mode, align_corners = align})
   end
 end
 fixed_mode("UpsamplingNearest2d", "nearest", nil)
