@@ -180,6 +180,12 @@ local function instance_newindex(self, k, v)
   if type(k) == "number" and cls.__setitem then return cls.__setitem(self, k, v) end
   local params, bufs, mods, attrs = rawget(self, "_parameters"), rawget(self, "_buffers"),
     rawget(self, "_modules"), rawget(self, "_attrs")
+  -- a child or a parameter is named by its key (state_dict, printing): a table key has no name
+  if type(k) ~= "string" and type(k) ~= "number" and
+      (is_module(v) or (is_tensor(v) and (param_set[v] or (v.requires_grad and v.is_leaf)))) then
+    raise("Module.__newindex: a %s's name must be a string, got %s (model.name = v, or model:%s(name, v))",
+      is_module(v) and "child module" or "parameter", type_name(k), is_module(v) and "add_module" or "register_parameter")
+  end
   if is_module(v) then
     check_no_cycle(self, k, v, "module assignment")
     od_del(params, k); od_del(bufs, k); attrs[k] = nil

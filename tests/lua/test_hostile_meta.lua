@@ -81,6 +81,14 @@ test("a Measurement's, a module's and a class's metamethods by hand name what th
   raises_here(function() return mt.__newindex(lin, nil, 1) end, "Module.__newindex: an attribute name can't be nil")
   raises_here(function() return mt.__newindex(lin, 0 / 0, 1) end, "Module.__newindex: an attribute name can't be NaN")
   raises_here(function() lin[nil] = 1 end, "Module.__newindex: an attribute name can't be nil") -- (Lua passes it on)
+  -- (the fuzz of 2026-11-28 12:11: a child under a table key, then printing the module failed inside it)
+  raises_here(function() lin[{}] = nn.ReLU() end, "Module.__newindex: a child module's name must be a string, got table")
+  raises_here(function() lin[true] = nn.Parameter(torch.ones(1)) end,
+    "Module.__newindex: a parameter's name must be a string, got boolean")
+  eq(tostring(lin), "Linear(in_features=2, out_features=2, bias=True)", "nothing was registered")
+  lin[{}] = torch.ones(1) -- a plain attribute: no name needed
+  lin[1] = nn.ReLU() -- a number names it, as before
+  eq(#lin:state_dict() == 0 and lin:state_dict()["weight"] ~= nil, true, "state_dict still names everything")
   raises_here(function() return mt.__concat(nil, {}) end,
     "bad argument #1 to '__concat' (a printable tensh value expected on one side, got nil and table)")
   eq("m: " .. nn.ReLU(), "m: ReLU()", "the operator still joins")
