@@ -143,6 +143,12 @@ test("optimizers and schedulers: classes, groups and state dicts from the wrong 
     "optim.lr_scheduler.LRScheduler.new: cls must be a scheduler class")
   user_error(function() local _ = optim.lr_scheduler.StepLR.__tostring({}) end,
     "optim.lr_scheduler.LRScheduler.__tostring: expected a scheduler")
+  -- ReduceLROnPlateau has its own __call (the fuzz of 2026-11-28 12:36: a tensor as the class)
+  for _, bad in ipairs({torch.ones(1), {}, optim.lr_scheduler.StepLR}) do
+    user_error(function() local _ = getmetatable(optim.lr_scheduler.ReduceLROnPlateau).__call(bad, sgd) end,
+      "ReduceLROnPlateau: cls must be ReduceLROnPlateau or a class made from it")
+  end
+  ok(tostring(optim.lr_scheduler.ReduceLROnPlateau(sgd)):find("^ReduceLROnPlateau%("), "the class itself still builds")
   local sd = sgd:state_dict()
   sd.param_groups[1].params[1] = 0 / 0
   user_error(function() sgd:load_state_dict(sd) end, "SGD:load_state_dict: param_groups[0].params[1] must be an integer")

@@ -439,6 +439,7 @@ end
 
 setmetatable(Plateau, {__index = LRScheduler, __call = function(cls, optimizer, ...)
   local name = "ReduceLROnPlateau"
+  U.check_class(name, "cls", cls, Plateau, "ReduceLROnPlateau or a class made from it") -- (the metamethod by hand)
   if not is_optimizer(optimizer) then
     fail("%s: expected an optimizer (with param_groups) as argument 1, got %s", name, typename(optimizer))
   end
