@@ -12,9 +12,10 @@
  *
  * Taken when: float32, one batch entry, a token, at most MAX_ROWS rows, A
  * and C row-major (unit column stride), B's rows or columns contiguous, an
- * x86-64 CPU with AVX2 and FMA; otherwise the caller's BLAS path runs. Two packed matrices are kept (an
- * LSTM with projections alternates W_hh and W_hr), the least recently used
- * replaced, under a lock that a second thread finding it held simply skips. */
+ * x86-64 CPU with AVX2 and FMA; otherwise the caller's BLAS path runs.
+ * Two packed matrices are kept (an LSTM with projections alternates W_hh and
+ * W_hr), the least recently used replaced, under a lock that a second thread
+ * finding it held simply skips. */
 #include <cblas.h>
 #include <immintrin.h>
 #include <limits.h>
@@ -42,6 +43,9 @@ static slot slots[SLOTS];
 static uint64_t uses;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* the columns of B in panel p: NR, fewer in the last */
+static inline int64_t panel_cols(int64_t N, int64_t p) { return N - p * NR < NR ? N - p * NR : NR; }
+
 /* B (K, N) with element strides rs, cs into panels, the last one's columns
  * past N zero. Each way reads along B's unit stride where it has one; in
  * the LSTM step (1 MiB W_hh, 4 packs a step) the element loops took 1.2 % */
@@ -51,10 +55,10 @@ static void pack(const float *b, int64_t K, int64_t N, int64_t rs, int64_t cs, f
   if (cs == 1) { /* rows contiguous: each row once, a piece into every panel */
     for (int64_t k = 0; k < K; k++)
       for (int64_t p = 0; p < panels; p++)
-        memcpy(out + (p * K + k) * NR, b + k * rs + p * NR, sizeof(float) * (size_t)(N - p * NR < NR ? N - p * NR : NR));
+        memcpy(out + (p * K + k) * NR, b + k * rs + p * NR, sizeof(float) * (size_t)panel_cols(N, p));
   } else { /* columns contiguous (W_hh seen transposed): a panel is a block of W's rows, transposed */
     for (int64_t p = 0; p < panels; p++) {
-      int nc = (int)(N - p * NR < NR ? N - p * NR : NR);
+      int nc = (int)panel_cols(N, p);
       cblas_somatcopy(CblasRowMajor, CblasTrans, nc, (int)K, 1.0f, b + p * NR * cs, (int)cs, out + p * K * NR, NR);
     }
   }
@@ -153,7 +157,7 @@ bool ts_cpu_gemm_reused_b(const ts_tensor *A, const ts_tensor *B, ts_tensor *O, 
   const int64_t work = M * N * K; /* one panel a thread's unit; a step GEMM is ~17 MFLOP */
   _Pragma("omp parallel for schedule(static) if (work > ((int64_t)1 << 22))")
   for (int64_t p = 0; p < panels; p++) {
-    const int64_t nc = N - p * NR < NR ? N - p * NR : NR;
+    const int64_t nc = panel_cols(N, p);
     for (int64_t r = 0; r < M; r += MR)
       micro(K, a + r * lda, lda, M - r < MR ? M - r : MR, packed + p * K * NR, o + r * ldo + p * NR, ldo, nc,
             (float)alpha, (float)beta);
