@@ -350,6 +350,10 @@ test("Upsample and its fixed-mode forms", function()
     {{size = 2, mode = "bicubic"}, "Upsample: mode 'bicubic' is not supported yet"},
     {{scale_factor = 2, align_corners = false}, "Upsample: align_corners option can only be set with the interpolating"},
     {{size = 2, recompute_scale_factor = true}, "recompute_scale_factor is not meaningful with an explicit size"},
+    {{size = {4, 0}}, "Upsample: input and output sizes should be greater than 0, but got size (4, 0)"},
+    {{size = -2}, "Upsample: input and output sizes should be greater than 0, but got size -2"},
+    {{scale_factor = 0}, "Upsample: input and output sizes should be greater than 0, but got scale_factor 0"},
+    {{scale_factor = {2, -1.5}}, "Upsample: input and output sizes should be greater than 0, but got scale_factor (2, -1.5)"},
   }) do
     raises(function() return nn.Upsample(c[1]) end, c[2], c[2])
   end

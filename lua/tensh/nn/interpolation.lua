@@ -63,7 +63,15 @@ function M.options(fn, a)
     raise("%s: %s must be a number or a non-empty list of numbers, got %s", fn, size ~= nil and "size" or "scale_factor",
       A.show(v))
   end
-  M.spatial(fn, size ~= nil and "size" or "scale_factor", v, type(v) == "table" and #v or 1, size ~= nil)
+  local list = M.spatial(fn, size ~= nil and "size" or "scale_factor", v, type(v) == "table" and #v or 1, size ~= nil)
+  -- an output size below 1 fails with any input (PyTorch says so at the forward)
+  for _, e in ipairs(list) do
+    if e <= 0 then
+      local shown = type(v) == "table" and "(" .. table.concat(list, ", ") .. ")" or tostring(e)
+      raise("%s: input and output sizes should be greater than 0, but got %s %s", fn, size ~= nil and "size" or
+        "scale_factor", shown)
+    end
+  end
   return mode, align, recompute
 end
 
