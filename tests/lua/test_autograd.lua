@@ -489,6 +489,25 @@ test("a long chain and repeated graphs run at flat memory", function()
   ok(rss() - before < 100 * 1024, ("RSS grew by %d KB"):format(rss() - before))
 end)
 
+test("ops whose gradient is zero keep nothing of their input alive, as torch's", function()
+  -- FloorBackward0 and its kind save nothing in PyTorch (the gradient is zeros like g):
+  -- t below is held by nothing but the node, so dropping t frees it
+  local x = torch.randn(1 << 16, {requires_grad = true})
+  local allocated = x.device.type == "cuda" and cuda.memory_allocated or torch.cpu.memory_allocated
+  for _, op in ipairs({"floor", "ceil", "round", "trunc", "sign"}) do
+    local t = x * 2
+    local y = t[op](t)
+    collectgarbage(); collectgarbage()
+    local live = allocated()
+    t = nil
+    collectgarbage(); collectgarbage()
+    eq(live - allocated(), 4 * (1 << 16), op .. ": the intermediate is freed")
+    y:sum():backward()
+    eq(x.grad:abs():sum():item(), 0, op .. ": zero gradient")
+    x.grad = nil
+  end
+end)
+
 test("neural-network ops", function()
   G.check("conv2d", function(x, w, b) return torch.conv2d(x, w, b, {stride = 2, padding = 1}) end,
     {R({2, 2, 5, 5}), R({3, 2, 3, 3}), R({3})})
