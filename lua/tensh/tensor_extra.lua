@@ -929,15 +929,24 @@ end
 
 -- ---- distances and products --------------------------------------------------
 
+-- compute_mode is accepted for ports; every mode computes the differences directly, as
+-- PyTorch's "donot_use_mm_for_euclid_dist"
+local CDIST_MODES = {use_mm_for_euclid_dist_if_necessary = true, use_mm_for_euclid_dist = true,
+  donot_use_mm_for_euclid_dist = true}
+
 torch.cdist = function(x1, x2, ...)
   A.check_tensor("cdist", 1, x1)
   A.check_tensor("cdist", 2, x2)
-  local p = A.bind("cdist", {"p"}, ...).p or 2
+  local o = A.bind("cdist", {"p", "compute_mode"}, ...)
+  local p = o.p == nil and 2 or A.check_number("cdist", "p", o.p)
+  if o.compute_mode ~= nil and not CDIST_MODES[o.compute_mode] then
+    raise("cdist: %s is not a valid value for compute_mode", A.show(o.compute_mode))
+  end
   if x1:dim() < 2 or x2:dim() < 2 then raise("cdist only supports at least 2D tensors, X1 got: %dD", x1:dim()) end
   if x1.shape[x1:dim() - 1] ~= x2.shape[x2:dim() - 1] then
     raise("cdist: X1 and X2 must have the same number of columns. X1: %d X2: %d", x1.shape[x1:dim() - 1], x2.shape[x2:dim() - 1])
   end
-  if p < 0 then raise("cdist only supports non-negative p values") end
+  if not (p >= 0) then raise("cdist only supports non-negative p values, got %s", A.show(p)) end
   local d = x1:unsqueeze(-2) - x2:unsqueeze(-3) -- (..., P, R, M)
   if p == 0 then return d:ne(0):sum(-1):to(d.dtype) end
   if p == math.huge then return d:abs():amax(-1) end

@@ -307,7 +307,7 @@ local lua_cases = {
     function() return nn.functional.cosine_similarity(x23, x23, {dim = 0}) end,
     function(t) eq(shape(t), "3") close(t, {1, 1, 1}, 1e-6) end},
   {"torch.cdist", function() return torch.cdist(x23, x23, {P = 1}) end,
-    "cdist: unknown option 'P' (expected one of: p; did you mean 'p'?)",
+    "cdist: unknown option 'P' (expected one of: compute_mode, p; did you mean 'p'?)",
     function() return torch.cdist(x23, x23, {p = 1}) end,
     function(t) close(t:flatten(), {0, 9, 9, 0}) end},
   {"torch.multinomial", function() return torch.multinomial(torch.ones(3), 2, {replace = true}) end,

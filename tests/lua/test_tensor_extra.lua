@@ -534,6 +534,12 @@ test("cdist, cosine_similarity, vdot, baddbmm, addbmm", function()
   gradcheck(function(x, y) return torch.cdist(x, y) end, {a, b}, "cdist")
   gradcheck(function(x, y) return torch.cosine_similarity(x, y) end, {a[{{0, 2}}], b}, "cosine_similarity")
   raises(function() torch.cdist(a, torch.ones(2, 3, {dtype = "float64"})) end, "X1 and X2 must have the same number of columns", "cdist columns")
+  close(torch.cdist(a, b, {p = 1, compute_mode = "use_mm_for_euclid_dist"}), ref(1), 1e-13, 0, "cdist compute_mode")
+  raises(function() torch.cdist(a, b, nn.ReLU()) end, "cdist: p must be a number, got ReLU", "cdist p's type")
+  raises(function() torch.cdist(a, b, 0 / 0) end, "cdist only supports non-negative p values, got", "cdist p NaN")
+  raises(function() torch.cdist(a, b, -1) end, "cdist only supports non-negative p values, got -1", "cdist p < 0")
+  raises(function() torch.cdist(a, b, {compute_mode = "mm"}) end, 'cdist: "mm" is not a valid value for compute_mode',
+    "cdist compute_mode")
 end)
 
 test("log2, log10, exp2, expm1, tan, sinh, cosh, asinh, acosh, atanh, trunc, frac, hypot", function()
