@@ -165,6 +165,10 @@ end
 -- Returns a table name -> value.
 function M.bind(fn, names, ...) return M.bind_keywords(fn, names, nil, ...) end
 
+-- arguments PyTorch types as bool: another value is a mistake to report, not
+-- a truthy flag (F.relu(x, {inplace = 0}) would otherwise run in place)
+local FLAGS = {"inplace", "training", "keepdim"}
+
 -- The same, where the options table may also hold the names in the set
 -- `keywords` (PyTorch's keyword-only arguments, after its `*`).
 function M.bind_keywords(fn, names, keywords, ...)
@@ -183,6 +187,10 @@ function M.bind_keywords(fn, names, keywords, ...)
       if out[k] ~= nil then raise("%s: '%s' given both as an argument and as an option", fn, k) end
       out[k] = v
     end
+  end
+  for _, k in ipairs(FLAGS) do
+    local v = out[k]
+    if v ~= nil and type(v) ~= "boolean" then raise("%s: %s must be a boolean, got %s", fn, k, M.show(v)) end
   end
   return out
 end

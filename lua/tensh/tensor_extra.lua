@@ -65,6 +65,27 @@ local function wrap_dim(fn, d, n)
   return d < 0 and d + m or d
 end
 
+-- a dim option passed on to a reduction: an integer or a list of integers (checked
+-- here, so that a message names the function called, not the sum inside it)
+local function check_dims(fn, dim)
+  local list = A.plain(dim)
+  local ok = math.type(list) == "integer"
+  if A.is_plain_table(list) then
+    ok = true
+    for _, d in ipairs(list) do ok = ok and math.type(d) == "integer" end
+  end
+  if dim ~= nil and not ok then raise("%s: dim must be an integer or a list of integers, got %s", fn, A.show(dim)) end
+  return dim
+end
+
+-- nil, a number or a tensor: the values an elementwise op takes for a scalar
+local function check_scalar(fn, what, v)
+  if v ~= nil and type(v) ~= "number" and not torch.is_tensor(v) then
+    raise("%s: %s must be a number or a tensor, got %s", fn, what, A.show(v))
+  end
+  return v
+end
+
 -- ---- checks on values --------------------------------------------------------
 
 both("isnan", function(t) return t:ne(t) end)
@@ -87,6 +108,9 @@ local FLOAT_MAX = {
 
 both("nan_to_num", function(t, ...)
   local o = A.bind("nan_to_num", {"nan", "posinf", "neginf"}, ...)
+  for _, k in ipairs({"nan", "posinf", "neginf"}) do
+    if o[k] ~= nil then A.check_number("nan_to_num", k, o[k]) end
+  end
   if not is_float(t) then return t:clone() end
   local big = FLOAT_MAX[t.dtype]
   local r = torch.where(t:ne(t), o.nan or 0, t)
@@ -110,7 +134,7 @@ local function addc(name, combine)
     A.check_tensor(name, 2, t1)
     A.check_tensor(name, 3, t2)
     local o = A.bind(name, {"value"}, opts)
-    local v = o.value or 1
+    local v = o.value == nil and 1 or A.check_number(name, "value", o.value)
     local p = combine(t1, t2)
     if v ~= 1 then p = p * v end
     return t + p
@@ -423,7 +447,8 @@ end
 
 both("diff", function(t, ...)
   local o = A.bind("diff", {"n", "dim", "prepend", "append"}, ...)
-  local n, dim, prepend, append = o.n or 1, o.dim or -1, o.prepend, o.append
+  local n, dim = o.n or 1, o.dim or -1
+  local prepend, append = check_scalar("diff", "prepend", o.prepend), check_scalar("diff", "append", o.append)
   if math.type(n) ~= "integer" or n < 0 then raise("diff: n must be a non-negative integer, got %s", A.show(n)) end
   if t:dim() == 0 then raise("diff: expects input to be at least one-dimensional") end
   local d = wrap_dim("diff", dim, t:dim())
@@ -493,20 +518,24 @@ end)
 
 -- ---- reductions --------------------------------------------------------------
 
-both("count_nonzero", function(t, dim) if dim == nil then return t:ne(0):sum() end return t:ne(0):sum(dim) end)
+both("count_nonzero", function(t, ...)
+  local dim = check_dims("count_nonzero", A.bind("count_nonzero", {"dim"}, ...).dim)
+  if dim == nil then return t:ne(0):sum() end
+  return t:ne(0):sum(dim)
+end)
 both("argwhere", function(t) return t:nonzero() end)
 
 both("aminmax", function(t, opts)
   local o = A.bind("aminmax", {"dim", "keepdim"}, opts)
   if o.dim == nil then return t:amin(), t:amax() end
-  return t:amin(o.dim, {keepdim = o.keepdim}), t:amax(o.dim, {keepdim = o.keepdim})
+  local dim = wrap_dim("aminmax", o.dim, t:dim())
+  return t:amin(dim, {keepdim = o.keepdim}), t:amax(dim, {keepdim = o.keepdim})
 end)
 
 -- std (var) with all of its arguments, and mean with those it shares:
 -- dim (first, unless a boolean) and keepdim (the boolean after unbiased)
 local function stat_mean(name, stat)
   both(name, function(t, ...)
-    local s = t[stat](t, ...)
     local args, n = {...}, select("#", ...)
     local opts = n > 0 and A.is_opts(args[n]) and args[n] or nil
     if opts then n = n - 1 end
@@ -514,21 +543,30 @@ local function stat_mean(name, stat)
     local dim, keepdim = first == 2 and args[1] or nil, args[first + 1]
     if opts and opts.dim ~= nil then dim = opts.dim end
     if opts and opts.keepdim ~= nil then keepdim = opts.keepdim end
-    return s, t:mean(dim, {keepdim = keepdim or false})
+    -- checked here, so that a message names this function rather than the std inside it
+    check_dims(name, dim)
+    if keepdim ~= nil then A.check_boolean(name, "keepdim", keepdim) end
+    if opts and opts.correction ~= nil then A.check_number(name, "correction", opts.correction) end
+    if opts and opts.unbiased ~= nil then A.check_boolean(name, "unbiased", opts.unbiased) end
+    return t[stat](t, ...), t:mean(dim, {keepdim = keepdim or false})
   end)
 end
 stat_mean("std_mean", "std")
 stat_mean("var_mean", "var")
 
 both("nansum", function(t, ...)
-  if not is_float(t) then return t:sum(...) end
-  return torch.where(t:ne(t), 0, t):sum(...)
+  local o = A.bind_keywords("nansum", {"dim", "keepdim"}, {dtype = true}, ...)
+  check_dims("nansum", o.dim)
+  if o.dtype ~= nil then A.check_dtype("nansum", "dtype", o.dtype) end
+  local x = is_float(t) and torch.where(t:ne(t), 0, t) or t
+  return x:sum(o.dim, {keepdim = o.keepdim or false, dtype = o.dtype})
 end)
 
 both("nanmean", function(t, ...)
   if not is_float(t) then raise("nanmean: expected a floating-point tensor, got %s", t.dtype) end
   local o = A.bind_keywords("nanmean", {"dim", "keepdim"}, {dtype = true}, ...)
-  local x = o.dtype and t:to(o.dtype) or t
+  check_dims("nanmean", o.dim)
+  local x = o.dtype ~= nil and t:to(A.check_dtype("nanmean", "dtype", o.dtype)) or t
   local function total(v) return v:sum(o.dim, {keepdim = true}) end
   local keep = x:eq(x)
   local count = total(keep)
@@ -876,7 +914,7 @@ end)
 both("bernoulli", function(p, opts)
   local o = A.bind("bernoulli", {"p"}, opts)
   if not is_float(p) then raise("bernoulli: expected a floating-point tensor of probabilities, got %s", p.dtype) end
-  local prob = o.p or p
+  local prob = check_scalar("bernoulli", "p", o.p) or p
   return torch.rand(p.shape, {dtype = p.dtype, device = p.device}):lt(prob):to(p.dtype)
 end)
 
@@ -962,10 +1000,11 @@ local function cosine_similarity(x1, x2, ...)
   A.check_tensor("cosine_similarity", 1, x1)
   A.check_tensor("cosine_similarity", 2, x2)
   local o = A.bind("cosine_similarity", {"dim", "eps"}, ...)
-  local dim, eps = o.dim or 1, o.eps or 1e-8
+  local eps = o.eps == nil and 1e-8 or A.check_number("cosine_similarity", "eps", o.eps)
   -- PyTorch 1.13: both broadcast, each divided by its norm clamped to at least
   -- eps (a clamp it does not record: the gradient is the norm's), then summed
   local shape = torch.broadcast_shapes(x1.shape, x2.shape)
+  local dim = wrap_dim("cosine_similarity", o.dim or 1, #shape)
   local function unit(x)
     x = floatify(x):expand(shape)
     local n = x:norm(2, dim, {keepdim = true})
@@ -983,27 +1022,23 @@ torch.vdot = function(a, b)
 end
 methods.vdot = torch.vdot
 
-both("baddbmm", function(t, b1, b2, opts)
-  A.check_tensor("baddbmm", 2, b1)
-  A.check_tensor("baddbmm", 3, b2)
-  local o = A.bind("baddbmm", {"beta", "alpha"}, opts)
-  local beta, alpha = o.beta or 1, o.alpha or 1
-  local prod = b1:bmm(b2)
-  if alpha ~= 1 then prod = prod * alpha end
-  if beta == 0 then return prod end -- beta 0: input ignored, NaN and inf too, as torch
-  return (beta == 1 and t or t * beta) + prod
-end)
-
-both("addbmm", function(t, b1, b2, opts)
-  A.check_tensor("addbmm", 2, b1)
-  A.check_tensor("addbmm", 3, b2)
-  local o = A.bind("addbmm", {"beta", "alpha"}, opts)
-  local beta, alpha = o.beta or 1, o.alpha or 1
-  local prod = b1:bmm(b2):sum(0)
-  if alpha ~= 1 then prod = prod * alpha end
-  if beta == 0 then return prod end
-  return (beta == 1 and t or t * beta) + prod
-end)
+-- baddbmm: beta * t + alpha * bmm(b1, b2); addbmm: the product summed over the batch
+local function add_batched_product(name, sum_batch)
+  both(name, function(t, b1, b2, opts)
+    A.check_tensor(name, 2, b1)
+    A.check_tensor(name, 3, b2)
+    local o = A.bind(name, {"beta", "alpha"}, opts)
+    local beta = o.beta == nil and 1 or A.check_number(name, "beta", o.beta)
+    local alpha = o.alpha == nil and 1 or A.check_number(name, "alpha", o.alpha)
+    local prod = b1:bmm(b2)
+    if sum_batch then prod = prod:sum(0) end
+    if alpha ~= 1 then prod = prod * alpha end
+    if beta == 0 then return prod end -- beta 0: input ignored, NaN and inf too, as torch
+    return (beta == 1 and t or t * beta) + prod
+  end)
+end
+add_batched_product("baddbmm", false)
+add_batched_product("addbmm", true)
 
 -- ---- math composed from the kernel ops -----------------------------------------
 -- (log2, log10, exp2, expm1, tan, sinh, cosh, asinh, acosh, atanh and trunc

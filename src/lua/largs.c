@@ -315,8 +315,14 @@ static int value_error(lua_State *L, int idx, const char *msg) {
   return option_error(L, key, lua_pushfstring(L, ": %s", msg));
 }
 
+const char *lt_value_name(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING) return lua_tostring(L, -1);
+  return luaL_typename(L, idx);
+}
+
 static int value_type_error(lua_State *L, int idx, const char *expected) {
-  return value_error(L, idx, lua_pushfstring(L, "%s expected, got %s", expected, luaL_typename(L, idx)));
+  return value_error(L, idx, lua_pushfstring(L, "%s expected, got %s", expected, lt_value_name(L, idx)));
 }
 
 ts_dtype lt_check_dtype(lua_State *L, int idx) {
@@ -338,7 +344,10 @@ ts_device lt_check_device(lua_State *L, int idx) {
   if (luaL_testudata(L, idx, LT_DEVICE) == NULL && lua_type(L, idx) == LUA_TTABLE) {
     lua_getfield(L, idx, "_str");
     const char *s = lua_tostring(L, -1);
-    if (!s) value_type_error(L, idx, "device");
+    if (!s) { /* not a device: the message names the table (idx may be relative) */
+      lua_pop(L, 1);
+      value_type_error(L, idx, "device");
+    }
     if (ts_device_parse(s, &d)) value_error(L, idx, ts_last_error());
     lua_pop(L, 1);
     return d;
@@ -369,7 +378,7 @@ bool lt_opt_bool(lua_State *L, int opts, const char *key, bool dflt) {
   bool v = dflt;
   int t = opt_field(L, opts, key);
   if (t != LUA_TNIL) {
-    if (t != LUA_TBOOLEAN) option_error(L, key, lua_pushfstring(L, " must be a boolean, got %s", luaL_typename(L, -1)));
+    if (t != LUA_TBOOLEAN) option_error(L, key, lua_pushfstring(L, " must be a boolean, got %s", lt_value_name(L, -1)));
     v = lua_toboolean(L, -1);
   }
   if (opts) lua_pop(L, 1);
@@ -380,7 +389,7 @@ double lt_opt_number(lua_State *L, int opts, const char *key, double dflt) {
   double v = dflt;
   int t = opt_field(L, opts, key);
   if (t != LUA_TNIL) {
-    if (t != LUA_TNUMBER) option_error(L, key, lua_pushfstring(L, " must be a number, got %s", luaL_typename(L, -1)));
+    if (t != LUA_TNUMBER) option_error(L, key, lua_pushfstring(L, " must be a number, got %s", lt_value_name(L, -1)));
     v = lua_tonumber(L, -1);
   }
   if (opts) lua_pop(L, 1);
@@ -395,7 +404,7 @@ int64_t lt_opt_int(lua_State *L, int opts, const char *key, int64_t dflt) {
     v = lua_tointegerx(L, -1, &isnum);
     if (!isnum)
       option_error(L, key, lua_pushfstring(L, " must be an integer, got %s",
-                                           t == LUA_TNUMBER ? "a number with a fraction" : luaL_typename(L, -1)));
+                                           t == LUA_TNUMBER ? "a number with a fraction" : lt_value_name(L, -1)));
   }
   if (opts) lua_pop(L, 1);
   return v;

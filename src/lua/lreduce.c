@@ -59,10 +59,10 @@ static void parse_reduce(lua_State *L, const char *fn, int idx, rargs *a, const 
   while (a->nb < 2 && lua_type(L, idx) == LUA_TBOOLEAN) a->b[a->nb++] = lua_toboolean(L, idx++);
   if (idx <= top && idx != a->opts && !lua_isnil(L, idx))
     lt_errorf(L, "bad argument #%d to '%s' (dim (integer or list of integers) expected, got %s)", idx, fn,
-              luaL_typename(L, idx));
+              lt_value_name(L, idx));
   if (a->opts && a->ndims == 0) {
     if (lua_getfield(L, a->opts, "dim") != LUA_TNIL && !read_dims(L, fn, lua_gettop(L), a))
-      lt_errorf(L, "%s: option 'dim' must be an integer or a list of integers, got %s", fn, luaL_typename(L, -1));
+      lt_errorf(L, "%s: option 'dim' must be an integer or a list of integers, got %s", fn, lt_value_name(L, -1));
     lua_pop(L, 1);
   }
 }

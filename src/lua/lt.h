@@ -93,6 +93,9 @@ void lt_opts_check(lua_State *L, int opts, const char *fn, const char *const *kn
 ts_dtype lt_opt_dtype(lua_State *L, int opts, ts_dtype dflt);
 ts_device lt_opt_device(lua_State *L, int opts, ts_device dflt);
 bool lt_opt_bool(lua_State *L, int opts, const char *key, bool dflt);
+/* a value's name in a message: its metatable's __name (an nn.ReLU is "ReLU",
+ * not "table"), else its Lua type; may push one value, for an error to follow */
+const char *lt_value_name(lua_State *L, int idx);
 double lt_opt_number(lua_State *L, int opts, const char *key, double dflt);
 int64_t lt_opt_int(lua_State *L, int opts, const char *key, int64_t dflt);
 ts_dtype lt_check_dtype(lua_State *L, int idx);  /* "float16", torch.float16 */

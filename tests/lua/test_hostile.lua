@@ -164,7 +164,7 @@ test("a wrong option value names the function and the option, not 'bad argument 
   local ok2, e2 = pcall(function() return torch.zeros(2, {device = "gpu"}) end)
   ok(not ok2 and e2:find((named and "zeros: " or "") .. "option 'device': unknown device 'gpu'", 1, true), tostring(e2))
   local ok3, e3 = pcall(function() return torch.ones(2, {device = {}}) end)
-  ok(not ok3 and e3:find("option 'device': device expected, got nil", 1, true), tostring(e3))
+  ok(not ok3 and e3:find("option 'device': device expected, got table", 1, true), tostring(e3))
   ok(not tostring(e1):find("#-1", 1, true), "no negative argument number")
 end)
 

@@ -548,6 +548,19 @@ test("schedulers: several groups, state_dict round trip, last_epoch, errors", fu
   raises(function() S.OneCycleLR(opt_with(0.1), {max_lr = 1, total_steps = 10, pct_start = 2}) end, "pct_start", "pct_start")
   raises(function() S.OneCycleLR(opt_with(0.1), {max_lr = {1, 2}, total_steps = 10}) end, "max_lr must be a number or a list of 1 numbers", "max_lr")
   raises(function() S.LambdaLR(opt_with(0.1), {lr_lambda = 3}) end, "lr_lambda must be a function", "lambda")
+  raises(function() S.OneCycleLR(opt_with(0.1), {max_lr = 1, total_steps = 10, div_factor = nn.ReLU()}) end,
+    "OneCycleLR: div_factor must be a number, got ReLU", "div_factor")
+  raises(function() S.OneCycleLR(opt_with(0.1), {max_lr = 1, total_steps = 10, final_div_factor = "2"}) end,
+    "OneCycleLR: final_div_factor must be a number, got 2", "final_div_factor")
+  -- an object is shown by its type's name, a list or a torch.Size by its items
+  raises(function() S.CosineAnnealingLR(opt_with(0.1), {T_max = 3, eta_min = nn.ReLU()}) end,
+    "eta_min must be a number, got ReLU", "an object in the message")
+  raises(function() S.MultiStepLR(opt_with(0.1), {milestones = nn.ReLU()}) end,
+    "MultiStepLR: milestones must be a list of integers, got ReLU", "an object for a list")
+  local o = opt_with(1)
+  local ms = S.MultiStepLR(o, {milestones = torch.Size({2, 1}), gamma = 0.5})
+  for _ = 1, 2 do o:step(); ms:step() end
+  T.close(o.param_groups[1].lr, 0.25, 0, 0, "a torch.Size as milestones, as a list")
 end)
 
 -- ---- training to convergence ---------------------------------------------------------

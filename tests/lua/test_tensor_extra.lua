@@ -536,6 +536,15 @@ test("cdist, cosine_similarity, vdot, baddbmm, addbmm", function()
   raises(function() torch.cdist(a, torch.ones(2, 3, {dtype = "float64"})) end, "X1 and X2 must have the same number of columns", "cdist columns")
   close(torch.cdist(a, b, {p = 1, compute_mode = "use_mm_for_euclid_dist"}), ref(1), 1e-13, 0, "cdist compute_mode")
   raises(function() torch.cdist(a, b, nn.ReLU()) end, "cdist: p must be a number, got ReLU", "cdist p's type")
+  -- scalars and dims checked by the function that takes them, not by an op it calls
+  close(torch.cosine_similarity(a, a, {dim = -1}), torch.ones(3, {dtype = "float64"}), 1e-12, 0, "dim -1")
+  raises(function() torch.cosine_similarity(a, b, {eps = nn.ReLU()}) end, "cosine_similarity: eps must be a number, got ReLU")
+  raises(function() torch.cosine_similarity(a, a, {dim = nn.ReLU()}) end, "cosine_similarity: dim must be an integer, got ReLU")
+  raises(function() torch.cosine_similarity(a, a, {dim = 2}) end, "cosine_similarity: Dimension out of range")
+  raises(function() torch.baddbmm(b1:bmm(b2), b1, b2, {beta = {}}) end, "baddbmm: beta must be a number, got table")
+  raises(function() torch.addbmm(inp[0], b1, b2, {alpha = "2"}) end, 'addbmm: alpha must be a number, got "2"')
+  raises(function() torch.addcmul(a, a, a, {value = nn.ReLU()}) end, "addcmul: value must be a number, got ReLU")
+  raises(function() a:addcdiv(a, a, {value = true}) end, "addcdiv: value must be a number, got true")
   raises(function() torch.cdist(a, b, 0 / 0) end, "cdist only supports non-negative p values, got", "cdist p NaN")
   raises(function() torch.cdist(a, b, -1) end, "cdist only supports non-negative p values, got -1", "cdist p < 0")
   raises(function() torch.cdist(a, b, {compute_mode = "mm"}) end, 'cdist: "mm" is not a valid value for compute_mode',
@@ -584,6 +593,46 @@ test("log2, log10, exp2, expm1, tan, sinh, cosh, asinh, acosh, atanh, trunc, fra
   gradcheck(function(t) return t:acosh() end, {g:abs() + 1.1}, "acosh")
   gradcheck(function(t) return (t * 0.5):atanh() end, {g}, "atanh")
   gradcheck(function(a, b) return torch.hypot(a, b) end, {g, g:flip(0)}, "hypot")
+end)
+
+test("a wrong value for a flag, a dim or a scalar is named by the function given it", function()
+  local m = nn.ReLU()
+  local a = torch.randn(2, 3)
+  local f = torch.tensor({{1, 0 / 0, 2}, {0 / 0, 0, 3}})
+  for _, c in ipairs({
+    -- flags PyTorch types as bool are refused, not taken as true
+    {function() return nn.functional.relu(a, {inplace = 0}) end, "relu: inplace must be a boolean, got 0"},
+    {function() return nn.functional.dropout(a, 0.5, "yes") end, 'dropout: training must be a boolean, got "yes"'},
+    {function() return torch.median(a, 0, {keepdim = m}) end, "median: keepdim must be a boolean, got ReLU"},
+    {function() return torch.aminmax(a, {dim = 0, keepdim = 1}) end, "aminmax: keepdim must be a boolean, got 1"},
+    -- dims and scalars checked before the ops inside run
+    {function() return torch.aminmax(a, {dim = m}) end, "aminmax: dim must be an integer, got ReLU"},
+    {function() return torch.count_nonzero(a, {dim = m}) end, "count_nonzero: dim must be an integer or a list"},
+    {function() return torch.nansum(f, {dim = "x"}) end, 'nansum: dim must be an integer or a list of integers, got "x"'},
+    {function() return torch.nanmean(f, {dim = {0, 0.5}}) end, "nanmean: dim must be an integer or a list of integers"},
+    {function() return torch.nanmean(f, {dtype = m}) end, "nanmean: dtype must be a dtype"},
+    {function() return torch.std_mean(f, {dim = m}) end, "std_mean: dim must be an integer or a list of integers, got ReLU"},
+    {function() return torch.var_mean(f, {correction = m}) end, "var_mean: correction must be a number, got ReLU"},
+    {function() return torch.var_mean(f, {unbiased = 1}) end, "var_mean: unbiased must be a boolean, got 1"},
+    {function() return torch.diff(a, {prepend = m}) end, "diff: prepend must be a number or a tensor, got ReLU"},
+    {function() return torch.diff(a, {append = "1"}) end, 'diff: append must be a number or a tensor, got "1"'},
+    {function() return torch.nan_to_num(f, {posinf = m}) end, "nan_to_num: posinf must be a number, got ReLU"},
+    {function() return torch.bernoulli(a:abs():clamp(0, 1), {p = m}) end, "bernoulli: p must be a number or a tensor, got ReLU"},
+    -- the C bindings' option messages show an object by its class
+    {function() return torch.all(a, {keepdim = m}) end, "all: option 'keepdim' must be a boolean, got ReLU"},
+    {function() return a:sum({dim = m}) end, "sum: option 'dim' must be an integer or a list of integers, got ReLU"},
+    {function() return torch.zeros_like(a, {device = m}) end, "zeros_like: option 'device': device expected, got ReLU"},
+  }) do
+    raises(c[1], c[2], c[2])
+  end
+  -- the values that are right still work, positionally and as options
+  close(torch.count_nonzero(torch.tensor({{1, 0, 2}, {0, 0, 3}}), {dim = 0}), torch.tensor({1, 0, 2}), 0, 0, "count_nonzero {dim}")
+  close(torch.nansum(f, 1, true), torch.tensor({{3}, {3}}), 0, 0, "nansum positional keepdim")
+  close(torch.nansum(f, {dim = 0, keepdim = true}), torch.tensor({{1, 0, 5}}), 0, 0, "nansum options")
+  eq(torch.nansum(f, {dtype = "float64"}).dtype, torch.float64, "nansum dtype")
+  close(torch.diff(torch.tensor({1, 4, 9}), {prepend = 0, append = torch.tensor({20})}), torch.tensor({1, 3, 5, 11}), 0, 0,
+    "diff prepend and append")
+  close(torch.nan_to_num(f, 5), torch.tensor({{1, 5, 2}, {5, 0, 3}}), 0, 0, "nan_to_num nan")
 end)
 
 T.run()

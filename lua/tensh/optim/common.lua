@@ -19,11 +19,15 @@ function M.sorted_keys(t)
   return keys
 end
 
--- A value for a message or a repr: lists as {a, b}, cut short past 16 items
--- and 8 levels (a hostile value may be nested thousands deep, or be huge).
+-- A value for a message or a repr: lists (and a torch.Size) as {a, b}, cut
+-- short past 16 items and 8 levels (a hostile value may be nested thousands
+-- deep, or be huge); any other object by its type's name (a module is "ReLU",
+-- not the "{}" its array part would give).
 function M.show(v, depth)
   depth = depth or 0
-  if type(v) == "table" and not torch.is_tensor(v) then
+  v = A.plain(v)
+  if type(v) == "table" and not A.is_plain_table(v) then return A.typename(v) end
+  if type(v) == "table" then
     if depth >= 8 then return "{...}" end
     local parts = {}
     for i, x in ipairs(v) do

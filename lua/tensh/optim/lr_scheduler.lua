@@ -177,8 +177,8 @@ lr_scheduler.StepLR = LRScheduler:extend("StepLR", {"step_size", "gamma"},
 -- (a milestone listed k times multiplies by gamma^k, as PyTorch's Counter)
 lr_scheduler.MultiStepLR = LRScheduler:extend("MultiStepLR", {"milestones", "gamma"},
   function(self, o)
-    local ms = o.milestones
-    if not is_plain_table(ms) then fail("MultiStepLR: milestones must be a list of integers, got %s", show(ms)) end
+    local ms = A.plain(o.milestones) -- a torch.Size is a list here too
+    if not A.is_plain_table(ms) then fail("MultiStepLR: milestones must be a list of integers, got %s", show(ms)) end
     self.milestones = {}
     for i, m in ipairs(ms) do
       if math.type(m) ~= "integer" then fail("MultiStepLR: milestones[%d] must be an integer, got %s", i, show(m)) end
@@ -361,6 +361,9 @@ lr_scheduler.OneCycleLR = LRScheduler:extend("OneCycleLR",
     if o.max_lr == nil then fail("%s: max_lr is required", name) end
     local max_lrs = per_group(name, "max_lr", o.max_lr, #groups)
     local div, final_div = o.div_factor or 25.0, o.final_div_factor or 1e4
+    for what, v in pairs({div_factor = div, final_div_factor = final_div}) do
+      if type(v) ~= "number" then fail("%s: %s must be a number, got %s", name, what, show(v)) end
+    end
     if last_epoch == -1 then
       for i, g in ipairs(groups) do
         g.initial_lr = max_lrs[i] / div
