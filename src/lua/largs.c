@@ -300,11 +300,16 @@ static const char *reading_option;
 
 /* "randn: option 'dtype'<rest>": the running C function's name as its
  * caller called it, when it has one. */
-static int option_error(lua_State *L, const char *key, const char *rest) {
+const char *lt_running_name(lua_State *L) {
   const char *fn = NULL;
   lua_Debug ar;
   if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name && strcmp(ar.name, "?") != 0) fn = ar.name;
   if (fn && !strncmp(fn, "tensh.", 6)) fn += 6;
+  return fn;
+}
+
+static int option_error(lua_State *L, const char *key, const char *rest) {
+  const char *fn = lt_running_name(L);
   return lt_errorf(L, "%s%soption '%s'%s", fn ? fn : "", fn ? ": " : "", key, rest);
 }
 

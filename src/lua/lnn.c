@@ -8,27 +8,34 @@
 /* nil (or none) -> NULL; otherwise a tensor */
 static ts_tensor *opt_tensor(lua_State *L, int idx) { return lua_isnoneornil(L, idx) ? NULL : lt_check(L, idx); }
 
+/* "max_pool2d: kernel_size must be ..., got <got>" (the function as called; no got: none shown) */
+static void pair_error(lua_State *L, const char *what, const char *got) {
+  const char *fn = lt_running_name(L);
+  lt_errorf(L, "%s%s%s must be an integer or a pair of integers {h, w}%s%s", fn ? fn : "", fn ? ": " : "", what,
+            got ? ", got " : "", got ? got : "");
+}
+
 /* An integer or a pair {h, w} at idx into out; `what` names it in errors. */
 static void read_pair(lua_State *L, int idx, const char *what, int64_t out[2]) {
   lt_unsize(L, idx);
   if (lua_type(L, idx) == LUA_TNUMBER) {
     int ok;
     out[0] = out[1] = lua_tointegerx(L, idx, &ok);
-    if (!ok) lt_errorf(L, "%s must be an integer or a pair of integers {h, w}, got %s", what, lua_tostring(L, idx));
+    if (!ok) pair_error(L, what, lua_tostring(L, idx));
     return;
   }
-  if (lua_type(L, idx) == LUA_TTABLE && lua_rawlen(L, idx) == 2) {
+  if (lua_type(L, idx) == LUA_TTABLE && lua_rawlen(L, idx) == 2 && !luaL_getmetafield(L, idx, "__name")) {
     for (int k = 0; k < 2; k++) {
       lua_rawgeti(L, idx, k + 1);
       int ok;
       lua_Integer v = lua_tointegerx(L, -1, &ok);
       lua_pop(L, 1);
-      if (!ok) lt_errorf(L, "%s must be an integer or a pair of integers {h, w}", what);
+      if (!ok) pair_error(L, what, NULL);
       out[k] = v;
     }
     return;
   }
-  lt_errorf(L, "%s must be an integer or a pair of integers {h, w}, got %s", what, luaL_typename(L, idx));
+  pair_error(L, what, lt_value_name(L, idx));
 }
 
 /* opts[key] as a pair, or the default */

@@ -96,6 +96,8 @@ bool lt_opt_bool(lua_State *L, int opts, const char *key, bool dflt);
 /* a value's name in a message: its metatable's __name (an nn.ReLU is "ReLU",
  * not "table"), else its Lua type; may push one value, for an error to follow */
 const char *lt_value_name(lua_State *L, int idx);
+/* the running C function's name as its caller called it ("randn"), or NULL */
+const char *lt_running_name(lua_State *L);
 double lt_opt_number(lua_State *L, int opts, const char *key, double dflt);
 int64_t lt_opt_int(lua_State *L, int opts, const char *key, int64_t dflt);
 ts_dtype lt_check_dtype(lua_State *L, int idx);  /* "float16", torch.float16 */

@@ -189,6 +189,8 @@ test("options read from a table name the function and the option (dim, min/max, 
     "option 'stride' must be an integer or a pair of integers {h, w}, got 0.5")
   ok(not e2:find("#-", 1, true), e2)
   raises(function() return nn.F.max_pool2d(img, 1.5) end, "kernel_size must be an integer or a pair of integers {h, w}, got 1.5")
+  raises(function() return nn.MaxPool2d(nn.ReLU())(img) end,
+    "max_pool2d: kernel_size must be an integer or a pair of integers {h, w}, got ReLU")
 end)
 
 test("an op that nn or optim calls for the user fails at the user's line, not inside lua/tensh", function()

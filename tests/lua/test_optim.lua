@@ -555,6 +555,8 @@ test("schedulers: several groups, state_dict round trip, last_epoch, errors", fu
   -- an object is shown by its type's name, a list or a torch.Size by its items
   raises(function() S.CosineAnnealingLR(opt_with(0.1), {T_max = 3, eta_min = nn.ReLU()}) end,
     "eta_min must be a number, got ReLU", "an object in the message")
+  raises(function() optim.Adam(opt_with(0.1).param_groups[1].params, {lr = nn.ReLU()}) end,
+    "Adam: invalid lr value: ReLU", "an object given to an optimizer, named")
   raises(function() S.MultiStepLR(opt_with(0.1), {milestones = nn.ReLU()}) end,
     "MultiStepLR: milestones must be a list of integers, got ReLU", "an object for a list")
   local o = opt_with(1)

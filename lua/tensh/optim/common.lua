@@ -5,8 +5,10 @@ local A = require "tensh.args"
 
 function M.is_plain_table(v) return type(v) == "table" and not torch.is_tensor(v) end
 
+-- a plain table's copy (betas = {0.9, 0.999}); any other value as it is, so that an
+-- object given by mistake is still itself in the message that refuses it
 function M.shallow_copy(v)
-  if type(v) ~= "table" then return v end
+  if type(v) ~= "table" or debug.getmetatable(v) ~= nil then return v end
   local t = {}
   for k, x in pairs(v) do t[k] = x end
   return t
