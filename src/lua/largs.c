@@ -298,8 +298,6 @@ static int opt_field(lua_State *L, int opts, const char *key) {
  * names it ("randn: option 'dtype': ...") instead of "bad argument #-1". */
 static const char *reading_option;
 
-/* "randn: option 'dtype'<rest>": the running C function's name as its
- * caller called it, when it has one. */
 const char *lt_running_name(lua_State *L) {
   const char *fn = NULL;
   lua_Debug ar;
@@ -308,6 +306,8 @@ const char *lt_running_name(lua_State *L) {
   return fn;
 }
 
+/* "randn: option 'dtype'<rest>": the running C function's name as its
+ * caller called it, when it has one. */
 static int option_error(lua_State *L, const char *key, const char *rest) {
   const char *fn = lt_running_name(L);
   return lt_errorf(L, "%s%soption '%s'%s", fn ? fn : "", fn ? ": " : "", key, rest);

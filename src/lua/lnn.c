@@ -17,6 +17,7 @@ static void pair_error(lua_State *L, const char *what, const char *got) {
 
 /* An integer or a pair {h, w} at idx into out; `what` names it in errors. */
 static void read_pair(lua_State *L, int idx, const char *what, int64_t out[2]) {
+  idx = lua_absindex(L, idx); /* the checks below push values */
   lt_unsize(L, idx);
   if (lua_type(L, idx) == LUA_TNUMBER) {
     int ok;

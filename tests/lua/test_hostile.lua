@@ -191,6 +191,9 @@ test("options read from a table name the function and the option (dim, min/max, 
   raises(function() return nn.F.max_pool2d(img, 1.5) end, "kernel_size must be an integer or a pair of integers {h, w}, got 1.5")
   raises(function() return nn.MaxPool2d(nn.ReLU())(img) end,
     "max_pool2d: kernel_size must be an integer or a pair of integers {h, w}, got ReLU")
+  local pair_like = setmetatable({1, 1}, {__name = "PairLike"}) -- an object, even with two entries, is no pair
+  raises(function() return torch.conv2d(img, torch.randn(1, 1, 1, 1), nil, {stride = pair_like}) end,
+    "option 'stride' must be an integer or a pair of integers {h, w}, got PairLike")
 end)
 
 test("an op that nn or optim calls for the user fails at the user's line, not inside lua/tensh", function()
