@@ -97,10 +97,7 @@ int lt_argerror(lua_State *L, int idx, const char *msg) {
 
 /* luaL_typeerror's message ("tensor expected, got table", by __name) through lt_argerror */
 int lt_typeerror(lua_State *L, int idx, const char *expected) {
-  const char *got;
-  if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING) got = lua_tostring(L, -1);
-  else if (lua_type(L, idx) == LUA_TLIGHTUSERDATA) got = "light userdata";
-  else got = luaL_typename(L, idx);
+  const char *got = lua_type(L, idx) == LUA_TLIGHTUSERDATA ? "light userdata" : lt_value_name(L, idx);
   return lt_argerror(L, idx, lua_pushfstring(L, "%s expected, got %s", expected, got));
 }
 
